@@ -1,0 +1,122 @@
+"""The narrow interface between the harness and a backend.
+
+A `Worker` is one host thread's view: the ranks it drives (one per GPU for
+NCCL, exactly one for MPI), their buffers, and the handful of operations
+the harness needs around the collectives themselves: wait for completion,
+barrier, combine numbers across the world, fill and check buffers from
+`Fill` descriptions, per-iteration timers and graph capture.  The harness
+(`ncclbench.harness`) is written only against this class, so both backends
+run the same timing and checking code.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..collectives.base import Communicator
+from ..datatypes import DataType, RedOp
+from ..errors import UnsupportedError
+from ..fills import Fill
+
+
+@dataclass
+class RankSlot:
+    """One rank driven by this worker."""
+
+    rank: int  # rank in its communicator
+    comm: Communicator
+    send: int  # send buffer base address (unalign shift already applied)
+    recv: int  # recv buffer base address (unalign shift already applied)
+    device: int = -1  # CUDA ordinal, -1 for host memory
+
+
+class IterationTimer(ABC):
+    """Per-iteration timing (-I): `record(j)` marks the start of iteration j on
+    every local rank (j = iters marks the end); after `Worker.wait()`,
+    `samples_us()` gives one value per iteration (max over local ranks)."""
+
+    @abstractmethod
+    def record(self, j: int) -> None: ...
+
+    @abstractmethod
+    def samples_us(self) -> list[float]: ...
+
+
+class Worker(ABC):
+    """One host thread's handle on its ranks.  See module docstring."""
+
+    backend_name: str = "?"
+    slots: list[RankSlot]
+    nranks: int  # ranks per communicator
+    max_bytes: int  # usable bytes of each send/recv buffer (after any clamp)
+    supports_graphs: bool = False
+
+    # -- completion and synchronisation -------------------------------------------------
+    @abstractmethod
+    def wait(self) -> None:
+        """Wait until everything issued on this worker's ranks has completed
+        (raises BenchError with TIMEOUT after -T seconds)."""
+
+    @abstractmethod
+    def barrier(self) -> None:
+        """Barrier across every worker of every world process."""
+
+    @abstractmethod
+    def allreduce_host(self, value: float, op: str) -> float:
+        """Combine one number across every worker of the world: op is 'sum', 'min' or 'max'."""
+
+    @abstractmethod
+    def gather_host(self, obj: Any) -> list[Any] | None:
+        """Gather one object per world *process* to world rank 0 (None elsewhere)."""
+
+    @property
+    @abstractmethod
+    def is_reporter(self) -> bool:
+        """True on the one worker that prints (world process 0, thread 0)."""
+
+    # -- grouping ----------------------------------------------------------------------
+    def group_start(self) -> None:
+        """Open a group around calls for several local ranks / aggregated ops."""
+
+    def group_end(self) -> None:
+        """Close the group opened by group_start."""
+
+    # -- data --------------------------------------------------------------------------
+    @abstractmethod
+    def zero(self, slot: RankSlot, ptr: int, nbytes: int) -> None: ...
+
+    @abstractmethod
+    def fill(self, slot: RankSlot, ptr: int, fills: Sequence[Fill], dtype: DataType, op: RedOp) -> None:
+        """Write the generator values described by `fills` at `ptr`."""
+
+    @abstractmethod
+    def count_wrong(self, slot: RankSlot, ptr: int, count: int, fills: Sequence[Fill],
+                    dtype: DataType, op: RedOp) -> int:
+        """Compare `count` elements at `ptr` with `fills`, bit-exactly (2 ULP for
+        float avg); return the number of wrong elements.  Regions not covered by
+        any fill are not compared."""
+
+    # -- optional features ---------------------------------------------------------------
+    def iteration_timer(self, nevents: int) -> IterationTimer:
+        raise UnsupportedError(f"per-iteration timing (-I) is not supported by the {self.backend_name} backend")
+
+    def begin_capture(self) -> None:
+        raise UnsupportedError(f"CUDA graphs (-G) are not supported by the {self.backend_name} backend")
+
+    def end_capture(self) -> Any:
+        raise UnsupportedError(f"CUDA graphs (-G) are not supported by the {self.backend_name} backend")
+
+    def launch_graph(self, graph: Any, times: int) -> None:
+        raise UnsupportedError(f"CUDA graphs (-G) are not supported by the {self.backend_name} backend")
+
+    def destroy_graph(self, graph: Any) -> None:
+        raise UnsupportedError(f"CUDA graphs (-G) are not supported by the {self.backend_name} backend")
+
+    def memory_report(self) -> str | None:
+        """The `-M` footer line, or None when the backend cannot measure it."""
+        return None
+
+    def close(self) -> None:
+        """Release buffers and communicators."""

@@ -1,0 +1,47 @@
+"""Exit codes and the one exception type that reaches the command line.
+
+nccl-tests' exit statuses are part of the contract scripts rely on
+(behaviour spec §1.6), so every failure path raises `BenchError` with one of
+these codes; the CLI prints its message as one line on stderr and exits with
+the code.  No traceback ever reaches the user for an anticipated failure.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    INTERNAL = 1  # internal error (e.g. alltoallv matrix problems)
+    CUDA_ERROR = 2
+    NCCL_ERROR = 3
+    TIMEOUT = 4
+    NOT_IMPLEMENTED = 5  # too few GPUs, feature the backend/library lacks
+    INVALID_USAGE = 6
+    DATA_ERRORS = 7  # completed, but wrong results or below NCCL_TESTS_MIN_BW
+    ARGUMENT = 255  # bad command-line values
+
+
+class BenchError(Exception):
+    """An anticipated failure: printed as one line, exits with `code`."""
+
+    def __init__(self, message: str, code: ExitCode = ExitCode.INTERNAL):
+        super().__init__(message)
+        self.code = ExitCode(code)
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class ArgumentError(BenchError):
+    def __init__(self, message: str):
+        super().__init__(message, ExitCode.ARGUMENT)
+
+
+class UnsupportedError(BenchError):
+    """The backend or library cannot honour an option (exit 5, like nccl-tests' 'not implemented')."""
+
+    def __init__(self, message: str):
+        super().__init__(message, ExitCode.NOT_IMPLEMENTED)

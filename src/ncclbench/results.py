@@ -1,0 +1,97 @@
+"""What a run produces: run metadata, device lines and one row per size.
+
+The harness fills these; output formats (text table, JSON, result store,
+report) only read them.  Field names follow nccl-tests' JSON (spec §6.3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One line of `# Using devices` (spec §5.2)."""
+
+    rank: int
+    group: int
+    pid: int
+    hostname: str
+    device: int  # CUDA ordinal (CPU backend: -1)
+    device_hex: str  # "0000:00:06" (CPU backend: "cpu")
+    device_info: str  # "NVIDIA H200" / "CPU (MPI)"
+    process: int = 0  # world process index (JSON keeps the first device per process)
+
+
+@dataclass
+class PerIterStats:
+    """`-I` summary over the non-skipped samples (spec §3.7)."""
+
+    skipped_iterations: int
+    min_us: float
+    max_us: float
+    avg_us: float
+    p50_us: float
+    p95_us: float
+    p99_us: float
+    stdev_us: float
+    cv_pct: float
+    times_us: list[float]
+    per_process_max_times_us: list[list[float]] | None = None
+
+
+@dataclass
+class HalfResult:
+    """One placement (out-of-place or in-place) of one row."""
+
+    time_us: float  # combined across ranks per -a
+    cpu_time_us: float  # rank 0's own enqueue time (-C)
+    algbw: float  # GB/s
+    busbw: float  # GB/s
+    wrong: int | None  # None: not checked (`N/A`)
+    per_iter: PerIterStats | None = None
+
+
+@dataclass
+class ResultRow:
+    size: int
+    count: int
+    type: str
+    redop: str
+    root: int
+    out_of_place: HalfResult
+    in_place: HalfResult
+    timestamp: str | None = None  # -S, local time "YYYY-MM-DD HH:MM:SS"
+
+
+@dataclass
+class RunInfo:
+    """Everything printed before the first row (banner, devices) and kept with a run."""
+
+    program: str  # "all_reduce_perf"
+    argv: list[str]
+    backend: str  # "nccl" / "mpi"
+    version: str  # ncclbench version
+    nccl_version_code: int | None  # runtime code like 22809; None for the MPI backend
+    nccl_headers_code: int | None
+    library: str  # "libnccl 2.28.9 (/path)" or "MPICH 4.x (mpi4py 4.1)"
+    devices: list[DeviceInfo] = field(default_factory=list)
+    world_size: int = 1  # processes
+    nranks: int = 1  # ranks per communicator
+    ngroups: int = 1
+    start_time: str = ""
+    hosts: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # banner notes ncclbench adds (`# ncclbench: ...`)
+    extra: dict = field(default_factory=dict)  # anything else ncclbench records (versions per host...)
+
+
+@dataclass
+class RunSummary:
+    """Footer figures (spec §5.5)."""
+
+    out_of_bounds: int
+    avg_busbw: float
+    min_bw_gate: float | None  # NCCL_TESTS_MIN_BW if set
+    gate_ok: bool | None
+    errors: list[str] = field(default_factory=lambda: [""])
+    memory_line: str | None = None  # -M
