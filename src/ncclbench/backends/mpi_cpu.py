@@ -1,0 +1,371 @@
+"""CPU backend: real MPI collectives (mpi4py) on host memory.
+
+It runs the same harness, checking and output as the GPU backend, so the
+whole pipeline can be exercised, and compared, on machines without GPUs.
+Buffers are plain numpy byte arrays addressed by raw pointers, like device
+buffers.  MPI calls are blocking, so "enqueue" is execution and `wait()` is
+a no-op; the timing is the host wall clock around the calls, as always.
+
+What MPI cannot do exactly is refused up front: avg and premultiplied-sum
+reductions (MPI has neither) and reductions of half, bfloat16 and fp8
+(no standard MPI type).  Non-reducing collectives move any datatype as bytes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import verifiable
+from ..collectives.base import Collective
+from ..config import BenchOptions
+from ..datatypes import DataType, RedOp
+from ..errors import BenchError, ExitCode, UnsupportedError
+from ..fills import Fill
+from ..launch.hostcomm import HostComm, MpiHostComm
+from ..results import DeviceInfo
+from .base import IterationTimer, RankSlot, Worker
+
+_REDUCE_TYPES = {
+    "int8": "INT8_T", "uint8": "UINT8_T", "int32": "INT32_T", "uint32": "UINT32_T",
+    "int64": "INT64_T", "uint64": "UINT64_T", "float": "FLOAT", "double": "DOUBLE",
+}
+_REDUCE_OPS = {"sum": "SUM", "prod": "PROD", "max": "MAX", "min": "MIN"}
+_ALIGN = 4096
+
+
+def unsupported_options(opts: BenchOptions) -> list[str]:
+    """GPU-only options this backend cannot honour, as user-facing phrases."""
+    bad = []
+    if opts.nthreads != 1:
+        bad.append(f"-t {opts.nthreads} (threads per process; start more MPI processes instead)")
+    if opts.ngpus != 1:
+        bad.append(f"-g {opts.ngpus} (GPUs per thread)")
+    if opts.cudagraph:
+        bad.append("-G (CUDA graphs)")
+    if opts.local_register:
+        bad.append("-R (NCCL buffer registration)")
+    if opts.device_implementation:
+        bad.append("-D (device-API kernels)")
+    if opts.cta_policy is not None:
+        bad.append("-x (NCCL CTA policy)")
+    if opts.stream_null:
+        bad.append("-y (CUDA null stream)")
+    if opts.memory_report:
+        bad.append("-M (GPU memory report)")
+    if opts.parallel_init:
+        bad.append("-p (parallel NCCL init)")
+    return bad
+
+
+class MpiCommunicator:
+    """The `Communicator` primitives over mpi4py on raw host addresses."""
+
+    def __init__(self, comm: Any, scratch: np.ndarray):
+        from mpi4py import MPI
+
+        self.MPI = MPI
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.nranks = comm.Get_size()
+        self._scratch = scratch
+        self._group_depth = 0
+        self._pending: list[tuple[str, int, int, DataType, int]] = []
+
+    # -- helpers ------------------------------------------------------------------------
+    def _buf(self, ptr: int, count: int, dtype: DataType, reducing: bool):
+        MPI = self.MPI
+        if reducing:
+            return [MPI.buffer.fromaddress(ptr, count * dtype.itemsize),
+                    count, getattr(MPI, _REDUCE_TYPES[dtype.name])]
+        return [MPI.buffer.fromaddress(ptr, count * dtype.itemsize), count * dtype.itemsize, MPI.BYTE]
+
+    def _op(self, op: RedOp):
+        return getattr(self.MPI, _REDUCE_OPS[op.name])
+
+    # -- collectives ----------------------------------------------------------------------
+    def all_reduce(self, send, recv, count, dtype, op):
+        src = self.MPI.IN_PLACE if send == recv else self._buf(send, count, dtype, True)
+        self.comm.Allreduce(src, self._buf(recv, count, dtype, True), self._op(op))
+
+    def broadcast(self, send, recv, count, dtype, root):
+        if self.rank == root and send != recv:
+            ctypes.memmove(recv, send, count * dtype.itemsize)
+        self.comm.Bcast(self._buf(recv, count, dtype, False), root)
+
+    def reduce(self, send, recv, count, dtype, op, root):
+        if self.rank == root:
+            src = self.MPI.IN_PLACE if send == recv else self._buf(send, count, dtype, True)
+            self.comm.Reduce(src, self._buf(recv, count, dtype, True), self._op(op), root)
+        else:
+            self.comm.Reduce(self._buf(send, count, dtype, True), None, self._op(op), root)
+
+    def all_gather(self, send, recv, count, dtype):
+        n = self.nranks
+        in_place = send == recv + self.rank * count * dtype.itemsize
+        src = self.MPI.IN_PLACE if in_place else self._buf(send, count, dtype, False)
+        self.comm.Allgather(src, self._buf(recv, count * n, dtype, False))
+
+    def reduce_scatter(self, send, recv, count, dtype, op):
+        n, nbytes = self.nranks, count * dtype.itemsize
+        if recv == send + self.rank * nbytes:
+            # NCCL's in-place layout keeps the result at this rank's block; MPI's
+            # IN_PLACE would put it at the start, so go through scratch memory.
+            tmp = self._scratch.ctypes.data
+            self.comm.Reduce_scatter_block(self._buf(send, count * n, dtype, True),
+                                           self._buf(tmp, count, dtype, True), self._op(op))
+            ctypes.memmove(recv, tmp, nbytes)
+        else:
+            self.comm.Reduce_scatter_block(self._buf(send, count * n, dtype, True),
+                                           self._buf(recv, count, dtype, True), self._op(op))
+
+    def alltoall(self, send, recv, count, dtype):
+        n = self.nranks
+        src = self.MPI.IN_PLACE if send == recv else self._buf(send, count * n, dtype, False)
+        self.comm.Alltoall(src, self._buf(recv, count * n, dtype, False))
+
+    def gather(self, send, recv, count, dtype, root):
+        n = self.nranks
+        if self.rank == root:
+            in_place = send == recv + root * count * dtype.itemsize
+            src = self.MPI.IN_PLACE if in_place else self._buf(send, count, dtype, False)
+            self.comm.Gather(src, self._buf(recv, count * n, dtype, False), root)
+        else:
+            self.comm.Gather(self._buf(send, count, dtype, False), None, root)
+
+    def scatter(self, send, recv, count, dtype, root):
+        n = self.nranks
+        if self.rank == root:
+            in_place = recv == send + root * count * dtype.itemsize
+            dst = self.MPI.IN_PLACE if in_place else self._buf(recv, count, dtype, False)
+            self.comm.Scatter(self._buf(send, count * n, dtype, False), dst, root)
+        else:
+            self.comm.Scatter(None, self._buf(recv, count, dtype, False), root)
+
+    # -- point to point, grouped like NCCL -----------------------------------------------------
+    def send(self, buf, count, dtype, peer):
+        self._pending.append(("send", buf, count, dtype, peer))
+        if self._group_depth == 0:
+            self._flush()
+
+    def recv(self, buf, count, dtype, peer):
+        self._pending.append(("recv", buf, count, dtype, peer))
+        if self._group_depth == 0:
+            self._flush()
+
+    def group_start(self):
+        self._group_depth += 1
+
+    def group_end(self):
+        self._group_depth -= 1
+        if self._group_depth == 0:
+            self._flush()
+
+    def _flush(self):
+        if not self._pending:
+            return
+        reqs = []
+        for kind, buf, count, dtype, peer in self._pending:
+            b = self._buf(buf, count, dtype, False)
+            reqs.append(self.comm.Isend(b, peer, 7) if kind == "send" else self.comm.Irecv(b, peer, 7))
+        self._pending.clear()
+        self.MPI.Request.Waitall(reqs)
+
+    def local_copy(self, dst, src, nbytes):
+        ctypes.memmove(dst, src, nbytes)
+
+
+class HostIterationTimer(IterationTimer):
+    """-I on the CPU backend: host timestamps (calls are synchronous)."""
+
+    def __init__(self, nevents: int):
+        self.stamps = [0.0] * nevents
+
+    def record(self, j: int) -> None:
+        self.stamps[j] = time.perf_counter()
+
+    def samples_us(self) -> list[float]:
+        s = self.stamps
+        return [(s[j + 1] - s[j]) * 1e6 for j in range(len(s) - 1)]
+
+
+class MpiWorker(Worker):
+    backend_name = "mpi"
+
+    def __init__(self, opts: BenchOptions, host: HostComm | None = None, comm: Any = None):
+        bad = unsupported_options(opts)
+        if bad:
+            raise UnsupportedError("the CPU (MPI) backend cannot honour " + ", ".join(bad)
+                                   + "; use --backend nccl on a GPU machine")
+        from mpi4py import MPI
+
+        self.MPI = MPI
+        self.world = comm if comm is not None else MPI.COMM_WORLD
+        self.host = host or MpiHostComm(self.world)
+        color = split_color_from_env(self.world.Get_rank())
+        self.group = self.world.Split(color, self.world.Get_rank()) if color is not None else self.world
+        self.color = color or 0
+        self.nranks = self.group.Get_size()
+        self.timeout = opts.timeout
+        pad = 8 * opts.unalign
+        self.max_bytes = opts.max_bytes
+        nbytes = opts.max_bytes + pad + _ALIGN
+        self._send = np.zeros(nbytes, dtype=np.uint8)
+        self._recv = np.zeros(nbytes, dtype=np.uint8)
+        scratch = np.zeros(opts.max_bytes // max(1, self.nranks) + 64, dtype=np.uint8)
+        send = _aligned(self._send)
+        recv = _aligned(self._recv)
+        self.comm = MpiCommunicator(self.group, scratch)
+        self.slots = [RankSlot(self.comm.rank, self.comm, send, recv, -1)]
+        self._watchdog = _Watchdog(self.timeout, self.world) if self.timeout > 0 else None
+
+    # -- Worker interface ---------------------------------------------------------------------
+    @property
+    def is_reporter(self) -> bool:
+        return self.world.Get_rank() == 0
+
+    def wait(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.tick()
+
+    def barrier(self) -> None:
+        self.world.Barrier()
+
+    def allreduce_host(self, value: float, op: str) -> float:
+        return self.host.allreduce(value, op)
+
+    def gather_host(self, obj: Any) -> list[Any] | None:
+        return self.host.gather(obj, 0)
+
+    def zero(self, slot: RankSlot, ptr: int, nbytes: int) -> None:
+        if nbytes:
+            ctypes.memset(ptr, 0, nbytes)
+
+    def fill(self, slot: RankSlot, ptr: int, fills: Sequence[Fill], dtype: DataType, op: RedOp) -> None:
+        span = max((f.offset + f.count for f in fills), default=0) * dtype.itemsize
+        verifiable.host_fill(_view(ptr, span), fills, dtype, op, self.nranks)
+
+    def count_wrong(self, slot: RankSlot, ptr: int, count: int, fills: Sequence[Fill],
+                    dtype: DataType, op: RedOp) -> int:
+        return verifiable.host_count_wrong(_view(ptr, count * dtype.itemsize), count, fills,
+                                           dtype, op, self.nranks)
+
+    def iteration_timer(self, nevents: int) -> IterationTimer:
+        return HostIterationTimer(nevents)
+
+    def unsupported_reason(self, coll: Collective, dtype: DataType, op: RedOp) -> str | None:
+        if not coll.reduces or coll.name == "sendrecv":
+            return None
+        if op.name not in _REDUCE_OPS:
+            return f"MPI has no '{op.name}' reduction (use --backend nccl)"
+        if dtype.name not in _REDUCE_TYPES:
+            return f"MPI cannot reduce datatype '{dtype.name}' (use --backend nccl)"
+        return None
+
+    def devices(self) -> list[DeviceInfo]:
+        me = DeviceInfo(rank=self.world.Get_rank(), group=self.color, pid=os.getpid(),
+                        hostname=socket.gethostname().split(".")[0], device=-1, device_hex="cpu",
+                        device_info=f"CPU {platform.machine()} (MPI host memory)",
+                        process=self.world.Get_rank())
+        rows = self.world.gather(me, 0)
+        return rows or []
+
+    def close(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.stop()
+        if self.group is not self.world:
+            self.group.Free()
+
+
+def _aligned(arr: np.ndarray) -> int:
+    addr = arr.ctypes.data
+    return addr + (-addr) % _ALIGN
+
+
+def _view(ptr: int, nbytes: int) -> np.ndarray:
+    if nbytes <= 0:
+        return np.zeros(0, dtype=np.uint8)
+    return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(ptr))
+
+
+def split_color_from_env(world_rank: int) -> int | None:
+    """NCCL_TESTS_SPLIT_MASK / NCCL_TESTS_SPLIT color of this process (spec §2.3), or None."""
+    mask = os.environ.get("NCCL_TESTS_SPLIT_MASK")
+    if mask is not None:
+        try:
+            return world_rank & int(mask, 16)
+        except ValueError:
+            return 0
+    spec = os.environ.get("NCCL_TESTS_SPLIT")
+    if spec is None:
+        return None
+    return split_color(spec, world_rank)
+
+
+def split_color(spec: str, rank: int) -> int:
+    """Evaluate an NCCL_TESTS_SPLIT expression such as 'MOD 8', '&0x3', 'div2'."""
+    s = spec.strip()
+    table = (("AND", "&"), ("OR", "|"), ("MOD", "%"), ("DIV", "/"))
+    for word, sym in table:
+        if s.upper().startswith(word):
+            op, rest = sym, s[len(word):]
+            break
+        if s.startswith(sym):
+            op, rest = sym, s[1:]
+            break
+    else:
+        return 0
+    rest = rest.strip()
+    try:
+        if rest[:2].lower() == "0b":
+            v = int(rest[2:], 2)
+        elif rest[:2].lower() == "0x":
+            v = int(rest[2:], 16)
+        elif len(rest) > 1 and rest.startswith("0"):
+            v = int(rest, 8)
+        else:
+            v = int(rest)
+    except ValueError:
+        return 0
+    if op == "&":
+        return rank & v
+    if op == "|":
+        return rank | v
+    if v == 0:
+        raise BenchError(f"NCCL_TESTS_SPLIT={spec!r} divides by zero", ExitCode.ARGUMENT)
+    return rank % v if op == "%" else rank // v
+
+
+class _Watchdog:
+    """-T for blocking MPI calls: if no wait() happens for `timeout` seconds,
+    report and abort the whole MPI job (exit 4) instead of hanging."""
+
+    def __init__(self, timeout: int, world: Any):
+        self.timeout, self.world = timeout, world
+        self.last = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="ncclbench-watchdog")
+        self._thread.start()
+
+    def tick(self) -> None:
+        self.last = time.monotonic()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            if time.monotonic() - self.last > self.timeout:
+                host = socket.gethostname().split(".")[0]
+                print(f"{host}: Test timeout ({self.timeout}s): rank {self.world.Get_rank()} waited "
+                      f"longer than -T {self.timeout} s for an MPI call; aborting the job",
+                      flush=True)
+                self.world.Abort(int(ExitCode.TIMEOUT))

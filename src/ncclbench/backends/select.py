@@ -1,0 +1,55 @@
+"""Which backend runs: `--backend auto` picks NCCL when a GPU and libnccl are
+usable here, else the CPU (MPI) backend, and says so plainly."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+
+def gpu_count() -> int:
+    """Visible CUDA devices, 0 when there is no driver, no GPU or no cuda-bindings."""
+    if importlib.util.find_spec("cuda") is None:
+        return 0
+    try:
+        from ..cuda import runtime
+
+        return runtime.device_count()
+    except Exception:  # any failure here just means "no usable GPU"
+        return 0
+
+
+def nccl_available(path: str | None = None) -> str | None:
+    """Path of a loadable libnccl, or None."""
+    try:
+        from ..nccl.loader import load_library
+
+        return load_library(path).path
+    except Exception:
+        return None
+
+
+def mpi_available() -> bool:
+    return importlib.util.find_spec("mpi4py") is not None
+
+
+def choose_backend(requested: str, nccl_lib: str | None = None) -> tuple[str, str | None]:
+    """(backend, note): the backend to use and a line explaining an automatic choice."""
+    if requested in ("nccl", "mpi"):
+        return requested, None
+    if os.environ.get("NCCLBENCH_BACKEND") in ("nccl", "mpi"):
+        return os.environ["NCCLBENCH_BACKEND"], None
+    ngpu = gpu_count()
+    if ngpu and nccl_available(nccl_lib):
+        return "nccl", None
+    why = "no NVIDIA GPU visible" if not ngpu else "no libnccl found"
+    return "mpi", f"{why}: running the CPU backend (MPI collectives on host memory)"
+
+
+def describe_backends() -> list[str]:
+    lines = []
+    ngpu = gpu_count()
+    lib = nccl_available()
+    lines.append(f"nccl  GPUs visible: {ngpu}; libnccl: {lib or 'not found'}")
+    lines.append(f"mpi   mpi4py: {'installed' if mpi_available() else 'not installed'}")
+    return lines

@@ -1,0 +1,187 @@
+"""Running one benchmark command: parse, choose backend and launch, build the
+workers and reporters, run the sweep, and turn the outcome into an exit code."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from . import __version__
+from .backends.select import choose_backend, gpu_count
+from .collectives import lookup
+from .config import BenchOptions
+from .errors import BenchError, ExitCode
+from .harness.runner import filter_combinations, run_workers
+from .results import RunInfo, RunSummary
+
+SELF_LAUNCH_ENV = "NCCLBENCH_SELF_LAUNCHED"
+
+
+def strip_nprocs(args: list[str]) -> list[str]:
+    """The argument list without `--nprocs N` / `--nprocs=N` (for the children)."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a == "--nprocs":
+            skip = True
+            continue
+        if a.startswith("--nprocs="):
+            continue
+        out.append(a)
+    return out
+
+
+def exit_code_for(summary: RunSummary | None) -> int:
+    if summary is None:
+        return int(ExitCode.OK)
+    if summary.out_of_bounds or summary.gate_ok is False:
+        return int(ExitCode.DATA_ERRORS)
+    return int(ExitCode.OK)
+
+
+def self_launch_count(opts: BenchOptions) -> int:
+    """Processes to start on this host when no launcher is present: one per
+    visible GPU (divided by the GPUs each process drives), like `mpirun -np N`."""
+    if os.environ.get("NCCL_TESTS_DEVICE") is not None:
+        return 1
+    per_process = max(1, opts.nthreads * opts.ngpus)
+    n = gpu_count()
+    return n // per_process if n >= 2 * per_process else 1
+
+
+def run_bench(program: str, args: list[str]) -> int:
+    from .options import HelpRequested, parse_bench_args
+
+    try:
+        opts = parse_bench_args(program, args)
+    except HelpRequested as h:
+        print(h.text, end="", flush=True)
+        return int(h.exit_code)
+    backend, note = choose_backend(opts.backend, opts.nccl_lib)
+    opts.backend = backend
+
+    from .launch.detect import detect_launch
+
+    launch = detect_launch()
+    child_args = [program] + strip_nprocs(args)
+    if "--backend" not in " ".join(args):
+        child_args += ["--backend", backend]
+    if opts.nprocs and launch.kind == "single":
+        return spawn(backend, opts.nprocs, child_args, note)
+    if backend == "nccl" and launch.kind == "single" and opts.nprocs is None:
+        n = self_launch_count(opts)
+        if n > 1:
+            return spawn(backend, n, child_args, None, self_launched=True)
+    return run_here(opts, backend, launch, note)
+
+
+def spawn(backend: str, nprocs: int, child_args: list[str], note: str | None,
+          self_launched: bool = False) -> int:
+    from .launch.spawn import LocalSpawnLauncher, spawn_mpiexec
+
+    env = dict(os.environ)
+    if note:
+        env["NCCLBENCH_BACKEND_NOTE"] = note
+    if self_launched:
+        env[SELF_LAUNCH_ENV] = str(nprocs)
+    if backend == "mpi":
+        return spawn_mpiexec(nprocs, child_args, env=env)
+    return LocalSpawnLauncher(nprocs, child_args, env=env).run()
+
+
+def make_workers(opts: BenchOptions, backend: str, host):
+    if backend == "mpi":
+        from .backends.mpi_cpu import MpiWorker
+
+        return [MpiWorker(opts, host)]
+    from .backends.nccl_gpu import create_nccl_workers
+
+    return create_nccl_workers(opts, host, lookup(opts.collective))
+
+
+def run_info(opts: BenchOptions, backend: str, workers, host, notes: list[str]) -> RunInfo:
+    w0 = workers[0]
+    devices = w0.devices() if hasattr(w0, "devices") else []
+    info = RunInfo(
+        program=opts.program, argv=list(opts.argv), backend=backend, version=__version__,
+        nccl_version_code=getattr(w0, "nccl_version", None),
+        nccl_headers_code=getattr(w0, "nccl_version", None),
+        library=getattr(w0, "library_description", "") or _mpi_library(),
+        devices=devices or [], world_size=host.size, nranks=w0.nranks,
+        start_time=time.strftime("%Y-%m-%d %H:%M:%S"),
+        hosts=sorted({d.hostname for d in devices or []}), notes=notes,
+    )
+    return info
+
+
+def _mpi_library() -> str:
+    try:
+        from mpi4py import MPI
+
+        return MPI.Get_library_version().splitlines()[0].strip()
+    except Exception:
+        return "MPI"
+
+
+def open_reporters(opts: BenchOptions):
+    from .output import MultiReporter
+    from .output.jsonout import JsonReporter
+    from .output.text import TextReporter
+
+    reporters = []
+    json_rep = JsonReporter(opts.output_file, opts) if opts.json_enabled else None
+    text = TextReporter(sys.stdout, opts)
+    if json_rep is not None:
+        text.json_path = json_rep.path
+    reporters.append(text)
+    if json_rep is not None:
+        reporters.append(json_rep)
+    if opts.store and os.environ.get("NCCLBENCH_NO_STORE") != "1":
+        try:
+            from .store.db import ResultStore
+            from .store.reporter import StoreReporter
+
+            reporters.append(StoreReporter(ResultStore()))
+        except BenchError as exc:
+            print(f"ncclbench: result store disabled: {exc.message}", file=sys.stderr)
+    return MultiReporter(reporters)
+
+
+def run_here(opts: BenchOptions, backend: str, launch, note: str | None) -> int:
+    from .launch.detect import make_host_comm
+
+    notes = []
+    note = note or os.environ.get("NCCLBENCH_BACKEND_NOTE")
+    if note:
+        notes.append(note)
+    if os.environ.get(SELF_LAUNCH_ENV):
+        notes.append(f"started {os.environ[SELF_LAUNCH_ENV]} processes on this host, one per GPU "
+                     "(use --nprocs N or a launcher such as mpirun/srun/torchrun to change)")
+    host = make_host_comm(launch, timeout_s=float(opts.timeout or 120), prefer_mpi=(backend == "mpi"))
+    workers = []
+    reporter = None
+    try:
+        workers = make_workers(opts, backend, host)
+        notes += filter_combinations(opts, lookup(opts.collective), workers[0])
+        info = run_info(opts, backend, workers, host, notes)
+        if workers[0].is_reporter:
+            reporter = open_reporters(opts)
+            reporter.begin(info, opts)
+        summary = run_workers(opts, workers, reporter, process_key=host.rank)
+        if reporter is not None and summary is not None:
+            reporter.end(summary)
+        return exit_code_for(summary)
+    except BenchError as exc:
+        print(f"ncclbench: {exc.message}", file=sys.stderr, flush=True)
+        if host.size > 1:
+            host.abort(int(exc.code))
+        return int(exc.code)
+    finally:
+        if reporter is not None:
+            reporter.close()
+        for w in workers:
+            w.close()
+        host.close()

@@ -1,0 +1,178 @@
+"""Measuring one size in one placement: nccl-tests' TimeTest inner procedure
+(behaviour spec §3.1), written once against the `Worker` interface.
+
+The timed loop is kept lean: every pointer and argument tuple is computed
+before the clock starts, so the loop body is the collective call itself
+(plus the blocking-mode waits the user asked for).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from ..backends.base import Worker
+from ..collectives.base import CallArgs, Collective, Counts
+from ..config import BenchOptions
+from ..datatypes import DataType, RedOp
+from .sweep import rotation_steps
+
+TIMED_INIT_SEED = 99  # nccl-tests initialises the timed run's data with seed 99
+
+
+@dataclass
+class Measurement:
+    """One worker's raw numbers for one placement, before combining across ranks."""
+
+    time_us: float  # completion time per op (host clock)
+    cpu_time_us: float  # enqueue time per op
+    samples_us: list[float] | None  # -I per-iteration samples
+    wrong: int | None  # wrong elements on this worker's ranks (None: unchecked)
+
+
+class Placement:
+    """Pointers and call arguments of one collective at one size, for every
+    local rank, in one placement (out-of-place or in-place)."""
+
+    def __init__(self, worker: Worker, coll: Collective, dtype: DataType, op: RedOp, root: int,
+                 counts: Counts, in_place: bool, unalign: int = 0):
+        self.worker, self.coll, self.in_place = worker, coll, in_place
+        elt = dtype.itemsize
+        skew = unalign * elt  # -u: both buffers start this many elements late
+        self.args = [CallArgs(dtype, op, root, s.rank, worker.nranks, counts) for s in worker.slots]
+        send_b, recv_b = coll.uses_buffers(counts, elt)
+        self.recv_bytes = recv_b
+        self.span = max(send_b, recv_b)
+        self.steps = rotation_steps(self.span, worker.max_bytes)
+        self.base: list[tuple[int, int]] = []
+        for slot, a in zip(worker.slots, self.args):
+            if in_place:
+                s_off, r_off = coll.in_place_offsets(counts, slot.rank)
+                self.base.append((slot.recv + skew + s_off * elt, slot.recv + skew + r_off * elt))
+            else:
+                self.base.append((slot.send + skew, slot.recv + skew))
+        self.skew = skew
+
+    def calls(self, k: int) -> list[tuple]:
+        """(comm, send, recv, args) for op index k (pointer rotation of spec §2.9)."""
+        shift = self.span * (k % self.steps)
+        return [(slot.comm, s + shift, r + shift, a)
+                for slot, (s, r), a in zip(self.worker.slots, self.base, self.args)]
+
+    def issue(self, calls: list[tuple]) -> None:
+        launch = self.coll.launch
+        if len(calls) == 1:
+            launch(*calls[0])
+            return
+        self.worker.group_start()
+        for c in calls:
+            launch(*c)
+        self.worker.group_end()
+
+    def prepare_data(self, seed: int) -> None:
+        """Zero the receive region, then write this rank's inputs (spec §4.1)."""
+        w = self.worker
+        for slot, (send, _), a in zip(w.slots, self.base, self.args):
+            w.zero(slot, slot.recv + self.skew, self.recv_bytes)
+            fills = self.coll.input_fills(a, seed)
+            if fills:
+                w.fill(slot, send, fills, a.dtype, a.op)
+
+    def count_wrong(self, seed: int) -> int:
+        w, total = self.worker, 0
+        for slot, (_, recv), a in zip(w.slots, self.base, self.args):
+            expected = self.coll.expected_fills(a, seed, self.in_place)
+            total += w.count_wrong(slot, recv, a.counts.recv_count, expected, a.dtype, a.op)
+        return total
+
+
+def warm_up(worker: Worker, placement: Placement, iterations: int) -> None:
+    for k in range(iterations):
+        placement.issue(placement.calls(k))
+    worker.wait()
+
+
+def measure(worker: Worker, placement: Placement, opts: BenchOptions,
+            verify: bool = True) -> tuple[Measurement, int]:
+    """Time one placement and, when `verify` and -c allow, check it.  Returns the
+    measurement and the world-wide wrong-element count (0 when unchecked)."""
+    iters, agg, z = opts.iters, max(1, opts.agg_iters), opts.blocking
+    graph_launches = opts.cudagraph
+    nops = max(1, iters * agg)
+
+    if opts.check:
+        placement.prepare_data(TIMED_INIT_SEED)
+    # One untimed operation: an extra warm-up that also settles lazy connections.
+    placement.issue(placement.calls(0))
+    worker.wait()
+    worker.barrier()
+
+    calls = [placement.calls(k) for k in range(iters * agg)]
+    issue = placement.issue
+    timer = worker.iteration_timer(iters + 1) if opts.per_iter_timing and z != 3 else None
+    host_samples: list[float] = []
+    wait, barrier = worker.wait, worker.barrier
+    group_start, group_end = worker.group_start, worker.group_end
+
+    if graph_launches:
+        worker.begin_capture()
+    start = time.perf_counter()
+    coll_only = 0.0
+    for it in range(iters):
+        t0 = time.perf_counter()
+        if agg > 1:
+            group_start()
+        if timer is not None:
+            timer.record(it)
+        for a in range(agg):
+            issue(calls[it * agg + a])
+            if z == 1:
+                wait()
+                barrier()
+            elif z == 2:
+                wait()
+        if agg > 1:
+            group_end()
+        if z == 3:
+            wait()
+            span = time.perf_counter() - t0
+            coll_only += span
+            host_samples.append(span * 1e6)
+            barrier()
+    if timer is not None:
+        timer.record(iters)
+    graph = None
+    if graph_launches:
+        graph = worker.end_capture()
+        worker.barrier()
+        start = time.perf_counter()
+        worker.launch_graph(graph, graph_launches)
+    enqueued = time.perf_counter() - start
+    if not (z and agg <= 1):
+        wait()
+    elapsed = coll_only if z == 3 else time.perf_counter() - start
+    if graph is not None:
+        worker.destroy_graph(graph)
+
+    cpu_time = (coll_only if z == 3 else enqueued) / nops
+    time_us = elapsed / nops / (graph_launches or 1) * 1e6
+
+    samples = None
+    if opts.per_iter_timing:
+        raw = timer.samples_us() if timer is not None else host_samples
+        samples = [s / agg for s in raw]
+
+    wrong_local, wrong_world = None, 0
+    worker.barrier()
+    if opts.check and verify:
+        wrong_local = 0
+        for rep in range(1, opts.check + 1):
+            placement.prepare_data(rep)
+            placement.issue(placement.calls(0))
+            worker.wait()
+            mine = placement.count_wrong(rep)
+            wrong_world = int(worker.allreduce_host(mine, "sum"))
+            wrong_local += mine
+            if wrong_world:
+                break
+    return Measurement(time_us, cpu_time * 1e6, samples, wrong_local), wrong_world
