@@ -127,27 +127,20 @@ def _mpi_library() -> str:
 
 
 def open_reporters(opts: BenchOptions):
-    from .output import MultiReporter
-    from .output.jsonout import JsonReporter
-    from .output.text import TextReporter
+    """Text (+ JSON with -J) + the result store, opened before the run so that
+    an unwritable -J path fails up front."""
+    from .output import open_reporters as open_output
 
-    reporters = []
-    json_rep = JsonReporter(opts.output_file, opts) if opts.json_enabled else None
-    text = TextReporter(sys.stdout, opts)
-    if json_rep is not None:
-        text.json_path = json_rep.path
-    reporters.append(text)
-    if json_rep is not None:
-        reporters.append(json_rep)
+    multi = open_output(opts)
     if opts.store and os.environ.get("NCCLBENCH_NO_STORE") != "1":
         try:
             from .store.db import ResultStore
             from .store.reporter import StoreReporter
 
-            reporters.append(StoreReporter(ResultStore()))
-        except BenchError as exc:
-            print(f"ncclbench: result store disabled: {exc.message}", file=sys.stderr)
-    return MultiReporter(reporters)
+            multi.reporters.append(StoreReporter(ResultStore()))
+        except (BenchError, ImportError) as exc:
+            print(f"ncclbench: result store disabled: {exc}", file=sys.stderr)
+    return multi
 
 
 def run_here(opts: BenchOptions, backend: str, launch, note: str | None) -> int:
