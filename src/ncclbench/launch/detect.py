@@ -1,0 +1,328 @@
+"""Which launcher started this process, and what it told us.
+
+Users start jobs with whatever their site has (mpirun, srun, torchrun, a
+Kubernetes operator); ncclbench reads the variables each of them sets rather
+than asking for one.  The order matters because launchers nest: mpirun inside
+an sbatch allocation still leaves SLURM_* behind, and torchrun under srun sets
+both families, so the most specific launcher wins:
+OMPI -> PMI/Hydra -> Slurm -> torchrun-style -> ncclbench's own spawn -> single.
+
+Pure functions of an environment mapping, so every branch is tested from
+plain dicts without starting any launcher.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import socket
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from ..errors import BenchError, ExitCode
+
+KINDS = ("ompi", "mpich-hydra", "slurm", "torchrun", "env", "ncclbench-spawn", "comm-id", "single")
+
+# Slurm step ids at or above this are pseudo-steps (batch script, extern,
+# interactive): code there is not one of srun's tasks.
+_SLURM_PSEUDO_STEP = 0xFFFFFFF0
+
+DEFAULT_PORT = 29500  # torch's default MASTER_PORT, used when only MASTER_ADDR is given
+
+_RAW_PREFIXES = (
+    "OMPI_COMM_WORLD_", "PMIX_RANK", "PMIX_NAMESPACE", "PMI_", "MPI_LOCAL", "HYDRA_", "SLURM_",
+    "TORCHELASTIC_", "NCCLBENCH_", "MV2_COMM_WORLD_",
+)
+_RAW_NAMES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
+              "MASTER_PORT", "NCCL_COMM_ID")
+
+
+@dataclass
+class LaunchInfo:
+    """What the launcher says about this process.
+
+    `size` is the launcher's view of the world; the host communicator checks
+    that the processes really form a world of that size (the independent-copies
+    trap).  `master_addr`/`master_port` is where rank 0's TCP rendezvous listens
+    (None where only MPI can connect the ranks).  `mpi_capable`: MPI_Init can
+    find its peers (an MPI launcher, or srun with PMI/PMIx).
+    """
+
+    kind: str
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0
+    local_size: int = 1
+    master_addr: str | None = None
+    master_port: int | None = None
+    node_name: str = ""
+    job_id: str | None = None
+    mpi_capable: bool = False
+    launcher: str = ""  # human name for messages ("mpirun (Open MPI)", "srun", ...)
+    comm_id: str | None = None  # NCCL_COMM_ID when set: NCCL's id can be made locally
+    token: str | None = None  # explicit NCCLBENCH_TOKEN / spawn token
+    listen_fd: int | None = None  # ncclbench-spawn: rank 0 inherits the bound socket
+    raw: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_multi(self) -> bool:
+        return self.size > 1
+
+
+def _int(env: Mapping[str, str], *names: str, default: int | None = None) -> int | None:
+    for n in names:
+        v = env.get(n)
+        if v is not None and v.strip() != "":
+            try:
+                return int(v.strip())
+            except ValueError:
+                raise BenchError(f"launcher variable {n}={v!r} is not an integer", ExitCode.INVALID_USAGE)
+    return default
+
+
+def _raw(env: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k in _RAW_NAMES or k.startswith(_RAW_PREFIXES)}
+
+
+# -- Slurm hostlists -------------------------------------------------------------------
+
+def _split_top(text: str) -> list[str]:
+    """Split on commas that are not inside brackets."""
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise ValueError(f"unbalanced ']' in hostlist {text!r}")
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if depth:
+        raise ValueError(f"unbalanced '[' in hostlist {text!r}")
+    parts.append("".join(cur))
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _expand_range(spec: str) -> list[str]:
+    out: list[str] = []
+    for item in spec.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if "-" in item:
+            lo, hi = item.split("-", 1)
+            if not (lo.isdigit() and hi.isdigit()) or int(hi) < int(lo):
+                raise ValueError(f"bad range {item!r} in hostlist")
+            width = len(lo)  # zero padding follows the lower bound, as Slurm does
+            out.extend(str(i).zfill(width) for i in range(int(lo), int(hi) + 1))
+        else:
+            if not item.isdigit():
+                raise ValueError(f"bad range item {item!r} in hostlist")
+            out.append(item)
+    return out
+
+
+def _expand_one(name: str) -> list[str]:
+    m = re.search(r"\[([^\[\]]*)\]", name)
+    if not m:
+        return [name]
+    head, tail = name[: m.start()], name[m.end():]
+    return [head + mid + rest for mid in _expand_range(m.group(1)) for rest in _expand_one(tail)]
+
+
+def expand_hostlist(hostlist: str) -> list[str]:
+    """Slurm's compressed hostlist -> host names, in order.
+
+    `expand_hostlist("node[01-03,7],gpu5")` -> `['node01', 'node02', 'node03', 'node7', 'gpu5']`;
+    several bracket groups multiply (`r[1-2]n[1-2]` -> r1n1 r1n2 r2n1 r2n2).
+    Raises ValueError on malformed input.
+    """
+    hosts: list[str] = []
+    for part in _split_top(hostlist):
+        hosts.extend(_expand_one(part))
+    return hosts
+
+
+# -- ports and tokens ------------------------------------------------------------------
+
+def slurm_port(job_id: str | None, step_id: str | None) -> int:
+    """A port every task of one Slurm step computes alike: 20000..29999, below
+    Linux's ephemeral range so outgoing connections rarely hold it."""
+    try:
+        j, s = int(job_id or 0), int(step_id or 0)
+    except ValueError:
+        j = int(hashlib.sha256(f"{job_id}/{step_id}".encode()).hexdigest()[:8], 16)
+        s = 0
+    return 20000 + (j * 97 + s) % 10000
+
+
+def derive_token(info: LaunchInfo) -> str:
+    """The shared secret of the rendezvous: NCCLBENCH_TOKEN when set, else a
+    digest of what every rank of this job sees alike (job id, master address).
+    A derived token keeps strangers out (another job on the same port, a stale
+    run); it is not a secret against someone who can read the job's
+    environment — set NCCLBENCH_TOKEN for that."""
+    if info.token:
+        return info.token
+    basis = f"ncclbench|{info.kind}|{info.job_id}|{info.master_addr}|{info.master_port}|{info.size}"
+    return hashlib.sha256(basis.encode()).hexdigest()[:32]
+
+
+def _parse_comm_id(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise BenchError(f"NCCL_COMM_ID={value!r} is not <host>:<port>", ExitCode.INVALID_USAGE)
+    return host.strip("[]"), int(port)
+
+
+def _port_override(env: Mapping[str, str]) -> int | None:
+    return _int(env, "NCCLBENCH_MASTER_PORT")
+
+
+# -- detection -------------------------------------------------------------------------
+
+def _check_rank(info: LaunchInfo) -> LaunchInfo:
+    if info.size < 1 or not 0 <= info.rank < info.size:
+        raise BenchError(f"{info.launcher or info.kind}: rank {info.rank} is outside a world of "
+                         f"{info.size} processes", ExitCode.INVALID_USAGE)
+    return info
+
+
+def detect_launch(environ: Mapping[str, str] | None = None) -> LaunchInfo:
+    """Identify the launcher from `environ` (default os.environ); see module doc for the order."""
+    env = os.environ if environ is None else environ
+    raw = _raw(env)
+    comm_id = env.get("NCCL_COMM_ID") or None
+    token = env.get("NCCLBENCH_TOKEN") or None
+    node = env.get("NCCLBENCH_NODE_NAME") or socket.gethostname()
+    addr_override = env.get("NCCLBENCH_MASTER_ADDR") or None
+    port_override = _port_override(env)
+
+    def finish(info: LaunchInfo) -> LaunchInfo:
+        info.raw, info.comm_id, info.node_name = raw, comm_id, node
+        info.token = info.token or token
+        if addr_override:
+            info.master_addr = addr_override
+        if port_override:
+            info.master_port = port_override
+        elif info.master_addr and not info.master_port:
+            info.master_port = _int(env, "MASTER_PORT", default=DEFAULT_PORT)
+        if info.master_addr is None and env.get("MASTER_ADDR") and info.kind in ("ompi", "mpich-hydra"):
+            # the user exported MASTER_ADDR/PORT through mpirun (-x / -genv): TCP works too
+            info.master_addr = env["MASTER_ADDR"]
+            info.master_port = port_override or _int(env, "MASTER_PORT", default=DEFAULT_PORT)
+        return _check_rank(info)
+
+    # 1. Open MPI (mpirun / mpiexec / prterun)
+    if "OMPI_COMM_WORLD_SIZE" in env:
+        return finish(LaunchInfo(
+            kind="ompi", launcher="mpirun (Open MPI)", mpi_capable=True,
+            rank=_int(env, "OMPI_COMM_WORLD_RANK", default=0),
+            size=_int(env, "OMPI_COMM_WORLD_SIZE", default=1),
+            local_rank=_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", default=0),
+            local_size=_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", default=1),
+            job_id=env.get("PMIX_NAMESPACE") or env.get("OMPI_MCA_ess_base_jobid")))
+
+    # 2. PMI (MPICH Hydra, Intel MPI; srun --mpi=pmi2 sets it too, handled as Slurm)
+    slurm_rank = _int(env, "SLURM_PROCID")
+    slurm_size = _int(env, "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS")
+    step_id = _int(env, "SLURM_STEP_ID", "SLURM_STEPID")
+    in_slurm_step = slurm_rank is not None and slurm_size is not None and (
+        step_id is None or step_id < _SLURM_PSEUDO_STEP) and ("SLURM_STEP_ID" in env or "SLURM_STEPID" in env)
+    pmi_rank, pmi_size = _int(env, "PMI_RANK"), _int(env, "PMI_SIZE")
+    if pmi_rank is not None and pmi_size is not None:
+        same_as_slurm = in_slurm_step and pmi_rank == slurm_rank and pmi_size == slurm_size
+        if not same_as_slurm:
+            return finish(LaunchInfo(
+                kind="mpich-hydra", launcher="mpiexec (MPICH Hydra / PMI)", mpi_capable=True,
+                rank=pmi_rank, size=pmi_size,
+                local_rank=_int(env, "MPI_LOCALRANKID", "PMI_LOCAL_RANK", default=0),
+                local_size=_int(env, "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE", default=1),
+                job_id=env.get("PMI_JOBID") or env.get("PMI_KVSNAME")))
+
+    # torchrun under srun: torchrun's own variables describe the workers, srun's the agents.
+    torch_size = _int(env, "WORLD_SIZE")
+    torch_rank = _int(env, "RANK")
+    torchrun = "TORCHELASTIC_RUN_ID" in env or "GROUP_RANK" in env or "TORCHELASTIC_RESTART_COUNT" in env
+
+    # 3. Slurm srun
+    if in_slurm_step and not (torchrun and torch_size is not None):
+        hostlist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+        master = None
+        if hostlist:
+            try:
+                hosts = expand_hostlist(hostlist)
+            except ValueError as e:
+                raise BenchError(f"cannot read Slurm's node list: {e}", ExitCode.INVALID_USAGE)
+            master = hosts[0] if hosts else None
+        job = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
+        step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID")
+        pmi = bool(pmi_rank is not None or "PMIX_RANK" in env or env.get("SLURM_MPI_TYPE", "none") not in ("none", ""))
+        return finish(LaunchInfo(
+            kind="slurm", launcher="srun", mpi_capable=pmi,
+            rank=slurm_rank, size=slurm_size,
+            local_rank=_int(env, "SLURM_LOCALID", default=0),
+            local_size=_slurm_local_size(env),
+            master_addr=master, master_port=slurm_port(job, step),
+            job_id=f"{job}.{step}"))
+
+    # 4. torchrun and anything else that sets RANK/WORLD_SIZE (k8s PyTorchJob, by hand)
+    if torch_size is not None and torch_rank is not None:
+        addr = env.get("MASTER_ADDR")
+        port = _int(env, "MASTER_PORT")
+        local_rank = _int(env, "LOCAL_RANK", default=0)
+        local_size = _int(env, "LOCAL_WORLD_SIZE", default=1)
+        if torchrun:
+            # torchrun's agent may host its own TCPStore on MASTER_PORT: use the next one.
+            return finish(LaunchInfo(
+                kind="torchrun", launcher="torchrun", rank=torch_rank, size=torch_size,
+                local_rank=local_rank, local_size=local_size, master_addr=addr,
+                master_port=port + 1 if port is not None else None,
+                job_id=env.get("TORCHELASTIC_RUN_ID")))
+        if addr is None and comm_id:
+            host, cport = _parse_comm_id(comm_id)
+            return finish(LaunchInfo(
+                kind="comm-id", launcher="NCCL_COMM_ID", rank=torch_rank, size=torch_size,
+                local_rank=local_rank, local_size=local_size, master_addr=host, master_port=cport + 1,
+                job_id=comm_id))
+        return finish(LaunchInfo(
+            kind="env", launcher="RANK/WORLD_SIZE environment", rank=torch_rank, size=torch_size,
+            local_rank=local_rank, local_size=local_size, master_addr=addr, master_port=port,
+            job_id=env.get("NCCLBENCH_JOB_ID")))
+
+    # 5. ncclbench's own one-host launcher
+    if "NCCLBENCH_SPAWN_SIZE" in env:
+        return finish(LaunchInfo(
+            kind="ncclbench-spawn", launcher="ncclbench --nprocs",
+            rank=_int(env, "NCCLBENCH_SPAWN_RANK", default=0),
+            size=_int(env, "NCCLBENCH_SPAWN_SIZE", default=1),
+            local_rank=_int(env, "NCCLBENCH_SPAWN_RANK", default=0),
+            local_size=_int(env, "NCCLBENCH_SPAWN_SIZE", default=1),
+            master_addr=env.get("NCCLBENCH_SPAWN_ADDR", "127.0.0.1"),
+            master_port=_int(env, "NCCLBENCH_SPAWN_PORT"),
+            token=env.get("NCCLBENCH_SPAWN_TOKEN") or token,
+            listen_fd=_int(env, "NCCLBENCH_SPAWN_FD"),
+            job_id=env.get("NCCLBENCH_SPAWN_TOKEN")))
+
+    # 6. nothing: one process
+    return finish(LaunchInfo(kind="single", launcher="none (single process)"))
+
+
+def _slurm_local_size(env: Mapping[str, str]) -> int:
+    """Tasks on this node from SLURM_STEP_TASKS_PER_NODE ("2(x3),1") and SLURM_NODEID."""
+    spec = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE")
+    node = _int(env, "SLURM_NODEID", default=0)
+    if not spec:
+        return 1
+    counts: list[int] = []
+    for item in spec.split(","):
+        m = re.fullmatch(r"\s*(\d+)(?:\(x(\d+)\))?\s*", item)
+        if not m:
+            return 1
+        counts.extend([int(m.group(1))] * int(m.group(2) or 1))
+    return counts[node] if 0 <= node < len(counts) else 1
