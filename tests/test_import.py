@@ -113,7 +113,7 @@ def test_json_cut_anywhere_imports_as_interrupted_or_refuses_cleanly():
     data = JSON_FIXTURE.read_bytes()
     full = len(load_file(JSON_FIXTURE)[0].rows)
     seen_partial = set()
-    for cut in range(200, len(data), 97):
+    for cut in range(200, len(data), 151):
         try:
             run = parse_json_bytes(data[:cut], "cut.json")
         except BenchError as e:  # cut before the first complete row
@@ -236,3 +236,41 @@ def test_store_imported_is_atomic_and_deduplicates(tmp_path):
         with pytest.raises(AttributeError):
             store_imported(s, more)
         assert s.count_runs() == 2
+
+
+def test_mangled_inputs_never_escape_as_tracebacks(tmp_path):
+    """Randomly damaged fixtures either import (and store) or give a BenchError."""
+    import random
+
+    rnd = random.Random(7)
+    files = TEXT_FIXTURES + [JSON_FIXTURE]
+    inserts = [b"N/A", b" ", b"\n", b"-1", b"#", b":", b"nan", b"inf", b"1e+99", b"{", b"]",
+               b'"', b",", b"99999999999999999999999"]
+    imported = refused = 0
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        for i in range(300):
+            data = bytearray(rnd.choice(files).read_bytes())
+            for _ in range(rnd.randint(1, 12)):
+                k = rnd.randrange(len(data))
+                op = rnd.random()
+                if op < 0.4:
+                    data[k] = rnd.randrange(256)
+                elif op < 0.7:
+                    del data[k:k + rnd.randint(1, 60)]
+                else:
+                    data[k:k] = rnd.choice(inserts)
+            f = tmp_path / f"m{i}.log"
+            f.write_bytes(bytes(data))
+            try:
+                runs = load_file(f)
+            except BenchError as e:
+                assert "\n" not in e.message
+                refused += 1
+                continue
+            store_imported(store, runs)
+            for _, rid, _ in store_imported(store, runs):
+                got = store.get_run(rid)
+                render_run(got.info, got.options, got.rows, got.summary)
+            imported += 1
+        assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert imported > 50 and refused > 5

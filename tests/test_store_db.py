@@ -242,3 +242,50 @@ def test_transaction_rolls_back_on_error(tmp_path):
                 raise RuntimeError("boom")
         assert s.count_runs() == 0
         assert s.conn.execute("SELECT count(*) FROM rows").fetchone()[0] == 0
+
+
+def test_reporter_open_on_unusable_path_warns_and_lets_the_run_go_on(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    warn = io.StringIO()
+    rep = StoreReporter.open(blocker / "sub" / "r.sqlite", warn=warn)  # parent is a file
+    rep.begin(make_info(), BenchOptions())
+    rep.row(make_row(8, 1.0))
+    rep.end(RunSummary(0, 1.0, None, None))
+    rep.close()
+    assert rep.run_id is None and "not saving this run" in warn.getvalue()
+    assert len(warn.getvalue().splitlines()) == 1
+    with pytest.raises(BenchError, match="not stored"):
+        rep.check_baseline("ref")
+
+
+def test_reporter_records_versions_and_gates_against_a_baseline(tmp_path):
+    path = tmp_path / "r.sqlite"
+    rows = [make_row(1 << k, 100.0 if k >= 26 else 1.0) for k in range(3, 30)]
+    base = StoreReporter.open(path)
+    base.begin(make_info(), BenchOptions())
+    for r in rows:
+        base.row(r)
+    base.end(RunSummary(0, 1.0, None, None))
+    base.close()
+    with ResultStore(path) as s:
+        s.set_baseline("ref", base.run_id)
+        info = s.get_run(base.run_id).info
+    assert info.extra["python"] and info.extra["ncclbench"] and info.extra["platform"]
+    assert info.extra["python"] and make_info().extra.items() <= info.extra.items()
+
+    slow = StoreReporter.open(path)
+    slow.begin(make_info(), BenchOptions())
+    for r in rows:
+        r = dataclasses.replace(r, out_of_place=dataclasses.replace(
+            r.out_of_place, busbw=r.out_of_place.busbw * (0.8 if r.size >= 1 << 28 else 1.0)))
+        slow.row(r)
+    slow.end(RunSummary(0, 1.0, None, None))
+    slow.close()
+    out = io.StringIO()
+    assert slow.check_baseline("ref", 5.0, out=out) == 7
+    assert "REGRESSION at sizes 268435456, 536870912" in out.getvalue()
+    out = io.StringIO()
+    assert base.check_baseline("ref", 5.0, out=out) == 0 and "result: OK" in out.getvalue()
+    with pytest.raises(ArgumentError, match="no baseline named"):
+        base.check_baseline("nope")

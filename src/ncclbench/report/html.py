@@ -45,8 +45,10 @@ def _num(v, digits: int = 2) -> str:
     return f"{v:.{digits}f}"
 
 
-def _table(headers: list[str], rows: list[list], num_cols: set[int] = frozenset()) -> str:
-    out = ["<table>", "<tr>" + "".join(f"<th>{_e(h)}</th>" for h in headers) + "</tr>"]
+def _table(headers: list[str] | None, rows: list[list], num_cols: set[int] = frozenset()) -> str:
+    out = ["<table>"]
+    if headers:
+        out.append("<tr>" + "".join(f"<th>{_e(h)}</th>" for h in headers) + "</tr>")
     for r in rows:
         out.append("<tr>" + "".join(
             f'<td class="num">{_e(c)}</td>' if i in num_cols else f"<td>{_e(c)}</td>"
@@ -56,7 +58,7 @@ def _table(headers: list[str], rows: list[list], num_cols: set[int] = frozenset(
 
 
 def _kv(pairs: list[tuple[str, object]]) -> str:
-    return _table(["", ""], [[k, v] for k, v in pairs if v not in (None, "", [])])
+    return _table(None, [[k, v] for k, v in pairs if v not in (None, "", [])])
 
 
 def _summary_table(runs, placement: str) -> str:

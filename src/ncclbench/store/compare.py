@@ -11,11 +11,12 @@ by more than the user's limit *and* more than the noise.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
 from ..config import BenchOptions
-from ..errors import ArgumentError
+from ..errors import ArgumentError, ExitCode
 from ..results import ResultRow, RunInfo, RunSummary
 from . import stats
 from .stats import Point, Series
@@ -336,3 +337,12 @@ def check_against_baseline(store, run_id: int, name: str, max_drop_pct: float = 
         raise ArgumentError(f"no baseline named {name!r} (set one with "
                             "`ncclbench baseline set NAME RUN`)")
     return gate(store.get_run(run_id), store.get_run(base_id), max_drop_pct, max_rise_pct, placement)
+
+
+def gate_stored_run(store, run_id: int, name: str, max_drop_pct: float = 5.0,
+                    max_rise_pct: float | None = None, out=None) -> int:
+    """`ncclbench <test> ... --baseline NAME`: print the check of the run just
+    stored and return its exit code (0 ok, 7 regression)."""
+    g = check_against_baseline(store, run_id, name, max_drop_pct, max_rise_pct)
+    print(format_gate(g, name), end="", file=out or sys.stdout)
+    return 0 if g.ok else int(ExitCode.DATA_ERRORS)

@@ -196,7 +196,9 @@ def _parse_row(line: str, layout: _Layout, b: _Block, skip: int) -> ResultRow | 
                 time_us=value, cpu_time_us=value if "cputime" in cells else math.nan,
                 algbw=_num(cells["algbw"]), busbw=_num(cells["busbw"]), wrong=wrong,
                 per_iter=per_iter))
-    except (ValueError, KeyError):
+    except (ValueError, KeyError, OverflowError):
+        return None
+    if max(size, count, abs(root)) >= 1 << 63:
         return None
     timestamp = " ".join(toks[-2:]) if layout.timestamp else None
     return ResultRow(size=size, count=count, type=dtype, redop=redop, root=root,
@@ -236,7 +238,7 @@ def split_text_log(text: str) -> list[_Block]:
         elif line.startswith("# Collective test starting:"):
             if cur.program or cur.rows or cur.layout:
                 new_block()
-            cur.program = line.split(":", 1)[1].strip()
+            cur.program = line.partition(":")[2].strip()
         elif line.startswith("# nThread"):
             if cur.banner or cur.rows or cur.layout:
                 new_block()
@@ -283,7 +285,7 @@ def split_text_log(text: str) -> list[_Block]:
         elif line.startswith("# Collective test concluded"):
             cur.concluded = True
             if not cur.program:
-                cur.program = line.split(":", 1)[1].strip()
+                cur.program = line.partition(":")[2].strip()
         elif line.startswith("# GPU memory usage"):
             cur.memory_line = line
         elif line.startswith("# error:"):

@@ -117,7 +117,8 @@ def _half(obj, per_iter) -> HalfResult | None:
     if t is None or "alg_bw" not in obj or "bus_bw" not in obj:
         return None
     nw = obj.get("nwrong")
-    wrong = None if nw is None or (isinstance(nw, float) and math.isnan(nw)) else int(_f(nw))
+    nwf = _f(nw)
+    wrong = None if nw is None or not math.isfinite(nwf) or abs(nwf) >= 1 << 63 else int(nwf)
     stats = None
     if isinstance(per_iter, dict) and all(k in per_iter for k in _PER_ITER_KEYS):
         ppm = per_iter.get("per_process_max_times_us")
@@ -138,6 +139,9 @@ def _row(res) -> ResultRow | None:
     ip = _half(res.get("in_place"), res.get("in_place_per_iter"))
     if oop is None or ip is None:
         return None  # cut off mid-row
+    if not all(isinstance(res.get(k, 0), int) and abs(res.get(k, 0)) < 1 << 63
+               for k in ("size", "count")):
+        raise ValueError(f"bad size/count in result {res.get('size')!r}")
     try:
         root = int(str(res.get("root", "-1")).strip() or -1)
     except ValueError:
@@ -148,6 +152,15 @@ def _row(res) -> ResultRow | None:
 
 
 def parse_json_bytes(data: bytes, path: str = "<json>") -> ImportedRun:
+    """One run from an nccl-tests -J file (complete, or cut off: 'interrupted')."""
+    try:
+        return _parse(data, path)
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as e:
+        raise ImportError_(f"cannot import {path}: malformed nccl-tests JSON "
+                           f"({type(e).__name__}: {e})") from None
+
+
+def _parse(data: bytes, path: str) -> ImportedRun:
     name = path
     try:
         text = data.decode("utf-8")

@@ -11,20 +11,24 @@ database error is reported once on stderr and the reporter goes quiet.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import platform
 import sqlite3
 import sys
 from typing import TextIO
 
+from .. import __version__
 from ..config import BenchOptions
-from ..errors import BenchError
+from ..errors import BenchError, ExitCode
 from ..results import ResultRow, RunInfo, RunSummary
 from .db import ResultStore
 from .importers import ImportedRun
 
 
 class StoreReporter:
-    def __init__(self, store: ResultStore, *, warn: TextIO | None = None):
+    def __init__(self, store: ResultStore | None, *, warn: TextIO | None = None):
+        """Write to `store`; warnings about a failing store go to `warn` (stderr)."""
         self.store = store
         self.run_id: int | None = None
         self.error: str | None = None
@@ -32,6 +36,7 @@ class StoreReporter:
         self._ended = False
         self._closed = False
         self._warn = warn
+        self._owns_store = False
 
     def _guard(self, fn, *args) -> None:
         if self.error is not None:
@@ -43,9 +48,29 @@ class StoreReporter:
             print(f"ncclbench: warning: result store {self.store.path} disabled for this run: {e}",
                   file=self._warn or sys.stderr)
 
+    @classmethod
+    def open(cls, path: str | os.PathLike | None = None, *,
+             warn: TextIO | None = None) -> StoreReporter:
+        """A reporter on the store at `path` (default: NCCLBENCH_DB / XDG location).
+
+        If the store cannot be opened the benchmark still runs: one warning
+        line, and the reporter records nothing."""
+        try:
+            rep = cls(ResultStore(path), warn=warn)
+            rep._owns_store = True
+            return rep
+        except BenchError as e:
+            rep = cls(None, warn=warn)
+            rep.error = e.message
+            print(f"ncclbench: warning: not saving this run: {e.message}", file=warn or sys.stderr)
+            return rep
+
     def begin(self, info: RunInfo, opts: BenchOptions) -> None:
         def _begin() -> None:
-            self.run_id = self.store.begin_run(info, opts)
+            facts = {"python": platform.python_version(), "platform": platform.platform(),
+                     "ncclbench": __version__}
+            recorded = dataclasses.replace(info, extra={**facts, **info.extra})
+            self.run_id = self.store.begin_run(recorded, opts)
         self._guard(_begin)
 
     def message(self, line: str) -> None:
@@ -71,6 +96,20 @@ class StoreReporter:
         self._closed = True
         if self.run_id is not None and not self._ended:
             self._guard(self.store.mark_interrupted, self.run_id)
+        if self._owns_store and self.store is not None:
+            self.store.close()
+
+    def check_baseline(self, name: str, max_drop_pct: float = 5.0,
+                       max_rise_pct: float | None = None, out: TextIO | None = None) -> int:
+        """`--baseline NAME`: gate the stored run (call after end/close); prints
+        the check and returns 0 (ok) or 7 (regression)."""
+        from .compare import gate_stored_run
+
+        if self.run_id is None or self.store is None:
+            raise BenchError(f"cannot check against baseline {name!r}: this run was not stored"
+                             + (f" ({self.error})" if self.error else ""), ExitCode.ARGUMENT)
+        with ResultStore(self.store.path, create=False) as store:
+            return gate_stored_run(store, self.run_id, name, max_drop_pct, max_rise_pct, out)
 
 
 def store_imported(store: ResultStore, runs: list[ImportedRun]) -> list[tuple[ImportedRun, int, bool]]:
