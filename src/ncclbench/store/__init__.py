@@ -1,0 +1,8 @@
+"""Result store: every run kept in SQLite, imports of nccl-tests output,
+comparisons and the regression gate.  See db.py for the layout."""
+
+from .db import ResultStore, RunHeader, StoredRun, default_db_path, env_that_matters
+from .reporter import StoreReporter, store_imported
+
+__all__ = ["ResultStore", "RunHeader", "StoredRun", "StoreReporter", "default_db_path",
+           "env_that_matters", "store_imported"]

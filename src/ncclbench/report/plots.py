@@ -1,0 +1,258 @@
+"""Plots of busbw and time against message size, several runs overlaid.
+
+matplotlib (the optional `plot` extra) draws them as SVG with text turned
+into paths, so the SVG needs no fonts and no network; PNG for `--png`.  When
+matplotlib is missing, `svg_plot` draws the same plot as a small hand-made
+SVG, so a report never needs more than the core install.
+
+Sizes use a log2 axis labelled in B/KiB/MiB/GiB; time uses a log axis;
+busbw a linear one (the plateau is what people read off it).  Where runs
+recorded per-iteration statistics (-I), the min..max band is shaded, and
+extra plots show the iteration CV and the per-process spread.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+import re
+from dataclasses import dataclass, field
+
+from ..store import stats
+
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+           "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+
+
+@dataclass
+class Line:
+    label: str
+    color: str
+    x: list[int]
+    y: list[float]
+    lo: list[float] | None = None  # shaded band (per-iteration min..max), same length as x
+    hi: list[float] | None = None
+
+
+@dataclass
+class PlotSpec:
+    name: str  # file-name friendly: busbw, time, cv, procspread
+    title: str
+    ylabel: str
+    ylog: bool
+    lines: list[Line] = field(default_factory=list)
+    caption: str = ""
+
+
+def size_label(n: float) -> str:
+    k = int(round(math.log2(n))) if n > 0 else 0
+    if k < 10:
+        return f"{2 ** k} B"
+    unit = ["KiB", "MiB", "GiB", "TiB"][min(k // 10 - 1, 3)]
+    return f"{2 ** (k - 10 * (min(k // 10 - 1, 3) + 1))} {unit}"
+
+
+def size_ticks(lo: int, hi: int) -> list[int]:
+    """Powers of two spanning [lo, hi], at most ~10 of them, on round units when thinned."""
+    klo, khi = math.floor(math.log2(max(lo, 1))), math.ceil(math.log2(max(hi, 1)))
+    span = max(khi - klo, 1)
+    step = next(s for s in (1, 2, 5, 10, 20) if span / s <= 10)
+    start = klo + (-klo) % step
+    return [2 ** k for k in range(start, khi + 1, step)]
+
+
+def build_specs(runs, placement: str = "out_of_place") -> list[PlotSpec]:
+    """One line per (run, series); the plots that have data."""
+    busbw = PlotSpec("busbw", "Bus bandwidth", "busbw (GB/s)", False,
+                     caption="busbw against message size (log2 axis); shaded: range implied by "
+                             "per-iteration min..max time, where recorded.")
+    time = PlotSpec("time", "Time per operation", "time (us)", True,
+                    caption="time against message size, both axes logarithmic; shaded: "
+                            "per-iteration min..max, where recorded.")
+    cv = PlotSpec("cv", "Per-iteration variation", "CV of iteration times (%)", False,
+                  caption="coefficient of variation of the per-iteration times (-I).")
+    procs = PlotSpec("procspread", "Per-process spread", "(slowest - fastest) / fastest (%)", False,
+                     caption="spread of the per-process mean iteration time (-I with several "
+                             "processes): how far the slowest process lags the fastest.")
+    n = 0
+    for run in runs:
+        series = stats.series_of(run.rows, placement)
+        for s in series:
+            label = run.label if len(series) == 1 else f"{run.label} {s.label}"
+            color = PALETTE[n % len(PALETTE)]
+            n += 1
+            pts = [p for p in s.points if p.size > 0]
+            if not pts:
+                continue
+            x = [p.size for p in pts]
+            band = all(p.t_min_us and p.t_max_us and p.t_min_us > 0 for p in pts)
+            bl = Line(label, color, x, [p.busbw for p in pts])
+            tl = Line(label, color, x, [p.time_us for p in pts])
+            if band:
+                # busbw ~ 1/time: scale the point by the time ratio at either end of the range.
+                ref = [p.time_us for p in pts]
+                bl.lo = [p.busbw * t / p.t_max_us for p, t in zip(pts, ref)]
+                bl.hi = [p.busbw * t / p.t_min_us for p, t in zip(pts, ref)]
+                tl.lo = [p.t_min_us for p in pts]
+                tl.hi = [p.t_max_us for p in pts]
+            busbw.lines.append(bl)
+            time.lines.append(tl)
+            if any(p.spread_pct for p in pts) and band:
+                cv.lines.append(Line(label, color, x, [p.spread_pct for p in pts]))
+            if all(p.per_process_us and len(p.per_process_us) > 1 for p in pts):
+                procs.lines.append(Line(label, color, x, [
+                    100.0 * (max(p.per_process_us) - min(p.per_process_us)) / min(p.per_process_us)
+                    if min(p.per_process_us) > 0 else math.nan for p in pts]))
+    return [spec for spec in (busbw, time, cv, procs) if spec.lines]
+
+
+# ---------------------------------------------------------------- matplotlib
+
+def have_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _mpl_figure(spec: PlotSpec):
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    fig = Figure(figsize=(9, 4.6), dpi=100)
+    ax = fig.add_subplot(1, 1, 1)
+    xs = [v for line in spec.lines for v in line.x]
+    for line in spec.lines:
+        if line.lo and line.hi:
+            ax.fill_between(line.x, line.lo, line.hi, color=line.color, alpha=0.18, linewidth=0)
+        ax.plot(line.x, line.y, marker="o", markersize=3.5, linewidth=1.8, color=line.color,
+                label=line.label)
+    ax.set_xscale("log", base=2)
+    if spec.ylog:
+        ax.set_yscale("log")
+    ticks = size_ticks(min(xs), max(xs))
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticks(ticks, [size_label(t) for t in ticks], rotation=30, ha="right")
+    ax.set_xlim(min(xs) / 1.3, max(xs) * 1.3)
+    ax.set_xlabel("message size")
+    ax.set_ylabel(spec.ylabel)
+    ax.set_title(spec.title)
+    ax.grid(True, which="major", alpha=0.35)
+    if not spec.ylog:
+        ax.set_ylim(bottom=0)
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def mpl_svg(spec: PlotSpec) -> str:
+    import matplotlib
+
+    fig = _mpl_figure(spec)
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "path"}):
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg"):]  # drop the XML prolog and DOCTYPE (which names an URL)
+    return svg
+
+
+def mpl_png(spec: PlotSpec, path) -> None:
+    fig = _mpl_figure(spec)
+    fig.savefig(path, format="png", dpi=110)
+
+
+# ---------------------------------------------------------------- no-dependency SVG
+
+def _nice_linear_ticks(lo: float, hi: float, n: int = 6) -> list[float]:
+    if hi <= lo:
+        hi = lo + 1
+    raw = (hi - lo) / n
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    start = math.floor(lo / step) * step
+    return [start + i * step for i in range(int((hi - start) / step) + 2) if start + i * step <= hi * 1.0001]
+
+
+def svg_plot(spec: PlotSpec, width: int = 900, height: int = 460) -> str:
+    """The same plot as `mpl_svg`, hand-drawn: axes, grid, ticks, bands, lines, legend."""
+    ml, mr, mt, mb = 75, 20, 40, 75
+    pw, ph = width - ml - mr, height - mt - mb
+    xs = [v for line in spec.lines for v in line.x]
+    ys = [v for line in spec.lines for seq in (line.y, line.lo or [], line.hi or [])
+          for v in seq if v is not None and not math.isnan(v) and (v > 0 or not spec.ylog)]
+    x0, x1 = math.log2(min(xs)) - 0.4, math.log2(max(xs)) + 0.4
+    if spec.ylog:
+        y0 = math.floor(math.log10(min(ys))) if ys else 0
+        y1 = math.ceil(math.log10(max(ys))) if ys else 1
+        y1 = max(y1, y0 + 1)
+    else:
+        y0, y1 = 0.0, (max(ys) * 1.08 if ys and max(ys) > 0 else 1.0)
+
+    def X(v: float) -> float:
+        return ml + (math.log2(v) - x0) / (x1 - x0) * pw
+
+    def Y(v: float) -> float:
+        t = (math.log10(v) - y0) / (y1 - y0) if spec.ylog else (v - y0) / (y1 - y0)
+        return mt + ph - t * ph
+
+    def ok(v) -> bool:
+        return v is not None and not math.isnan(v) and (v > 0 or not spec.ylog)
+
+    e = html.escape
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Arial, sans-serif" '
+           f'font-size="11">',
+           f'<rect x="0" y="0" width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{ml + pw / 2}" y="22" text-anchor="middle" font-size="14">{e(spec.title)}</text>']
+    yticks = [10.0 ** k for k in range(y0, y1 + 1)] if spec.ylog else _nice_linear_ticks(y0, y1)
+    for t in yticks:
+        y = Y(t)
+        out.append(f'<line x1="{ml}" y1="{y:.1f}" x2="{ml + pw}" y2="{y:.1f}" stroke="#dddddd"/>')
+        lab = (f"{t:g}" if spec.ylog else (f"{t:.0f}" if t == int(t) else f"{t:g}"))
+        out.append(f'<text x="{ml - 6}" y="{y + 4:.1f}" text-anchor="end">{lab}</text>')
+    for t in size_ticks(min(xs), max(xs)):
+        x = X(t)
+        out.append(f'<line x1="{x:.1f}" y1="{mt}" x2="{x:.1f}" y2="{mt + ph}" stroke="#dddddd"/>')
+        out.append(f'<text x="{x:.1f}" y="{mt + ph + 16}" text-anchor="end" '
+                   f'transform="rotate(-30 {x:.1f} {mt + ph + 16})">{e(size_label(t))}</text>')
+    out.append(f'<rect x="{ml}" y="{mt}" width="{pw}" height="{ph}" fill="none" stroke="#333333"/>')
+    out.append(f'<text x="{ml + pw / 2}" y="{height - 12}" text-anchor="middle">message size</text>')
+    out.append(f'<text x="16" y="{mt + ph / 2}" text-anchor="middle" '
+               f'transform="rotate(-90 16 {mt + ph / 2})">{e(spec.ylabel)}</text>')
+    for line in spec.lines:
+        if line.lo and line.hi:
+            upper = [(X(x), Y(v)) for x, v in zip(line.x, line.hi) if ok(v)]
+            lower = [(X(x), Y(v)) for x, v in zip(line.x, line.lo) if ok(v)]
+            if upper and lower:
+                pts = " ".join(f"{a:.1f},{b:.1f}" for a, b in upper + lower[::-1])
+                out.append(f'<polygon points="{pts}" fill="{line.color}" fill-opacity="0.18"/>')
+        pts = [(X(x), Y(v)) for x, v in zip(line.x, line.y) if ok(v)]
+        if pts:
+            out.append(f'<polyline fill="none" stroke="{line.color}" stroke-width="2" points="'
+                       + " ".join(f"{a:.1f},{b:.1f}" for a, b in pts) + '"/>')
+            out += [f'<circle cx="{a:.1f}" cy="{b:.1f}" r="3" fill="{line.color}"/>' for a, b in pts]
+    ly = mt + 10
+    for line in spec.lines:
+        out.append(f'<line x1="{ml + 10}" y1="{ly}" x2="{ml + 30}" y2="{ly}" stroke="{line.color}" '
+                   f'stroke-width="2"/>')
+        out.append(f'<text x="{ml + 36}" y="{ly + 4}">{e(line.label)}</text>')
+        ly += 16
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def svg_for(spec: PlotSpec, use_matplotlib: bool) -> str:
+    return mpl_svg(spec) if use_matplotlib else svg_plot(spec)
+
+
+_EXTERNAL = re.compile(r"""(?:\b(?:src|href)\s*=\s*["']?\s*(?:https?:|ftp:|//))|url\(\s*["']?\s*(?:https?:|//)"""
+                       r"""|@import""", re.IGNORECASE)
+
+
+def external_references(text: str) -> list[str]:
+    """Anything in an HTML/SVG text that a browser would fetch from the network."""
+    return [m.group(0) for m in _EXTERNAL.finditer(text)]

@@ -1,0 +1,258 @@
+"""nccl-tests `-J` JSON files (behaviour spec §6, schema versions 1-3).
+
+nccl-tests writes the file incrementally, so a run killed with -9 leaves a
+document cut off mid-token, and it writes ±inf as bare `inf` (invalid JSON).
+`repair_json` walks the text once, turns bare inf/nan into JSON constants,
+and when the text ends early cuts back to the last complete element and
+closes the open containers, so the rows measured before the kill survive.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+
+from ..config import BenchOptions
+from ..results import DeviceInfo, HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
+from .db import env_that_matters
+from .importers import ImportedRun, ImportError_, _options_from_rows, collective_of, \
+    nccl_version_string
+
+_CONSTS = {"inf": "Infinity", "+inf": "Infinity", "-inf": "-Infinity", "infinity": "Infinity",
+           "-infinity": "-Infinity", "nan": "NaN", "-nan": "NaN", "+nan": "NaN"}
+_CLOSE = {"{": "}", "[": "]"}
+_PER_ITER_KEYS = ("min_us", "max_us", "avg_us", "p50_us", "p95_us", "p99_us", "stdev_us", "cv_pct")
+
+
+def repair_json(text: str) -> tuple[str, bool]:
+    """Return (parsable text, was_truncated).  Raises ValueError when the text
+    is not JSON-shaped at all (brackets that do not match)."""
+    if text.lstrip()[:1] not in ("{", "["):
+        raise ValueError("not a JSON document")
+    out: list[str] = []
+    length = 0
+    stack: list[str] = []
+    safe: tuple[int, list[str]] | None = None
+    i, n = 0, len(text)
+    done = False
+    while i < n:
+        ch = text[i]
+        if ch == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            if j >= n:
+                break  # cut inside a string
+            piece = text[i:j + 1]
+            i = j + 1
+        elif ch in "{[":
+            stack.append(ch)
+            piece = ch
+            i += 1
+            out.append(piece)
+            length += 1
+            safe = (length, list(stack))
+            continue
+        elif ch in "}]":
+            if not stack or _CLOSE[stack[-1]] != ch:
+                raise ValueError(f"unbalanced {ch!r} at offset {i}")
+            stack.pop()
+            piece = ch
+            i += 1
+            if not stack:
+                done = True
+                out.append(piece)
+                length += 1
+                if text[i:].strip():
+                    raise ValueError(f"extra data after the document at offset {i}")
+                break
+        elif ch == ",":
+            safe = (length, list(stack))
+            piece = ch
+            i += 1
+        elif ch.isalnum() or ch in "+-.":
+            j = i
+            while j < n and (text[j].isalnum() or text[j] in "+-."):
+                j += 1
+            tok = text[i:j]
+            piece = _CONSTS.get(tok.lower(), tok)
+            i = j
+        else:
+            piece = ch
+            i += 1
+        out.append(piece)
+        length += len(piece)
+    if done:
+        return "".join(out), False
+    if safe is None:
+        raise ValueError("not a JSON document")
+    cut, open_stack = safe
+    body = "".join(out)[:cut].rstrip()
+    return body + "".join(_CLOSE[c] for c in reversed(open_stack)), True
+
+
+def _b(v) -> bool:
+    """nccl-tests writes booleans as the strings "true"/"false"."""
+    if isinstance(v, str):
+        return v.strip().lower() == "true"
+    return bool(v)
+
+
+def _f(v) -> float:
+    if v is None:
+        return math.nan
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _half(obj, per_iter) -> HalfResult | None:
+    if not isinstance(obj, dict):
+        return None
+    cpu = "cpu_time" in obj
+    t = obj.get("cpu_time" if cpu else "time")
+    if t is None or "alg_bw" not in obj or "bus_bw" not in obj:
+        return None
+    nw = obj.get("nwrong")
+    nwf = _f(nw)
+    wrong = None if nw is None or not math.isfinite(nwf) or abs(nwf) >= 1 << 63 else int(nwf)
+    stats = None
+    if isinstance(per_iter, dict) and all(k in per_iter for k in _PER_ITER_KEYS):
+        ppm = per_iter.get("per_process_max_times_us")
+        stats = PerIterStats(
+            int(per_iter.get("skipped_iterations", 0)), *(_f(per_iter[k]) for k in _PER_ITER_KEYS),
+            times_us=[_f(x) for x in per_iter.get("times_us", [])],
+            per_process_max_times_us=None if not isinstance(ppm, list)
+            else [[_f(x) for x in row] for row in ppm if isinstance(row, list)])
+    return HalfResult(time_us=_f(t), cpu_time_us=_f(t) if cpu else math.nan,
+                      algbw=_f(obj["alg_bw"]), busbw=_f(obj["bus_bw"]), wrong=wrong,
+                      per_iter=stats)
+
+
+def _row(res) -> ResultRow | None:
+    if not isinstance(res, dict) or "size" not in res:
+        return None
+    oop = _half(res.get("out_of_place"), res.get("out_of_place_per_iter"))
+    ip = _half(res.get("in_place"), res.get("in_place_per_iter"))
+    if oop is None or ip is None:
+        return None  # cut off mid-row
+    if not all(isinstance(res.get(k, 0), int) and abs(res.get(k, 0)) < 1 << 63
+               for k in ("size", "count")):
+        raise ValueError(f"bad size/count in result {res.get('size')!r}")
+    try:
+        root = int(str(res.get("root", "-1")).strip() or -1)
+    except ValueError:
+        root = -1
+    return ResultRow(size=int(res["size"]), count=int(res.get("count", 0)),
+                     type=str(res.get("type", "")), redop=str(res.get("redop", "")), root=root,
+                     out_of_place=oop, in_place=ip)
+
+
+def parse_json_bytes(data: bytes, path: str = "<json>") -> ImportedRun:
+    """One run from an nccl-tests -J file (complete, or cut off: 'interrupted')."""
+    try:
+        return _parse(data, path)
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as e:
+        raise ImportError_(f"cannot import {path}: malformed nccl-tests JSON "
+                           f"({type(e).__name__}: {e})") from None
+
+
+def _parse(data: bytes, path: str) -> ImportedRun:
+    name = path
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", errors="replace")
+    try:
+        fixed, truncated = repair_json(text)
+        doc = json.loads(fixed)
+    except ValueError as e:
+        raise ImportError_(f"cannot import {name}: not valid JSON ({e})") from None
+    if not isinstance(doc, dict) or not ({"results", "config"} & doc.keys()) \
+            or not ({"version", "args", "nccl_version"} & doc.keys()):
+        raise ImportError_(f"cannot import {name}: JSON, but not nccl-tests -J output "
+                           "(no 'version'/'config'/'results' keys)")
+    results = doc.get("results", [])
+    if not isinstance(results, list):
+        raise ImportError_(f"cannot import {name}: 'results' is not a list")
+    rows = [r for r in (_row(x) for x in results) if r is not None]
+    if not rows:
+        raise ImportError_(f"cannot import {name}: nccl-tests JSON without a single complete "
+                           "result row")
+    cfg = doc.get("config") if isinstance(doc.get("config"), dict) else {}
+    args = [str(a) for a in doc.get("args", [])] if isinstance(doc.get("args"), list) else []
+    program = os.path.basename(args[0]) if args else "unknown_perf"
+    collective = collective_of(program)
+    full_env = {}
+    for item in doc.get("env", []) if isinstance(doc.get("env"), list) else []:
+        if isinstance(item, str) and "=" in item:
+            k, v = item.split("=", 1)
+            full_env[k] = v
+
+    devices = []
+    for p, d in enumerate(cfg.get("devices", []) if isinstance(cfg.get("devices"), list) else []):
+        if not isinstance(d, dict):
+            continue
+        devices.append(DeviceInfo(
+            rank=int(d.get("rank", p)), group=int(d.get("group", 0)), pid=int(d.get("pid", 0)),
+            hostname=str(d.get("hostname", "")), device=int(d.get("device", -1)),
+            device_hex=str(d.get("device_hex", "")), device_info=str(d.get("device_info", "")),
+            process=p))
+    T, G = int(cfg.get("nthreads", 1)), int(cfg.get("ngpus", 1))
+    first_group = devices[0].group if devices else 0
+    procs_in_group = sum(1 for d in devices if d.group == first_group) or 1
+
+    o = BenchOptions(collective=collective, program=program, argv=args)
+    o.nthreads, o.ngpus = T, G
+    o.min_bytes = int(cfg.get("minimum_bytes", o.min_bytes))
+    o.max_bytes = int(cfg.get("maximum_bytes", o.max_bytes))
+    if "step_factor" in cfg:
+        o.step_factor = int(cfg["step_factor"])
+    elif "step_bytes" in cfg:
+        o.step_factor, o.step_bytes = 1, int(cfg["step_bytes"])
+    o.warmup_iters = int(cfg.get("warmup_iters", o.warmup_iters))
+    o.iters = int(cfg.get("iterations", o.iters))
+    o.agg_iters = int(cfg.get("aggregated_iterations", o.agg_iters))
+    o.check = int(cfg.get("validation", o.check))
+    o.cudagraph = int(cfg.get("graph", o.cudagraph))
+    o.blocking = 1 if _b(cfg.get("blocking_collectives", "false")) else 0
+    o.per_iter_timing = _b(cfg.get("per_iter_timing", "false"))
+    o.per_iter_skip = int(cfg.get("per_iter_skip", 0))
+    o.parallel_init = _b(cfg.get("parallel_init", "false"))
+    o.report_cputime = any(isinstance(r, dict) and isinstance(r.get("out_of_place"), dict)
+                           and "cpu_time" in r["out_of_place"] for r in results)
+    o.output_file = path
+    _options_from_rows(o, rows, collective)
+
+    code = doc.get("nccl_version") if isinstance(doc.get("nccl_version"), int) else None
+    lib = nccl_version_string(code)
+    info = RunInfo(
+        program=program, argv=args, backend="nccl-tests", version="", nccl_version_code=code,
+        nccl_headers_code=None, library=f"NCCL {lib}" if lib else "", devices=devices,
+        world_size=len(devices) or 1, nranks=T * G * procs_in_group,
+        ngroups=len({d.group for d in devices}) or 1, start_time=str(doc.get("start_time", "")),
+        hosts=list(dict.fromkeys(d.hostname for d in devices)),
+        extra={"imported_from": path, "format": "json", "json_version": doc.get("version"),
+               "truncated": truncated})
+
+    summary = None
+    complete = not truncated and "average_bus_bandwidth" in doc
+    if complete:
+        avg = doc.get("average_bus_bandwidth") or {}
+        oob = doc.get("out_of_bounds") or {}
+        okay = str(avg.get("okay", "unchecked"))
+        gate = full_env.get("NCCL_TESTS_MIN_BW")
+        errors = doc.get("errors", [""])
+        summary = RunSummary(
+            out_of_bounds=int(oob.get("count", 0)), avg_busbw=_f(avg.get("bandwidth")),
+            min_bw_gate=_f(gate) if gate else None,
+            gate_ok=None if okay == "unchecked" else okay == "true",
+            errors=[str(e) for e in errors] if isinstance(errors, list) else [str(errors)])
+    return ImportedRun(
+        info=info, options=o, rows=rows, summary=summary,
+        status="complete" if complete else "interrupted", source="import:json", source_path=path,
+        index=0, ntests=1, content_hash="json:" + hashlib.sha256(data).hexdigest(),
+        env=env_that_matters(full_env), end_time=doc.get("end_time"))

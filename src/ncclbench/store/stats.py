@@ -1,0 +1,180 @@
+"""Summary figures that answer "is this as good as before?".
+
+nccl-tests' footer averages busbw over *every* size, so it mostly measures
+how many small sizes the sweep had.  ncclbench summarises a sweep with two
+numbers that mean something on their own, and says which:
+
+* plateau busbw: mean busbw over the sizes >= 64 MiB or over the top quarter
+  of sizes, whichever set has more sizes;
+* small-message latency: median time over the sizes <= 64 KiB.
+
+Rows of size 0 (per-rank shares rounded down to nothing) carry no signal and
+are left out everywhere.  A run can hold several series (-d all, -o all,
+-r -1): each (type, op, root) is summarised on its own; repeated sizes (-N
+cycles) are combined by their median.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from ..results import ResultRow
+
+MiB, KiB = 1 << 20, 1 << 10
+PLATEAU_MIN_SIZE = 64 * MiB
+LATENCY_MAX_SIZE = 64 * KiB
+MIN_NOISE_PCT = 2.0
+
+PLATEAU_DEFINITION = ("plateau busbw = mean busbw over sizes >= 64 MiB or the top quarter of "
+                      "sizes, whichever has more sizes")
+LATENCY_DEFINITION = "latency = median time over sizes <= 64 KiB"
+FOOTER_NOTE = "(not nccl-tests' 'Avg bus bandwidth', which averages over all sizes)"
+
+
+@dataclass
+class Point:
+    """One size of one series (repeats already combined)."""
+
+    size: int
+    busbw: float
+    time_us: float
+    algbw: float
+    spread_pct: float  # observed variation: per-iteration CV, spread of -N repeats (0 if unknown)
+    repeats: int = 1
+    t_min_us: float | None = None  # per-iteration min/max, when recorded
+    t_max_us: float | None = None
+    per_process_us: list[float] | None = None  # mean time per process, when recorded
+
+
+@dataclass
+class Series:
+    type: str
+    redop: str
+    root: int
+    points: list[Point] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.type, self.redop, self.root)
+
+    @property
+    def label(self) -> str:
+        parts = [self.type]
+        if self.redop not in ("", "none"):
+            parts.append(self.redop)
+        if self.root >= 0:
+            parts.append(f"root {self.root}")
+        return " ".join(parts)
+
+    def point(self, size: int) -> Point | None:
+        return next((p for p in self.points if p.size == size), None)
+
+    @property
+    def sizes(self) -> list[int]:
+        return [p.size for p in self.points]
+
+
+def _median(xs: list[float]) -> float:
+    xs = [x for x in xs if not math.isnan(x)]
+    return statistics.median(xs) if xs else math.nan
+
+
+def series_of(rows: list[ResultRow], placement: str = "out_of_place") -> list[Series]:
+    """Group rows into series, in order of first appearance; sizes ascending."""
+    groups: dict[tuple[str, str, int], dict[int, list[ResultRow]]] = {}
+    for r in rows:
+        if r.size <= 0:
+            continue
+        groups.setdefault((r.type, r.redop, r.root), {}).setdefault(r.size, []).append(r)
+    out = []
+    for (t, op, root), by_size in groups.items():
+        s = Series(t, op, root)
+        for size in sorted(by_size):
+            halves = [getattr(r, placement) for r in by_size[size]]
+            busbw = _median([h.busbw for h in halves])
+            time_us = _median([h.time_us for h in halves])
+            spread = 0.0
+            cvs = [h.per_iter.cv_pct for h in halves if h.per_iter and not math.isnan(h.per_iter.cv_pct)]
+            if cvs:
+                spread = max(cvs)
+            if len(halves) > 1:
+                times = [h.time_us for h in halves if not math.isnan(h.time_us)]
+                if len(times) > 1 and statistics.mean(times) > 0:
+                    spread = max(spread, 100.0 * statistics.stdev(times) / statistics.mean(times))
+            pis = [h.per_iter for h in halves if h.per_iter]
+            t_min = min((p.min_us for p in pis), default=None)
+            t_max = max((p.max_us for p in pis), default=None)
+            per_proc = None
+            ppm = next((p.per_process_max_times_us for p in pis if p.per_process_max_times_us), None)
+            if ppm:
+                skip = pis[0].skipped_iterations
+                per_proc = [statistics.mean(row[skip:] or row) for row in ppm if row]
+            s.points.append(Point(size, busbw, time_us, _median([h.algbw for h in halves]), spread,
+                                  len(halves), t_min, t_max, per_proc))
+        out.append(s)
+    return out
+
+
+def plateau_sizes(sizes: list[int]) -> list[int]:
+    sizes = sorted(s for s in set(sizes) if s > 0)
+    if not sizes:
+        return []
+    big = [s for s in sizes if s >= PLATEAU_MIN_SIZE]
+    top = sizes[-math.ceil(len(sizes) / 4):]
+    return big if len(big) >= len(top) else top
+
+
+def latency_sizes(sizes: list[int]) -> list[int]:
+    return sorted(s for s in set(sizes) if 0 < s <= LATENCY_MAX_SIZE)
+
+
+def plateau_busbw(series: Series, sizes: list[int] | None = None) -> float | None:
+    sizes = plateau_sizes(series.sizes) if sizes is None else sizes
+    vals = [p.busbw for p in series.points if p.size in sizes and not math.isnan(p.busbw)]
+    return statistics.mean(vals) if vals else None
+
+
+def latency_us(series: Series, sizes: list[int] | None = None) -> float | None:
+    sizes = latency_sizes(series.sizes) if sizes is None else sizes
+    vals = [p.time_us for p in series.points if p.size in sizes and not math.isnan(p.time_us)]
+    return statistics.median(vals) if vals else None
+
+
+def run_summary(rows: list[ResultRow], placement: str = "out_of_place") -> tuple[float | None, float | None]:
+    """(plateau busbw, latency) of the first series: what `history` shows."""
+    ss = series_of(rows, placement)
+    if not ss:
+        return None, None
+    return plateau_busbw(ss[0]), latency_us(ss[0])
+
+
+def resolution_pct(a: float, b: float, step: float = 0.01) -> float:
+    """Relative size of one printed digit: text logs keep 2 decimals, so 0.01
+    vs 0.02 GB/s is not a 100% change."""
+    lo = min(abs(a), abs(b))
+    return math.inf if lo == 0 else 100.0 * step / lo
+
+
+def noise_pct(a: Point, b: Point, metric: str) -> float:
+    """Deltas below this are noise: max(2%, observed spread of either run,
+    resolution of the printed value)."""
+    va, vb = (a.busbw, b.busbw) if metric == "busbw" else (a.time_us, b.time_us)
+    return max(MIN_NOISE_PCT, a.spread_pct, b.spread_pct, resolution_pct(va, vb))
+
+
+def delta_pct(a: float, b: float) -> float | None:
+    if a is None or b is None or math.isnan(a) or math.isnan(b) or a == 0:
+        return None
+    return 100.0 * (b - a) / a
+
+
+def human_size(n: int) -> str:
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div and n % div == 0:
+            return f"{n // div} {unit}"
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div:
+            return f"{n / div:.1f} {unit}"
+    return f"{n} B"

@@ -1,0 +1,218 @@
+"""Summaries, per-size comparison and the regression gate (`compare`, `check`)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from ncclbench.errors import ArgumentError
+from ncclbench.store import stats
+from ncclbench.store.cli import main_for_tests
+from ncclbench.store.compare import compare_runs, format_comparison, gate
+from ncclbench.store.importers import load_file
+from ncclbench.store.textfmt import render_run
+
+FIX = Path(__file__).parent / "fixtures" / "store"
+AR = FIX / "all_reduce_1proc_4gpu.txt"
+PER_ITER = FIX / "all_reduce_4proc_per_iter.json"
+MiB = 1 << 20
+
+
+def scaled(run, pred, factor: float):
+    """A copy of `run` whose sizes matching pred are `factor` times slower."""
+    new = copy.deepcopy(run)
+    for r in new.rows:
+        if pred(r.size):
+            for h in (r.out_of_place, r.in_place):
+                h.time_us *= factor
+                h.algbw /= factor
+                h.busbw /= factor
+    new.content_hash += f"-x{factor}"
+    return new
+
+
+def write_log(run, path: Path) -> Path:
+    path.write_text(render_run(run.info, run.options, run.rows, run.summary))
+    return path
+
+
+def test_plateau_and_latency_definitions():
+    doubling = [1 << k for k in range(3, 34)]  # 8 B .. 8 GiB, 31 sizes
+    assert stats.plateau_sizes(doubling) == [1 << k for k in range(26, 34)]  # >= 64 MiB: 8 sizes
+    small_sweep = [8 * 8 ** k for k in range(8)]  # 8 B .. 16 MiB: nothing >= 64 MiB
+    assert stats.plateau_sizes(small_sweep) == small_sweep[-2:]  # top quarter
+    wide = [1 << k for k in range(0, 27)] + [100 * MiB]  # 28 sizes, only 2 >= 64 MiB
+    assert stats.plateau_sizes(wide) == sorted(wide)[-7:]  # the top quarter has more
+    assert stats.latency_sizes([0, 8, 65536, 65537, MiB]) == [8, 65536]
+    assert stats.plateau_sizes([0]) == []
+
+
+def test_summary_numbers_of_a_real_log():
+    run = load_file(AR)[0]
+    (s,) = stats.series_of(run.rows)
+    big = [r for r in run.rows if r.size >= 64 * MiB]
+    assert stats.plateau_busbw(s) == pytest.approx(sum(r.out_of_place.busbw for r in big) / len(big))
+    small = sorted(r.out_of_place.time_us for r in run.rows if 0 < r.size <= 65536)
+    assert stats.latency_us(s) == pytest.approx(small[len(small) // 2] if len(small) % 2
+                                                else (small[len(small) // 2 - 1] + small[len(small) // 2]) / 2)
+
+
+def test_zero_size_rows_and_repeats():
+    run = load_file(FIX / "all_gather_1proc_4gpu.txt")[0]
+    (s,) = stats.series_of(run.rows)
+    assert 0 not in s.sizes and len(s.sizes) == len({r.size for r in run.rows}) - 1
+    # -N 2: every size twice; the median of the pair, and their spread feeds the noise
+    twice = copy.deepcopy(run)
+    extra = copy.deepcopy(run.rows)
+    for r in extra:
+        r.out_of_place.time_us *= 1.10
+    twice.rows += extra
+    (s2,) = stats.series_of(twice.rows)
+    p = s2.point(8589934592)
+    assert p.repeats == 2 and p.time_us == pytest.approx(18521.8 * 1.05)
+    assert p.spread_pct == pytest.approx(100 * math.sqrt(2) * 0.05 / 1.05, rel=1e-3)
+
+
+def test_same_run_compares_clean():
+    run = load_file(AR)[0]
+    c = compare_runs(run, copy.deepcopy(run))
+    assert all(d.time_delta == 0 and not d.time_beyond and not d.busbw_beyond
+               for sc in c.series for d in sc.sizes)
+    text = format_comparison(c)
+    assert "*" not in "".join(ln for ln in text.splitlines() if re.match(r"\s+\d", ln))
+    assert "plateau busbw = mean busbw over sizes >= 64 MiB" in text  # says what it summarises
+    assert "Avg bus bandwidth" in text
+
+
+def test_gate_passes_identical_and_small_changes():
+    base = load_file(AR)[0]
+    assert gate(base, base).ok
+    g = gate(scaled(base, lambda s: s >= 64 * MiB, 1.03), base, max_drop_pct=5)
+    assert g.ok and g.checked > 0
+
+
+def test_gate_catches_large_size_busbw_drop_and_names_sizes():
+    base = load_file(AR)[0]
+    slow = scaled(base, lambda s: s >= 256 * MiB, 1 / 0.9)  # busbw -10% from 256 MiB up
+    g = gate(slow, base, max_drop_pct=5)
+    assert not g.ok
+    assert g.failing_sizes == [1 << k for k in range(28, 34)]
+    assert {f.metric for f in g.failures} == {"busbw"}
+    assert all(f.delta_pct == pytest.approx(-10, abs=0.2) for f in g.failures)
+
+
+def test_gate_limit_is_respected():
+    base = load_file(AR)[0]
+    slow = scaled(base, lambda s: s >= 64 * MiB, 1 / 0.97)  # -3%
+    assert gate(slow, base, max_drop_pct=5).ok
+    assert not gate(slow, base, max_drop_pct=2.5).ok
+
+
+def test_gate_catches_small_message_latency_rise():
+    base = load_file(AR)[0]
+    slow = scaled(base, lambda s: s <= 4096, 1.2)
+    g = gate(slow, base, max_drop_pct=5)
+    assert not g.ok and {f.metric for f in g.failures} == {"time"}
+    assert g.failing_sizes == [1 << k for k in range(3, 13)]
+    # mid sizes are neither plateau nor latency: reported by compare, not gated
+    mid = scaled(base, lambda s: s == MiB, 2.0)
+    assert gate(mid, base).ok
+    c = compare_runs(base, mid)
+    assert [d.size for sc in c.series for d in sc.sizes if d.time_beyond] == [MiB]
+
+
+def test_gate_noise_from_per_iteration_spread():
+    base = load_file(PER_ITER)[0]
+    cv8 = base.rows[0].out_of_place.per_iter.cv_pct  # 14.5% at 8 B
+    assert cv8 > 10
+    within = scaled(base, lambda s: s == 8, 1.10)  # +10%: inside that run's own jitter
+    g = gate(within, base, max_drop_pct=5)
+    assert g.ok
+    beyond = scaled(base, lambda s: s == 8, 1.30)
+    g = gate(beyond, base, max_drop_pct=5)
+    assert g.failing_sizes == [8] and g.failures[0].limit_pct == pytest.approx(cv8)
+
+
+def test_gate_refuses_different_collectives():
+    with pytest.raises(ArgumentError, match="different collectives"):
+        gate(load_file(FIX / "all_gather_1proc_4gpu.txt")[0], load_file(AR)[0])
+
+
+def test_cli_check_exit_codes(tmp_path, capsys):
+    db = str(tmp_path / "r.sqlite")
+    base = load_file(AR)[0]
+    assert main_for_tests(["import", "--db", db, str(AR)]) == 0
+    assert main_for_tests(["baseline", "set", "h200", "1", "--db", db]) == 0
+    ok_log = write_log(scaled(base, lambda s: s >= 64 * MiB, 1.01), tmp_path / "ok.txt")
+    bad_log = write_log(scaled(base, lambda s: s >= 1 << 30, 1 / 0.8), tmp_path / "bad.txt")
+    capsys.readouterr()
+    assert main_for_tests(["check", str(ok_log), "--against", "h200", "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "result: OK" in out and "plateau busbw" in out
+    assert main_for_tests(["check", str(bad_log), "--against", "h200", "--max-drop", "5%",
+                           "--db", db]) == 7
+    out = capsys.readouterr().out
+    assert "result: REGRESSION at sizes 1073741824, 2147483648, 4294967296, 8589934592" in out
+    assert out.count("REGRESSION float sum: busbw dropped") == 4
+    # stored run, json output
+    assert main_for_tests(["import", "--db", db, str(bad_log)]) == 0
+    capsys.readouterr()
+    assert main_for_tests(["check", "latest", "--against", "h200", "--db", db,
+                           "--format", "json"]) == 7
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] is False and doc["failing_sizes"][0] == 1 << 30
+    # a looser limit passes (-20% vs 25%)
+    assert main_for_tests(["check", "latest", "--against", "h200", "--max-drop", "25",
+                           "--db", db]) == 0
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["check", "1", "--against", "nobase"], "no baseline named 'nobase'"),
+    (["check", "1", "--against", "h200", "--max-drop", "lots"], "bad --max-drop"),
+    (["check", "1", "--against", "h200", "--max-drop", "150%"], "between 0% and 100%"),
+    (["check", "7", "--against", "h200"], "unknown run 7"),
+    (["check", "1"], "--against"),
+    (["compare", "1"], "required"),
+    (["check", "2", "--against", "h200"], "different collectives"),
+])
+def test_cli_check_bad_arguments_exit_255(tmp_path, capsys, argv, needle):
+    db = str(tmp_path / "r.sqlite")
+    assert main_for_tests(["import", "--db", db, str(AR), str(FIX / "alltoall_1proc_4gpu.txt")]) == 0
+    assert main_for_tests(["baseline", "set", "h200", "1", "--db", db]) == 0
+    capsys.readouterr()
+    assert main_for_tests(argv + ["--db", db]) == 255
+    err = capsys.readouterr().err
+    assert needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_compare_files_and_ids(tmp_path, capsys):
+    db = str(tmp_path / "r.sqlite")
+    base = load_file(AR)[0]
+    slow = write_log(scaled(base, lambda s: s == 4 * MiB, 1.5), tmp_path / "slow.txt")
+    assert main_for_tests(["compare", str(AR), str(slow), "--db", db]) == 0  # no store needed
+    out = capsys.readouterr().out
+    flagged = [ln for ln in out.splitlines() if ln.strip().endswith("SLOWER")]
+    assert len(flagged) == 1 and flagged[0].split()[0] == str(4 * MiB) and "+50.0%*" in flagged[0]
+    assert main_for_tests(["import", "--db", db, str(AR), str(slow)]) == 0
+    capsys.readouterr()
+    assert main_for_tests(["compare", "1", "2", "--db", db, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    sizes = doc["series"][0]["sizes"]
+    assert [s["size"] for s in sizes if s["verdict"] == "slower"] == [4 * MiB]
+    assert doc["definitions"]["plateau"].startswith("plateau busbw = mean busbw")
+
+
+def test_compare_multi_test_log_needs_a_pick(tmp_path, capsys):
+    combined = tmp_path / "all.log"
+    combined.write_text(AR.read_text() + (FIX / "all_reduce_2proc_f4.txt").read_text())
+    assert main_for_tests(["compare", str(combined), str(AR)]) == 255
+    assert "holds 2 tests" in capsys.readouterr().err
+    assert main_for_tests(["compare", f"{combined}#2", str(AR)]) == 0
+    out = capsys.readouterr().out
+    assert "A = all.log#2" in out and "different rank counts: 2 vs 4" in out
+    assert main_for_tests(["compare", f"{combined}#3", str(AR)]) == 255
