@@ -127,20 +127,21 @@ def _mpi_library() -> str:
 
 
 def open_reporters(opts: BenchOptions):
-    """Text (+ JSON with -J) + the result store, opened before the run so that
-    an unwritable -J path fails up front."""
+    """Text (+ JSON with -J), the result store and a progress bar (stderr, only
+    on a terminal); opened before the run so an unwritable -J path fails up front."""
     from .output import open_reporters as open_output
+    from .report.progress import ProgressReporter
 
     multi = open_output(opts)
+    store = None
     if opts.store and os.environ.get("NCCLBENCH_NO_STORE") != "1":
-        try:
-            from .store.db import ResultStore
-            from .store.reporter import StoreReporter
+        from .store.reporter import StoreReporter
 
-            multi.reporters.append(StoreReporter(ResultStore()))
-        except (BenchError, ImportError) as exc:
-            print(f"ncclbench: result store disabled: {exc}", file=sys.stderr)
-    return multi
+        store = StoreReporter.open()
+        multi.reporters.append(store)
+    if not sys.stdout.isatty():  # the bar would interleave with the table on one terminal
+        multi.reporters.append(ProgressReporter())
+    return multi, store
 
 
 def run_here(opts: BenchOptions, backend: str, launch, note: str | None) -> int:
@@ -160,13 +161,18 @@ def run_here(opts: BenchOptions, backend: str, launch, note: str | None) -> int:
         workers = make_workers(opts, backend, host)
         notes += filter_combinations(opts, lookup(opts.collective), workers[0])
         info = run_info(opts, backend, workers, host, notes)
+        store = None
         if workers[0].is_reporter:
-            reporter = open_reporters(opts)
+            reporter, store = open_reporters(opts)
             reporter.begin(info, opts)
         summary = run_workers(opts, workers, reporter, process_key=host.rank)
         if reporter is not None and summary is not None:
             reporter.end(summary)
-        return exit_code_for(summary)
+            reporter.close()
+        code = exit_code_for(summary)
+        if opts.baseline and store is not None:
+            code = max(code, store.check_baseline(opts.baseline))
+        return code
     except BenchError as exc:
         print(f"ncclbench: {exc.message}", file=sys.stderr, flush=True)
         if host.size > 1:
