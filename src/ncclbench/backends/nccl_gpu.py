@@ -1,12 +1,11 @@
 """The GPU backend: NCCL communicators on CUDA devices, nccl-tests' run model.
 
-`create_nccl_workers` does what nccl-tests' `run()` does before the first
-test: find processes on the same host (local rank), split the world into
-groups (NCCL_TESTS_SPLIT*), pick devices, share one unique id per group
-through the HostComm, create the T·G communicators of the process (one
-ncclGroupStart/End, or one per thread with -p), allocate send and receive
-buffers (ncclMemAlloc when available) and register them (-R).  It returns
-one `NcclWorker` per -t thread; the harness drives each from its own thread.
+`create_nccl_workers(opts, host, collective)` (set-up in `nccl_setup`)
+returns one `NcclWorker` per -t thread; the harness drives each from its own
+thread.  A worker owns G ranks (one per GPU), their streams and buffers, and
+implements the `Worker` contract: completion polling with async-error and -T
+checks, host collectives through a `ThreadTeam`, fill/check through the GPU
+kernels, CUDA-event iteration timers, graph capture and the -M report.
 
 Differences from nccl-tests, on purpose: no "expected" buffer (the GPU check
 kernel computes expected values on the fly), and sizes that cannot fit in
@@ -24,12 +23,11 @@ from typing import Any, Sequence
 from ..config import BenchOptions
 from ..cuda.runtime import NULL_STREAM, CudaError, CudaRuntime, DeviceProps, get_runtime
 from ..datatypes import DataType, RedOp
-from ..errors import BenchError, ExitCode, UnsupportedError
+from ..errors import BenchError, ExitCode
 from ..fills import Fill
 from ..launch.hostcomm import HostComm
 from ..nccl import runmodel
-from ..nccl.binding import NCCL_WIN_COLL_SYMMETRIC, NcclError, NcclLibrary, get_library, short_hostname
-from ..nccl.communicator import NcclCommunicator
+from ..nccl.binding import NcclError, NcclLibrary, get_library
 from ..results import DeviceInfo
 from .base import IterationTimer, RankSlot, Worker
 from .threads import ThreadTeam, elementwise_max
@@ -188,6 +186,33 @@ class NcclWorker(Worker):
     @property
     def world_rank(self) -> int:
         return self.setup.world_rank
+
+    @property
+    def world_size(self) -> int:
+        return self.setup.world_size
+
+    @property
+    def hosts(self) -> list[str]:
+        """Short hostname of every world process."""
+        return self.setup.hosts
+
+    @property
+    def color(self) -> int:
+        """This process's NCCL_TESTS_SPLIT group (printed as `Group`)."""
+        return self.setup.color
+
+    @property
+    def ngroups(self) -> int:
+        return len(set(self.setup.colors))
+
+    @property
+    def min_cuda_arch(self) -> int:
+        """Smallest 100*major+10*minor over the world's GPUs (fp8 needs 900)."""
+        return self.setup.min_cuda_arch
+
+    @property
+    def nccl_version_code(self) -> int:
+        return self.lib.version_code
 
     def devices(self) -> list[DeviceInfo]:
         """`# Using devices` lines for this worker's GPUs (rank = worldRank·T·G + i)."""
@@ -417,15 +442,12 @@ class NcclWorker(Worker):
                 except NcclError as exc:
                     errors.append(exc.at_rank(slot.rank))
         for slot in self.slots:
-            if slot.handle:
+            if slot.handle and not self._aborted:  # ncclCommAbort already freed aborted ones
                 try:
-                    if self._aborted:
-                        pass  # ncclCommAbort already freed it
-                    else:
-                        lib.comm_destroy(slot.handle)
+                    lib.comm_destroy(slot.handle)
                 except NcclError as exc:
                     errors.append(exc.at_rank(slot.rank))
-                slot.handle = 0
+            slot.handle = 0
         for slot in self.slots:
             try:
                 cuda.set_device(slot.device)
@@ -461,249 +483,21 @@ def _free_buffers(lib: NcclLibrary, cuda: CudaRuntime, slot: NcclSlot) -> None:
             setattr(slot, attr, 0)
 
 
-def _agree(host: HostComm, error: BaseException | None) -> None:
-    """World-wide agreement on a setup step: every process learns whether any
-    failed, so all stop together instead of some waiting forever."""
-    msg = None
-    if error is not None:
-        code = error.code if isinstance(error, BenchError) else ExitCode.INTERNAL
-        msg = (str(error), int(code))
-    results = host.allgather(msg)
-    if error is not None:
-        raise error
-    for proc, r in enumerate(results):
-        if r is not None:
-            text, code = r
-            raise BenchError(f"process {proc}: {text}", ExitCode(code))
-
-
-def _collective_name(collective: Any) -> str:
-    return collective if isinstance(collective, str) else getattr(collective, "name", "")
+def probe_gpu_backend(opts: BenchOptions) -> str | None:
+    """Why the NCCL backend cannot run in this process (no libnccl, no
+    cuda-bindings, no GPU/driver), or None when it can.  Local and cheap: for
+    `--backend auto` to choose before any process talks to another."""
+    try:
+        get_library(opts.nccl_lib)
+        get_runtime()
+    except BenchError as exc:
+        return exc.message
+    return None
 
 
 def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Any) -> list[NcclWorker]:
-    """Set up this process's part of the run (see module docstring) and return
-    one NcclWorker per -t thread, in thread order.  Collective over `host`:
-    every world process must call it.  Failures raise BenchError in every
-    process (exit 2 CUDA, 3 NCCL, 5 too few GPUs / unsupported option)."""
-    if opts.device_implementation > 0:
-        raise UnsupportedError("device-API kernels (-D) are not supported by ncclbench yet")
-    T, G = opts.nthreads, opts.ngpus
-    env = os.environ
+    """Set up this process's part of the run and return one NcclWorker per -t
+    thread (see `nccl_setup.create_nccl_workers`)."""
+    from .nccl_setup import create_nccl_workers as create
 
-    # Step 1: library, runtime, host layout -- agreed on world-wide.
-    lib = cuda = None
-    err: BaseException | None = None
-    try:
-        lib = get_library(opts.nccl_lib)
-        cuda = get_runtime()
-        color = runmodel.split_color(host.rank, env)
-    except BenchError as exc:
-        err, color = exc, 0
-    hostname = short_hostname()
-    info = host.allgather((runmodel.host_identity(), hostname, color,
-                           None if err is None else (str(err), int(err.code))))
-    if err is not None:
-        raise err
-    for proc, (_, _, _, e) in enumerate(info):
-        if e is not None:
-            raise BenchError(f"process {proc}: {e[0]}", ExitCode(e[1]))
-    ids, hosts, colors = [i[0] for i in info], [i[1] for i in info], [i[2] for i in info]
-    assert lib is not None and cuda is not None
-    local = runmodel.local_rank(ids, host.rank)
-    group_proc, group_size, leader = runmodel.group_layout(colors, host.rank)
-    nranks = group_size * T * G
-
-    # Step 2: devices and memory budget.
-    props: list[DeviceProps] = []
-    err = None
-    base = 0
-    try:
-        base = runmodel.base_device(local, T, G, env)
-        runmodel.check_device_count(base, T, G, cuda.device_count)
-        props = [cuda.properties(base + i) for i in range(T * G)]
-    except BenchError as exc:
-        err = exc
-    _agree(host, err)
-    max_mem = int(host.allreduce(min(p.total_mem for p in props), "min"))
-    min_arch = int(host.allreduce(min(p.cuda_arch for p in props), "min"))
-    max_bytes, reduced = opts.max_bytes, None
-    limit = runmodel.nccl_tests_max_bytes(max_mem, opts.check != 0)
-    if max_bytes > limit:
-        max_bytes = reduced = limit
-
-    notes: list[str] = []
-    reg_mode, note = runmodel.registration_mode(opts.local_register, lib.version_code,
-                                                lib.caps.comm_register, lib.caps.window_register)
-    if note:
-        notes.append(note)
-    cta, note = runmodel.cta_policy_setting(opts.cta_policy, lib.version_code)
-    if note:
-        notes.append(note)
-    config_values = runmodel.comm_config_values(lib.version_code, cta, _collective_name(collective))
-
-    # Step 3: one unique id per group, from its first process.
-    err, uid = None, None
-    try:
-        uid = lib.get_unique_id() if host.rank == leader else None
-    except BenchError as exc:
-        err = exc
-    _agree(host, err)
-    uids = host.allgather(uid)
-    uid = uids[leader]
-    host.barrier()
-
-    setup = ProcessSetup(opts=opts, host=host, lib=lib, cuda=cuda, team=ThreadTeam(T, host),
-                         world_rank=host.rank, world_size=host.size, hostname=hostname, hosts=hosts,
-                         local_rank=local, color=colors[host.rank], colors=colors,
-                         group_proc=group_proc, group_size=group_size, nranks=nranks,
-                         base_device=base, max_bytes=max_bytes, reduced_max_bytes=reduced,
-                         min_cuda_arch=min_arch, register_mode=reg_mode, notes=notes)
-    slots = [NcclSlot(rank=runmodel.global_rank(group_proc, i // G, i % G, T, G), comm=None,  # type: ignore[arg-type]
-                      send=0, recv=0, device=base + i, local_index=i, props=props[i])
-             for i in range(T * G)]
-    try:
-        return _build(setup, slots, uid, config_values)
-    except BaseException:
-        for slot in slots:
-            if slot.handle:
-                try:
-                    lib.comm_abort(slot.handle)
-                except NcclError:
-                    pass
-                slot.handle = 0
-            try:
-                cuda.set_device(slot.device)
-                _free_buffers(lib, cuda, slot)
-                cuda.stream_destroy(slot.stream)
-                slot.stream = NULL_STREAM
-            except (CudaError, NcclError):
-                pass
-        raise
-
-
-def _init_comms(setup: ProcessSetup, slots: Sequence[NcclSlot], uid: bytes, config_values: dict) -> None:
-    """ncclCommInitRankConfig for `slots`, inside one ncclGroupStart/End."""
-    lib, cuda = setup.lib, setup.cuda
-    config = lib.make_config(**config_values) if lib.caps.config_init else None
-    lib.group_start()
-    try:
-        for slot in slots:
-            cuda.set_device(slot.device)
-            slot.handle = lib.comm_init_rank(setup.nranks, uid, slot.rank, config)
-    finally:
-        lib.group_end()
-
-
-def _register(setup: ProcessSetup, slots: Sequence[NcclSlot]) -> None:
-    """-R 1: ncclCommRegister; -R 2: ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC);
-    both over maxBytes of each buffer from its unshifted start, in one group."""
-    lib, cuda, n = setup.lib, setup.cuda, setup.max_bytes
-    windows = []  # ncclCommWindowRegister fills these at group end
-    lib.group_start()
-    try:
-        for slot in slots:
-            cuda.set_device(slot.device)
-            if setup.register_mode == 2:
-                windows.append((slot, lib.window_register(slot.handle, slot.send_base, n, NCCL_WIN_COLL_SYMMETRIC),
-                                lib.window_register(slot.handle, slot.recv_base, n, NCCL_WIN_COLL_SYMMETRIC)))
-            else:
-                slot.send_reg = lib.comm_register(slot.handle, slot.send_base, n)
-                slot.recv_reg = lib.comm_register(slot.handle, slot.recv_base, n)
-    finally:
-        lib.group_end()
-    for slot, send_win, recv_win in windows:
-        slot.send_reg, slot.recv_reg = send_win.value or 0, recv_win.value or 0
-
-
-def _free_per_slot(cuda: CudaRuntime, slots: Sequence[NcclSlot]) -> list[int]:
-    out = []
-    for slot in slots:
-        cuda.set_device(slot.device)
-        out.append(cuda.mem_get_info()[0])
-    return out
-
-
-def _build(setup: ProcessSetup, slots: list[NcclSlot], uid: bytes, config_values: dict) -> list[NcclWorker]:
-    opts, lib, cuda, host = setup.opts, setup.lib, setup.cuda, setup.host
-    T, G = opts.nthreads, opts.ngpus
-    for slot in slots:
-        cuda.set_device(slot.device)
-        slot.stream = NULL_STREAM if opts.stream_null else cuda.stream_create(nonblocking=True)
-    free0 = _free_per_slot(cuda, slots)
-
-    # Communicators: all T*G in one group, or each thread its own G (-p).
-    # A failure here is raised at once, without a world-wide agreement: the
-    # other processes may be blocked inside NCCL's bootstrap, and only the
-    # launcher's abort (HostComm.abort) can release them.
-    if opts.parallel_init and T > 1:
-        failures: list[BaseException] = []
-
-        def init_thread(t: int) -> None:
-            try:
-                _init_comms(setup, slots[t * G:(t + 1) * G], uid, config_values)
-            except BaseException as exc:
-                failures.append(exc)
-
-        threads = [threading.Thread(target=init_thread, args=(t,), name=f"ncclbench-init-{t}")
-                   for t in range(T - 1, -1, -1)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        if failures:
-            raise failures[0]
-    else:
-        _init_comms(setup, slots, uid, config_values)
-    free1 = _free_per_slot(cuda, slots)
-
-    # Refuse sizes that cannot fit, before allocating anything.
-    err = None
-    for slot, free in zip(slots, free1):
-        msg = runmodel.fit_error(setup.max_bytes, opts.unalign, free, slot.device)
-        if msg:
-            err = BenchError(msg, ExitCode.CUDA_ERROR)
-            break
-    _agree(host, err)
-
-    # Buffers (agreed on: nothing collective happens during allocation), then
-    # registration (window registration is collective: failures raise at once).
-    nbytes = runmodel.buffer_bytes(setup.max_bytes, opts.unalign)
-    use_nccl_alloc = lib.caps.mem_alloc
-    err = None
-    try:
-        for slot in slots:
-            cuda.set_device(slot.device)
-            slot.alloc_bytes = nbytes
-            slot.allocated_by_nccl = use_nccl_alloc
-            alloc = lib.mem_alloc if use_nccl_alloc else cuda.malloc
-            slot.send_base = alloc(max(nbytes, 1))
-            slot.recv_base = alloc(max(nbytes, 1))
-            slot.send, slot.recv = slot.send_base, slot.recv_base
-    except (NcclError, CudaError) as exc:
-        err = exc
-    _agree(host, err)
-    if setup.register_mode and setup.max_bytes > 0:
-        _register(setup, slots)
-    free2 = _free_per_slot(cuda, slots)
-
-    workers: list[NcclWorker] = []
-    for t in range(T):
-        mine = slots[t * G:(t + 1) * G]
-        idx = range(t * G, (t + 1) * G)
-        init_mem = max(free0[i] - free1[i] for i in idx)
-        user_mem = max(free1[i] - free2[i] for i in idx)
-        worker = NcclWorker(setup, t, mine, init_mem, user_mem, [free2[i] for i in idx])
-        for slot in mine:
-            slot.comm = NcclCommunicator(lib, slot.handle, slot.rank, setup.nranks, slot.stream,
-                                         slot.device, copy=worker.copy_async, on_error=worker.abort)
-        workers.append(worker)
-    if opts.datatypes:
-        from ..datatypes import DATATYPE_BY_NAME
-
-        first = DATATYPE_BY_NAME.get(opts.datatypes[0])
-        if first is not None:
-            for w in workers:
-                w.prepare(first)
-    cuda.set_device(slots[0].device)
-    return workers
+    return create(opts, host, collective)
