@@ -121,9 +121,45 @@ def test_devices_lines_and_reporter():
     assert worker.is_reporter
 
 
+def test_gather_devices_single_process():
+    worker = make_worker(FakeCuda(), FakeLib())
+    assert [d.rank for d in worker.gather_devices()] == [0, 1]
+
+
 def test_memory_report_line():
     cuda = FakeCuda(free=10 << 30)
     worker = make_worker(cuda, FakeLib())
     assert worker.memory_figures() == (600 << 20, 4 << 20, 1 << 20)
     assert worker.memory_report() == ("# GPU memory usage     : Initialization 600 MB | "
                                       "User-Allocated 4.00 MB | Collective 1.00 MB | Total  605 MB")
+
+
+def test_two_thread_workers_share_host_collectives():
+    """-t 2 -g 1: two workers of one process meet in a ThreadTeam."""
+    import threading
+
+    cuda, lib = FakeCuda(ready_after=0), FakeLib()
+    opts = BenchOptions(nthreads=2, ngpus=1)
+    host = SingleHostComm()
+    setup = ProcessSetup(opts=opts, host=host, lib=lib, cuda=cuda, team=ThreadTeam(2, host), world_rank=0,
+                         world_size=1, hostname="node1", hosts=["node1"], local_rank=0, color=0, colors=[0],
+                         group_proc=0, group_size=1, nranks=2, base_device=0, max_bytes=1 << 20,
+                         reduced_max_bytes=None, min_cuda_arch=900, register_mode=0, notes=[])
+    props = DeviceProps(0, "NVIDIA H200", 140 << 30, 9, 0, 0, 0x19, 0)
+    workers = [NcclWorker(setup, t, [NcclSlot(rank=t, comm=None, send=0, recv=0, device=t, handle=100 + t,
+                                              stream=200 + t, local_index=t, props=props)],
+                          init_mem=t, user_mem=0, free_after_setup=[cuda.free]) for t in range(2)]
+    out = {}
+
+    def drive(w):
+        w.barrier()
+        out[w.thread] = (w.allreduce_host(1.5 + w.thread, "sum"), w.gather_devices(), w.is_reporter)
+
+    threads = [threading.Thread(target=drive, args=(w,)) for w in workers]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=20)
+    assert out[0][0] == out[1][0] == 4.0
+    assert [d.rank for d in out[0][1]] == [0, 1] and [d.device for d in out[0][1]] == [0, 1]
+    assert out[0][2] and not out[1][2]

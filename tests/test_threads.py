@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from ncclbench.backends.threads import ThreadTeam, elementwise_max
+from ncclbench.backends.threads import ThreadTeam, merge_threads
 from ncclbench.launch.hostcomm import HostComm
 
 
@@ -101,10 +101,12 @@ def test_gather_merges_threads_elementwise():
     assert per_thread[0] == [["dev0", "dev1"], "remote"]
 
 
-def test_elementwise_max_rules():
-    assert elementwise_max([[1, 5], [3, 2]]) == [3, 5]
-    assert elementwise_max(["a", "b"]) == "a"
-    assert elementwise_max([[1, 2], [1]]) == [1, 2]
+def test_merge_threads_rules():
+    assert merge_threads([[1, 5], [3, 2]]) == [3, 5]
+    assert merge_threads([["a"], ["b", "c"]]) == ["a", "b", "c"]
+    assert merge_threads([[1, 2], [1]]) == [1, 2, 1]
+    assert merge_threads(["x", "y"]) == "x"
+    assert merge_threads([("only",)]) == ("only",)
 
 
 def test_host_failure_reaches_every_thread():

@@ -30,7 +30,7 @@ from ..nccl import runmodel
 from ..nccl.binding import NcclError, NcclLibrary, get_library
 from ..results import DeviceInfo
 from .base import IterationTimer, RankSlot, Worker
-from .threads import ThreadTeam, elementwise_max
+from .threads import ThreadTeam, merge_threads
 
 
 @dataclass
@@ -309,11 +309,19 @@ class NcclWorker(Worker):
         self._bind()
         return self.team.allreduce(value, op, self.thread)
 
-    def gather_host(self, obj: Any, combine=elementwise_max) -> list[Any] | None:
+    def gather_host(self, obj: Any, combine=merge_threads) -> list[Any] | None:
         """One object per world process at world rank 0; with -t > 1 the
-        threads' objects are merged first by `combine` (default: element-wise
-        max of number lists, else thread 0's object)."""
+        threads' objects are merged first by `combine` (default
+        `threads.merge_threads`: element-wise max of number lists,
+        concatenation of other lists, else thread 0's object)."""
+        self._bind()
         return self.team.gather(obj, self.thread, 0, combine)
+
+    def gather_devices(self) -> list[DeviceInfo] | None:
+        """Every GPU of the world in `# Using devices` order, at world rank 0
+        (None elsewhere).  Collective over every worker."""
+        rows = self.gather_host(self.devices())
+        return None if rows is None else [d for row in rows for d in row]
 
     # -- grouping ----------------------------------------------------------------------
     def group_start(self) -> None:

@@ -18,16 +18,22 @@ from ..launch.hostcomm import HostComm
 _OPS: dict[str, Callable[[Sequence[float]], float]] = {"sum": sum, "min": min, "max": max}
 
 
-def elementwise_max(objs: Sequence[Any]) -> Any:
-    """Default way T threads' objects become one per process for `gather`:
-    equal-length lists of numbers -> element-wise max (the per-iteration
-    timing rule, spec §3.7: max over the process's threads); anything else ->
-    thread 0's object."""
+def merge_threads(objs: Sequence[Any]) -> Any:
+    """Default way the T threads' objects become one per process for `gather`:
+
+    * equal-length lists of numbers -> element-wise max (the per-iteration
+      timing rule, spec §3.7: max over the process's threads);
+    * other lists -> concatenated in thread order (e.g. device lines);
+    * anything else -> thread 0's object.
+    With one thread the object is returned unchanged."""
     first = objs[0]
-    if isinstance(first, (list, tuple)) and all(
-            isinstance(o, (list, tuple)) and len(o) == len(first) for o in objs) and all(
-            isinstance(v, (int, float)) for o in objs for v in o):
-        return [max(col) for col in zip(*objs)]
+    if len(objs) == 1:
+        return first
+    if all(isinstance(o, (list, tuple)) for o in objs):
+        numeric = all(isinstance(v, (int, float)) for o in objs for v in o)
+        if numeric and all(len(o) == len(first) for o in objs):
+            return [max(col) for col in zip(*objs)]
+        return [v for o in objs for v in o]
     return first
 
 
@@ -76,7 +82,7 @@ class ThreadTeam:
         return self._exchange(thread, value, lambda vals: self.host.allreduce(combine(vals), op))
 
     def gather(self, obj: Any, thread: int = 0, root: int = 0,
-               combine: Callable[[Sequence[Any]], Any] = elementwise_max) -> list[Any] | None:
+               combine: Callable[[Sequence[Any]], Any] = merge_threads) -> list[Any] | None:
         """One object per world process at `root` (None elsewhere); the T
         threads' objects are first merged by `combine`."""
         return self._exchange(thread, obj, lambda objs: self.host.gather(combine(objs), root))
