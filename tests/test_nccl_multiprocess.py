@@ -36,7 +36,8 @@ def test_one_bad_process_stops_every_process(tmp_path):
     pytest.importorskip("mpi4py")
     script = tmp_path / "probe.py"
     script.write_text(SCRIPT)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")  # Open MPI as root
     out = subprocess.run([MPIEXEC, "-n", "2", sys.executable, str(script)], capture_output=True, text=True,
                          timeout=120, env=env)
     lines = sorted(line for line in out.stdout.splitlines() if line.startswith("rank "))
