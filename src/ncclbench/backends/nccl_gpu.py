@@ -1,0 +1,511 @@
+"""The GPU backend: NCCL communicators on CUDA devices, nccl-tests' run model.
+
+`create_nccl_workers(opts, host, collective)` (set-up in `nccl_setup`)
+returns one `NcclWorker` per -t thread; the harness drives each from its own
+thread.  A worker owns G ranks (one per GPU), their streams and buffers, and
+implements the `Worker` contract: completion polling with async-error and -T
+checks, host collectives through a `ThreadTeam`, fill/check through the GPU
+kernels, CUDA-event iteration timers, graph capture and the -M report.
+
+Differences from nccl-tests, on purpose: no "expected" buffer (the GPU check
+kernel computes expected values on the fly), and sizes that cannot fit in
+the GPUs' free memory are refused with one clear line before allocating.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ..config import BenchOptions
+from ..cuda.runtime import NULL_STREAM, CudaError, CudaRuntime, DeviceProps, get_runtime
+from ..datatypes import DataType, RedOp
+from ..errors import BenchError, ExitCode
+from ..fills import Fill
+from ..launch.hostcomm import HostComm
+from ..nccl import runmodel
+from ..nccl.binding import NcclError, NcclLibrary, get_library
+from ..results import DeviceInfo
+from .base import IterationTimer, RankSlot, Worker
+from .threads import ThreadTeam, merge_threads
+
+
+@dataclass
+class NcclSlot(RankSlot):
+    """A RankSlot plus what the NCCL backend keeps per GPU."""
+
+    handle: int = 0  # ncclComm_t
+    stream: int = NULL_STREAM
+    send_base: int = 0  # allocation start (no unalign shift)
+    recv_base: int = 0
+    alloc_bytes: int = 0  # bytes allocated per buffer (maxBytes + 8*unalign)
+    local_index: int = 0  # t*G + g
+    props: DeviceProps | None = None
+    send_reg: int = 0  # registration handle / window (0 = none)
+    recv_reg: int = 0
+    allocated_by_nccl: bool = False
+
+
+@dataclass
+class NcclGraph:
+    """One captured and instantiated CUDA graph per local GPU."""
+
+    parts: list[tuple[int, int, int, int]] = field(default_factory=list)  # (device, stream, graph, exec)
+
+
+@dataclass
+class ProcessSetup:
+    """What the workers of one process share."""
+
+    opts: BenchOptions
+    host: HostComm
+    lib: NcclLibrary
+    cuda: CudaRuntime
+    team: ThreadTeam
+    world_rank: int
+    world_size: int
+    hostname: str
+    hosts: list[str]  # short hostname per world process
+    local_rank: int
+    color: int
+    colors: list[int]
+    group_proc: int
+    group_size: int
+    nranks: int
+    base_device: int
+    max_bytes: int
+    reduced_max_bytes: int | None
+    min_cuda_arch: int
+    register_mode: int
+    notes: list[str]
+
+
+class CudaEventTimer(IterationTimer):
+    """Per-iteration CUDA-event timing (-I) on every local stream.
+
+    Consecutive mode: `nevents` = iters + 1 boundaries, sample j spans events
+    j..j+1.  Paired mode (-z 3): events 2j and 2j+1 bracket iteration j.
+    Samples are raw event spans in µs (not divided by -m), max over GPUs.
+    Reading the samples releases the events."""
+
+    def __init__(self, worker: "NcclWorker", nevents: int, paired: bool = False):
+        self.worker, self.nevents, self.paired = worker, nevents, paired
+        cuda = worker.cuda
+        self.events: list[list[int]] = []
+        for slot in worker.slots:
+            cuda.set_device(slot.device)
+            self.events.append([cuda.event_create() for _ in range(nevents)])
+        worker._bind(force=True)
+        self._samples: list[float] | None = None
+        worker._timers.append(self)
+
+    def record(self, j: int) -> None:
+        cuda, multi = self.worker.cuda, self.worker._multi_device
+        for slot, evs in zip(self.worker.slots, self.events):
+            if multi:
+                cuda.set_device(slot.device)
+            cuda.event_record(evs[j], slot.stream)
+
+    def samples_us(self) -> list[float]:
+        if self._samples is not None:
+            return self._samples
+        cuda = self.worker.cuda
+        pairs = ([(2 * j, 2 * j + 1) for j in range(self.nevents // 2)] if self.paired
+                 else [(j, j + 1) for j in range(self.nevents - 1)])
+        out = [0.0] * len(pairs)
+        for evs in self.events:
+            cuda.event_synchronize(evs[-1])
+            for k, (a, b) in enumerate(pairs):
+                out[k] = max(out[k], cuda.event_elapsed_ms(evs[a], evs[b]) * 1000.0)
+        self._samples = out
+        self.close()
+        return out
+
+    def close(self) -> None:
+        for evs in self.events:
+            for ev in evs:
+                try:
+                    self.worker.cuda.event_destroy(ev)
+                except CudaError:
+                    pass
+        self.events = []
+        if self in self.worker._timers:
+            self.worker._timers.remove(self)
+
+
+class NcclWorker(Worker):
+    """One -t thread's GPUs: G ranks, their streams and buffers."""
+
+    backend_name = "nccl"
+    supports_graphs = True
+
+    def __init__(self, setup: ProcessSetup, thread: int, slots: list[NcclSlot],
+                 init_mem: int, user_mem: int, free_after_setup: list[int]):
+        self.setup = setup
+        self.lib, self.cuda, self.team = setup.lib, setup.cuda, setup.team
+        self.opts = setup.opts
+        self.thread = thread
+        self.slots: list[NcclSlot] = slots
+        self.nranks = setup.nranks
+        self.max_bytes = setup.max_bytes
+        self.reduced_max_bytes = setup.reduced_max_bytes
+        self.notes = setup.notes
+        self.library = setup.lib
+        self._init_mem, self._user_mem = init_mem, user_mem
+        self._free_after_setup = free_after_setup
+        self._multi_device = len({s.device for s in slots}) > 1 or (
+            len(slots) > 1 and any(s.stream == NULL_STREAM for s in slots))
+        self._tls = threading.local()
+        self._kernels: dict[int, Any] = {}
+        self._timers: list[CudaEventTimer] = []
+        self._aborted = False
+        self._closed = False
+        self._itemsize = 0
+
+    # -- thread binding --------------------------------------------------------------------
+    def _bind(self, force: bool = False) -> None:
+        """Make this worker's first GPU current in the calling thread (once per
+        thread), so no CUDA call ever creates a context on GPU 0 by accident."""
+        if force or not getattr(self._tls, "bound", False):
+            self.cuda.set_device(self.slots[0].device)
+            self._tls.bound = True
+
+    def bind_thread(self) -> None:
+        """Call first in the thread that will drive this worker (optional: every
+        entry point binds lazily)."""
+        self._bind(force=True)
+
+    # -- identity ----------------------------------------------------------------------
+    @property
+    def is_reporter(self) -> bool:
+        return self.setup.world_rank == 0 and self.thread == 0
+
+    @property
+    def world_rank(self) -> int:
+        return self.setup.world_rank
+
+    @property
+    def world_size(self) -> int:
+        return self.setup.world_size
+
+    @property
+    def hosts(self) -> list[str]:
+        """Short hostname of every world process."""
+        return self.setup.hosts
+
+    @property
+    def color(self) -> int:
+        """This process's NCCL_TESTS_SPLIT group (printed as `Group`)."""
+        return self.setup.color
+
+    @property
+    def ngroups(self) -> int:
+        return len(set(self.setup.colors))
+
+    @property
+    def min_cuda_arch(self) -> int:
+        """Smallest 100*major+10*minor over the world's GPUs (fp8 needs 900)."""
+        return self.setup.min_cuda_arch
+
+    @property
+    def nccl_version_code(self) -> int:
+        return self.lib.version_code
+
+    def devices(self) -> list[DeviceInfo]:
+        """`# Using devices` lines for this worker's GPUs (rank = worldRank·T·G + i)."""
+        s, T, G = self.setup, self.opts.nthreads, self.opts.ngpus
+        out = []
+        for slot in self.slots:
+            p = slot.props
+            out.append(DeviceInfo(rank=s.world_rank * T * G + slot.local_index, group=s.color,
+                                  pid=os.getpid(), hostname=s.hostname, device=slot.device,
+                                  device_hex=p.pci_hex if p else "", device_info=p.name if p else "",
+                                  process=s.world_rank))
+        return out
+
+    # -- per-datatype preparation ------------------------------------------------------
+    def prepare(self, dtype: DataType) -> None:
+        """Apply the -u shift for `dtype` (k·itemsize bytes) to every slot's
+        send/recv pointers; call at the start of each (type, op, root) test."""
+        self._itemsize = dtype.itemsize
+        shift = self.opts.unalign * dtype.itemsize
+        for slot in self.slots:
+            slot.send = slot.send_base + shift
+            slot.recv = slot.recv_base + shift
+
+    # -- failure handling --------------------------------------------------------------
+    def abort(self) -> None:
+        """Abort this worker's communicators (after an error or a timeout) so
+        that no rank stays blocked in NCCL; threads waiting in the team are released."""
+        if self._aborted:
+            return
+        self._aborted = True
+        for slot in self.slots:
+            if slot.handle:
+                try:
+                    self.lib.comm_abort(slot.handle)
+                except NcclError:
+                    pass
+        self.team.abort()
+
+    def _nccl(self, exc: NcclError, slot: NcclSlot | None = None) -> NcclError:
+        self.abort()
+        return exc.at_rank(slot.rank) if slot is not None else exc
+
+    # -- completion --------------------------------------------------------------------
+    def wait(self) -> None:
+        """Poll every local stream until done, checking ncclCommGetAsyncError and -T,
+        like nccl-tests' testStreamSynchronize."""
+        self._bind()
+        cuda, lib = self.cuda, self.lib
+        timeout = self.opts.timeout
+        check_async = lib.caps.async_error
+        multi = self._multi_device
+        pending = list(self.slots)
+        start = time.monotonic()
+        while pending:
+            idle = True
+            still = []
+            for slot in pending:
+                try:
+                    if multi:
+                        cuda.set_device(slot.device)
+                    if cuda.stream_query(slot.stream):
+                        idle = False
+                        continue
+                    if check_async:
+                        err = lib.comm_get_async_error(slot.handle)
+                        if err and err != 7:  # 7 = ncclInProgress
+                            raise lib.error("ncclCommGetAsyncError", err, slot.handle)
+                except NcclError as exc:
+                    raise self._nccl(exc, slot) from None
+                except CudaError:
+                    self.abort()
+                    raise
+                still.append(slot)
+                if timeout > 0 and time.monotonic() - start > timeout:
+                    self.abort()
+                    raise BenchError(f"{self.setup.hostname}: Test timeout ({timeout}s)", ExitCode.TIMEOUT)
+            pending = still
+            if idle and pending:
+                time.sleep(0)  # let NCCL's proxy threads and other -t threads run
+        if multi:
+            cuda.set_device(self.slots[0].device)
+
+    def copy_async(self, dst: int, src: int, nbytes: int, stream: int) -> None:
+        """cudaMemcpyAsync device to device (a communicator's local_copy)."""
+        self._bind()
+        self.cuda.memcpy_dtod_async(dst, src, nbytes, stream)
+
+    # -- host collectives --------------------------------------------------------------
+    def barrier(self) -> None:
+        self._bind()
+        self.team.barrier(self.thread)
+
+    def allreduce_host(self, value: float, op: str) -> float:
+        self._bind()
+        return self.team.allreduce(value, op, self.thread)
+
+    def gather_host(self, obj: Any, combine=merge_threads) -> list[Any] | None:
+        """One object per world process at world rank 0; with -t > 1 the
+        threads' objects are merged first by `combine` (default
+        `threads.merge_threads`: element-wise max of number lists,
+        concatenation of other lists, else thread 0's object)."""
+        self._bind()
+        return self.team.gather(obj, self.thread, 0, combine)
+
+    def gather_devices(self) -> list[DeviceInfo] | None:
+        """Every GPU of the world in `# Using devices` order, at world rank 0
+        (None elsewhere).  Collective over every worker."""
+        rows = self.gather_host(self.devices())
+        return None if rows is None else [d for row in rows for d in row]
+
+    # -- grouping ----------------------------------------------------------------------
+    def group_start(self) -> None:
+        self._bind()
+        try:
+            self.lib.group_start()
+        except NcclError as exc:
+            raise self._nccl(exc) from None
+
+    def group_end(self) -> None:
+        try:
+            self.lib.group_end()
+        except NcclError as exc:
+            raise self._nccl(exc) from None
+
+    # -- data --------------------------------------------------------------------------
+    def zero(self, slot: RankSlot, ptr: int, nbytes: int) -> None:
+        if nbytes > 0:
+            self._bind()
+            self.cuda.memset_async(ptr, 0, nbytes, slot.stream)
+
+    def _kernels_for(self, slot: NcclSlot) -> Any:
+        k = self._kernels.get(slot.device)
+        if k is None:
+            try:
+                from ..cuda.kernels import DeviceKernels
+            except ImportError as exc:
+                raise BenchError(f"GPU fill/check kernels are not available ({exc})", ExitCode.INTERNAL) from None
+            k = self._kernels[slot.device] = DeviceKernels(slot.device)
+        return k
+
+    def fill(self, slot: RankSlot, ptr: int, fills: Sequence[Fill], dtype: DataType, op: RedOp) -> None:
+        self._bind()
+        if self._multi_device:
+            self.cuda.set_device(slot.device)
+        self._kernels_for(slot).fill(ptr, fills, dtype, op, self.nranks, slot.stream)
+
+    def count_wrong(self, slot: RankSlot, ptr: int, count: int, fills: Sequence[Fill],
+                    dtype: DataType, op: RedOp) -> int:
+        self._bind()
+        if self._multi_device:
+            self.cuda.set_device(slot.device)
+        return int(self._kernels_for(slot).count_wrong(ptr, count, fills, dtype, op, self.nranks, slot.stream))
+
+    # -- timers and graphs -------------------------------------------------------------
+    def iteration_timer(self, nevents: int, paired: bool = False) -> IterationTimer:
+        return CudaEventTimer(self, nevents, paired)
+
+    def begin_capture(self, thread_local: bool = True) -> None:
+        """Start stream capture on every local stream.  nccl-tests captures the
+        timed loop thread-locally and the check run globally when -t is 1."""
+        self._bind()
+        for slot in self.slots:
+            if self._multi_device:
+                self.cuda.set_device(slot.device)
+            self.cuda.begin_capture(slot.stream, thread_local)
+
+    def end_capture(self) -> NcclGraph:
+        """End capture on every local stream and instantiate the graphs."""
+        graph = NcclGraph()
+        for slot in self.slots:
+            if self._multi_device:
+                self.cuda.set_device(slot.device)
+            g = self.cuda.end_capture(slot.stream)
+            graph.parts.append((slot.device, slot.stream, g, self.cuda.graph_instantiate(g)))
+        self._bind(force=True)
+        return graph
+
+    def launch_graph(self, graph: NcclGraph, times: int) -> None:
+        cuda, multi = self.cuda, self._multi_device
+        for _ in range(times):
+            for device, stream, _g, gexec in graph.parts:
+                if multi:
+                    cuda.set_device(device)
+                cuda.graph_launch(gexec, stream)
+
+    def destroy_graph(self, graph: NcclGraph) -> None:
+        for _d, _s, g, gexec in graph.parts:
+            if gexec:
+                self.cuda.graph_exec_destroy(gexec)
+            self.cuda.graph_destroy(g)
+        graph.parts = []
+
+    # -- memory report (-M) ------------------------------------------------------------
+    def memory_figures(self) -> tuple[int, int, int]:
+        """This worker's (initialization, user-allocated, collective) bytes: drops
+        of cudaMemGetInfo free memory, max over its GPUs (spec §7.4)."""
+        coll = None
+        for slot, before in zip(self.slots, self._free_after_setup):
+            self.cuda.set_device(slot.device)
+            free, _ = self.cuda.mem_get_info()
+            coll = before - free if coll is None else max(coll, before - free)
+        self._bind(force=True)
+        return self._init_mem, self._user_mem, coll or 0
+
+    def memory_report(self) -> str | None:
+        """The -M footer line with figures maxed over the world.  Collective:
+        every worker of every process must call it (the reporter prints it)."""
+        init, user, coll = self.memory_figures()
+        init = int(self.allreduce_host(init, "max"))
+        user = int(self.allreduce_host(user, "max"))
+        coll = int(self.allreduce_host(coll, "max"))
+        return runmodel.memory_line(init, user, coll)
+
+    # -- teardown ----------------------------------------------------------------------
+    def close(self) -> None:
+        """Deregister and free buffers, destroy the communicators (abort them if
+        an error happened) and the streams.  Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        for timer in list(self._timers):
+            timer.close()
+        errors: list[BenchError] = []
+        lib, cuda = self.lib, self.cuda
+        for slot in self.slots:
+            try:
+                cuda.set_device(slot.device)
+                if not self._aborted:
+                    cuda.stream_synchronize(slot.stream)
+            except CudaError as exc:
+                errors.append(exc)
+            if not self._aborted and slot.handle:
+                try:
+                    _deregister(lib, slot, self.setup.register_mode)
+                except NcclError as exc:
+                    errors.append(exc.at_rank(slot.rank))
+        for slot in self.slots:
+            if slot.handle and not self._aborted:  # ncclCommAbort already freed aborted ones
+                try:
+                    lib.comm_destroy(slot.handle)
+                except NcclError as exc:
+                    errors.append(exc.at_rank(slot.rank))
+            slot.handle = 0
+        for slot in self.slots:
+            try:
+                cuda.set_device(slot.device)
+                _free_buffers(lib, cuda, slot)
+                cuda.stream_destroy(slot.stream)
+            except (CudaError, NcclError) as exc:
+                errors.append(exc)
+        if errors and not self._aborted:
+            raise errors[0]
+
+
+# -- setup helpers -------------------------------------------------------------------------
+
+def _deregister(lib: NcclLibrary, slot: NcclSlot, mode: int) -> None:
+    for attr in ("send_reg", "recv_reg"):
+        handle = getattr(slot, attr)
+        if handle:
+            if mode == 2:
+                lib.window_deregister(slot.handle, handle)
+            else:
+                lib.comm_deregister(slot.handle, handle)
+            setattr(slot, attr, 0)
+
+
+def _free_buffers(lib: NcclLibrary, cuda: CudaRuntime, slot: NcclSlot) -> None:
+    for attr in ("send_base", "recv_base"):
+        ptr = getattr(slot, attr)
+        if ptr:
+            if slot.allocated_by_nccl:
+                lib.mem_free(ptr)
+            else:
+                cuda.free(ptr)
+            setattr(slot, attr, 0)
+
+
+def probe_gpu_backend(opts: BenchOptions) -> str | None:
+    """Why the NCCL backend cannot run in this process (no libnccl, no
+    cuda-bindings, no GPU/driver), or None when it can.  Local and cheap: for
+    `--backend auto` to choose before any process talks to another."""
+    try:
+        get_library(opts.nccl_lib)
+        get_runtime()
+    except BenchError as exc:
+        return exc.message
+    return None
+
+
+def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Any) -> list[NcclWorker]:
+    """Set up this process's part of the run and return one NcclWorker per -t
+    thread (see `nccl_setup.create_nccl_workers`)."""
+    from .nccl_setup import create_nccl_workers as create
+
+    return create(opts, host, collective)

@@ -1,0 +1,274 @@
+"""Setting up the NCCL backend: nccl-tests' `run()` before the first test.
+
+Find the processes on each host (local rank), split the world into groups
+(NCCL_TESTS_SPLIT*), pick devices, share one unique id per group through
+the HostComm, create the T·G communicators of the process (one
+ncclGroupStart/End, or one per thread with -p), refuse buffer sizes that
+cannot fit, allocate send/receive buffers (ncclMemAlloc when available) and
+register them (-R).  Every step that cannot block inside NCCL is agreed on
+world-wide, so a failure in one process stops all of them with one line.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Sequence
+
+from ..config import BenchOptions
+from ..cuda.runtime import NULL_STREAM, CudaError, CudaRuntime, DeviceProps, get_runtime
+from ..errors import BenchError, ExitCode, UnsupportedError
+from ..launch.hostcomm import HostComm
+from ..nccl import runmodel
+from ..nccl.binding import NCCL_WIN_COLL_SYMMETRIC, NcclError, get_library, short_hostname
+from ..nccl.communicator import NcclCommunicator
+from .nccl_gpu import NcclSlot, NcclWorker, ProcessSetup, _free_buffers
+from .threads import ThreadTeam
+
+
+def _agree(host: HostComm, error: BaseException | None) -> None:
+    """World-wide agreement on a setup step: every process learns whether any
+    failed, so all stop together instead of some waiting forever."""
+    msg = None
+    if error is not None:
+        code = error.code if isinstance(error, BenchError) else ExitCode.INTERNAL
+        msg = (str(error), int(code))
+    results = host.allgather(msg)
+    if error is not None:
+        raise error
+    for proc, r in enumerate(results):
+        if r is not None:
+            text, code = r
+            raise BenchError(f"process {proc}: {text}", ExitCode(code))
+
+
+def _collective_name(collective: Any) -> str:
+    return collective if isinstance(collective, str) else getattr(collective, "name", "")
+
+
+def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Any) -> list[NcclWorker]:
+    """Set up this process's part of the run (see module docstring) and return
+    one NcclWorker per -t thread, in thread order.  Collective over `host`:
+    every world process must call it.  Failures raise BenchError in every
+    process (exit 2 CUDA, 3 NCCL, 5 too few GPUs / unsupported option)."""
+    if opts.device_implementation > 0:
+        raise UnsupportedError("device-API kernels (-D) are not supported by ncclbench yet")
+    T, G = opts.nthreads, opts.ngpus
+    env = os.environ
+
+    # Step 1: library, runtime, host layout -- agreed on world-wide.
+    lib = cuda = None
+    err: BaseException | None = None
+    try:
+        lib = get_library(opts.nccl_lib)
+        cuda = get_runtime()
+        color = runmodel.split_color(host.rank, env)
+    except BenchError as exc:
+        err, color = exc, 0
+    hostname = short_hostname()
+    info = host.allgather((runmodel.host_identity(), hostname, color,
+                           None if err is None else (str(err), int(err.code))))
+    if err is not None:
+        raise err
+    for proc, (_, _, _, e) in enumerate(info):
+        if e is not None:
+            raise BenchError(f"process {proc}: {e[0]}", ExitCode(e[1]))
+    ids, hosts, colors = [i[0] for i in info], [i[1] for i in info], [i[2] for i in info]
+    assert lib is not None and cuda is not None
+    local = runmodel.local_rank(ids, host.rank)
+    group_proc, group_size, leader = runmodel.group_layout(colors, host.rank)
+    nranks = group_size * T * G
+
+    # Step 2: devices and memory budget.
+    props: list[DeviceProps] = []
+    err = None
+    base = 0
+    try:
+        base = runmodel.base_device(local, T, G, env)
+        runmodel.check_device_count(base, T, G, cuda.device_count)
+        props = [cuda.properties(base + i) for i in range(T * G)]
+    except BenchError as exc:
+        err = exc
+    _agree(host, err)
+    max_mem = int(host.allreduce(min(p.total_mem for p in props), "min"))
+    min_arch = int(host.allreduce(min(p.cuda_arch for p in props), "min"))
+    max_bytes, reduced = opts.max_bytes, None
+    limit = runmodel.nccl_tests_max_bytes(max_mem, opts.check != 0)
+    if max_bytes > limit:
+        max_bytes = reduced = limit
+
+    notes: list[str] = []
+    reg_mode, note = runmodel.registration_mode(opts.local_register, lib.version_code,
+                                                lib.caps.comm_register, lib.caps.window_register)
+    if note:
+        notes.append(note)
+    cta, note = runmodel.cta_policy_setting(opts.cta_policy, lib.version_code)
+    if note:
+        notes.append(note)
+    config_values = runmodel.comm_config_values(lib.version_code, cta, _collective_name(collective))
+
+    # Step 3: one unique id per group, from its first process.
+    err, uid = None, None
+    try:
+        uid = lib.get_unique_id() if host.rank == leader else None
+    except BenchError as exc:
+        err = exc
+    _agree(host, err)
+    uids = host.allgather(uid)
+    uid = uids[leader]
+    host.barrier()
+
+    setup = ProcessSetup(opts=opts, host=host, lib=lib, cuda=cuda, team=ThreadTeam(T, host),
+                         world_rank=host.rank, world_size=host.size, hostname=hostname, hosts=hosts,
+                         local_rank=local, color=colors[host.rank], colors=colors,
+                         group_proc=group_proc, group_size=group_size, nranks=nranks,
+                         base_device=base, max_bytes=max_bytes, reduced_max_bytes=reduced,
+                         min_cuda_arch=min_arch, register_mode=reg_mode, notes=notes)
+    slots = [NcclSlot(rank=runmodel.global_rank(group_proc, i // G, i % G, T, G), comm=None,  # type: ignore[arg-type]
+                      send=0, recv=0, device=base + i, local_index=i, props=props[i])
+             for i in range(T * G)]
+    try:
+        return _build(setup, slots, uid, config_values)
+    except BaseException:
+        for slot in slots:
+            if slot.handle:
+                try:
+                    lib.comm_abort(slot.handle)
+                except NcclError:
+                    pass
+                slot.handle = 0
+            try:
+                cuda.set_device(slot.device)
+                _free_buffers(lib, cuda, slot)
+                cuda.stream_destroy(slot.stream)
+                slot.stream = NULL_STREAM
+            except (CudaError, NcclError):
+                pass
+        raise
+
+
+def _init_comms(setup: ProcessSetup, slots: Sequence[NcclSlot], uid: bytes, config_values: dict) -> None:
+    """ncclCommInitRankConfig for `slots`, inside one ncclGroupStart/End."""
+    lib, cuda = setup.lib, setup.cuda
+    config = lib.make_config(**config_values) if lib.caps.config_init else None
+    lib.group_start()
+    try:
+        for slot in slots:
+            cuda.set_device(slot.device)
+            slot.handle = lib.comm_init_rank(setup.nranks, uid, slot.rank, config)
+    finally:
+        lib.group_end()
+
+
+def _register(setup: ProcessSetup, slots: Sequence[NcclSlot]) -> None:
+    """-R 1: ncclCommRegister; -R 2: ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC);
+    both over maxBytes of each buffer from its unshifted start, in one group."""
+    lib, cuda, n = setup.lib, setup.cuda, setup.max_bytes
+    windows = []  # ncclCommWindowRegister fills these at group end
+    lib.group_start()
+    try:
+        for slot in slots:
+            cuda.set_device(slot.device)
+            if setup.register_mode == 2:
+                windows.append((slot, lib.window_register(slot.handle, slot.send_base, n, NCCL_WIN_COLL_SYMMETRIC),
+                                lib.window_register(slot.handle, slot.recv_base, n, NCCL_WIN_COLL_SYMMETRIC)))
+            else:
+                slot.send_reg = lib.comm_register(slot.handle, slot.send_base, n)
+                slot.recv_reg = lib.comm_register(slot.handle, slot.recv_base, n)
+    finally:
+        lib.group_end()
+    for slot, send_win, recv_win in windows:
+        slot.send_reg, slot.recv_reg = send_win.value or 0, recv_win.value or 0
+
+
+def _free_per_slot(cuda: CudaRuntime, slots: Sequence[NcclSlot]) -> list[int]:
+    out = []
+    for slot in slots:
+        cuda.set_device(slot.device)
+        out.append(cuda.mem_get_info()[0])
+    return out
+
+
+def _build(setup: ProcessSetup, slots: list[NcclSlot], uid: bytes, config_values: dict) -> list[NcclWorker]:
+    opts, lib, cuda, host = setup.opts, setup.lib, setup.cuda, setup.host
+    T, G = opts.nthreads, opts.ngpus
+    for slot in slots:
+        cuda.set_device(slot.device)
+        slot.stream = NULL_STREAM if opts.stream_null else cuda.stream_create(nonblocking=True)
+    free0 = _free_per_slot(cuda, slots)
+
+    # Communicators: all T*G in one group, or each thread its own G (-p).
+    # A failure here is raised at once, without a world-wide agreement: the
+    # other processes may be blocked inside NCCL's bootstrap, and only the
+    # launcher's abort (HostComm.abort) can release them.
+    if opts.parallel_init and T > 1:
+        failures: list[BaseException] = []
+
+        def init_thread(t: int) -> None:
+            try:
+                _init_comms(setup, slots[t * G:(t + 1) * G], uid, config_values)
+            except BaseException as exc:
+                failures.append(exc)
+
+        threads = [threading.Thread(target=init_thread, args=(t,), name=f"ncclbench-init-{t}")
+                   for t in range(T - 1, -1, -1)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        if failures:
+            raise failures[0]
+    else:
+        _init_comms(setup, slots, uid, config_values)
+    free1 = _free_per_slot(cuda, slots)
+
+    # Refuse sizes that cannot fit, before allocating anything.
+    err = None
+    for slot, free in zip(slots, free1):
+        msg = runmodel.fit_error(setup.max_bytes, opts.unalign, free, slot.device)
+        if msg:
+            err = BenchError(msg, ExitCode.CUDA_ERROR)
+            break
+    _agree(host, err)
+
+    # Buffers (agreed on: nothing collective happens during allocation), then
+    # registration (window registration is collective: failures raise at once).
+    nbytes = runmodel.buffer_bytes(setup.max_bytes, opts.unalign)
+    use_nccl_alloc = lib.caps.mem_alloc
+    err = None
+    try:
+        for slot in slots:
+            cuda.set_device(slot.device)
+            slot.alloc_bytes = nbytes
+            slot.allocated_by_nccl = use_nccl_alloc
+            alloc = lib.mem_alloc if use_nccl_alloc else cuda.malloc
+            slot.send_base = alloc(max(nbytes, 1))
+            slot.recv_base = alloc(max(nbytes, 1))
+            slot.send, slot.recv = slot.send_base, slot.recv_base
+    except (NcclError, CudaError) as exc:
+        err = exc
+    _agree(host, err)
+    if setup.register_mode and setup.max_bytes > 0:
+        _register(setup, slots)
+    free2 = _free_per_slot(cuda, slots)
+
+    workers: list[NcclWorker] = []
+    for t in range(T):
+        mine = slots[t * G:(t + 1) * G]
+        idx = range(t * G, (t + 1) * G)
+        init_mem = max(free0[i] - free1[i] for i in idx)
+        user_mem = max(free1[i] - free2[i] for i in idx)
+        worker = NcclWorker(setup, t, mine, init_mem, user_mem, [free2[i] for i in idx])
+        for slot in mine:
+            slot.comm = NcclCommunicator(lib, slot.handle, slot.rank, setup.nranks, slot.stream,
+                                         slot.device, copy=worker.copy_async, on_error=worker.abort)
+        workers.append(worker)
+    if opts.datatypes:
+        from ..datatypes import DATATYPE_BY_NAME
+
+        first = DATATYPE_BY_NAME.get(opts.datatypes[0])
+        if first is not None:
+            for w in workers:
+                w.prepare(first)
+    cuda.set_device(slots[0].device)
+    return workers

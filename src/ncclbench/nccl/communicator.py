@@ -1,0 +1,185 @@
+"""`NcclCommunicator`: the `Communicator` protocol for one rank on one GPU.
+
+Calls are enqueued on the rank's stream, exactly as nccl-tests issues them:
+premultiplied sum (`mulsum`) creates its op right before the call and
+destroys it right after (with the host scalar 1 on even ranks, 2 on odd
+ranks); alltoall/gather/scatter use the native NCCL call when the library
+has it (2.28+) and grouped send/recv otherwise.  Any NCCL failure first
+calls `on_error` (the worker aborts its communicators so no process hangs)
+and then raises `NcclError` naming the rank.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..datatypes import DataType, RedOp, premulsum_scalar
+from ..errors import UnsupportedError
+from .binding import NcclError, NcclLibrary, scalar_bytes
+
+
+class NcclCommunicator:
+    """One rank of an NCCL communicator, bound to its CUDA stream."""
+
+    def __init__(self, lib: NcclLibrary, handle: int, rank: int, nranks: int, stream: int,
+                 device: int, copy: Callable[[int, int, int, int], None] | None = None,
+                 on_error: Callable[[], None] | None = None):
+        self.lib = lib
+        self.handle = handle  # ncclComm_t
+        self.rank = rank
+        self.nranks = nranks
+        self.stream = stream
+        self.device = device
+        self._copy = copy  # (dst, src, nbytes, stream): cudaMemcpyAsync device to device
+        self._on_error = on_error
+
+    def _failed(self, exc: NcclError) -> NcclError:
+        if self._on_error is not None:
+            try:
+                self._on_error()
+            except Exception:  # the original NCCL error is what matters
+                pass
+        return exc.at_rank(self.rank)
+
+    def _op(self, op: RedOp, dtype: DataType) -> tuple[int, bool]:
+        """(ncclRedOp_t, created): built-in ops map directly; mulsum is created per call."""
+        if op.nccl_id >= 0:
+            return op.nccl_id, False
+        if op.name == "mulsum":
+            if not self.lib.caps.premulsum:
+                raise UnsupportedError(f"op mulsum needs NCCL >= 2.11 (library is {self.lib.version})")
+            scalar = scalar_bytes(dtype, premulsum_scalar(self.rank))
+            return self.lib.redop_create_premulsum(scalar, dtype.nccl_id, self.handle), True
+        raise UnsupportedError(f"reduction op {op.name!r} cannot be used with NCCL")
+
+    # -- reductions ----------------------------------------------------------------------
+    def all_reduce(self, send: int, recv: int, count: int, dtype: DataType, op: RedOp) -> None:
+        if op.nccl_id >= 0:  # the common case, kept short: this is the timed loop
+            try:
+                self.lib.all_reduce(send, recv, count, dtype.nccl_id, op.nccl_id, self.handle, self.stream)
+            except NcclError as exc:
+                raise self._failed(exc) from None
+            return
+        try:
+            nop, created = self._op(op, dtype)
+            self.lib.all_reduce(send, recv, count, dtype.nccl_id, nop, self.handle, self.stream)
+            if created:
+                self.lib.redop_destroy(nop, self.handle)
+        except NcclError as exc:
+            raise self._failed(exc) from None
+
+    def reduce(self, send: int, recv: int, count: int, dtype: DataType, op: RedOp, root: int) -> None:
+        try:
+            nop, created = self._op(op, dtype)
+            self.lib.reduce(send, recv, count, dtype.nccl_id, nop, root, self.handle, self.stream)
+            if created:
+                self.lib.redop_destroy(nop, self.handle)
+        except NcclError as exc:
+            raise self._failed(exc) from None
+
+    def reduce_scatter(self, send: int, recv: int, count: int, dtype: DataType, op: RedOp) -> None:
+        try:
+            nop, created = self._op(op, dtype)
+            self.lib.reduce_scatter(send, recv, count, dtype.nccl_id, nop, self.handle, self.stream)
+            if created:
+                self.lib.redop_destroy(nop, self.handle)
+        except NcclError as exc:
+            raise self._failed(exc) from None
+
+    # -- data movement -------------------------------------------------------------------
+    def broadcast(self, send: int, recv: int, count: int, dtype: DataType, root: int) -> None:
+        try:
+            self.lib.broadcast(send, recv, count, dtype.nccl_id, root, self.handle, self.stream)
+        except NcclError as exc:
+            raise self._failed(exc) from None
+
+    def all_gather(self, send: int, recv: int, count: int, dtype: DataType) -> None:
+        try:
+            self.lib.all_gather(send, recv, count, dtype.nccl_id, self.handle, self.stream)
+        except NcclError as exc:
+            raise self._failed(exc) from None
+
+    def alltoall(self, send: int, recv: int, count: int, dtype: DataType) -> None:
+        lib, comm, stream, t = self.lib, self.handle, self.stream, dtype.nccl_id
+        try:
+            if lib.caps.alltoall:
+                lib.alltoall(send, recv, count, t, comm, stream)
+                return
+            block = count * dtype.itemsize
+            lib.group_start()
+            try:
+                for r in range(self.nranks):
+                    lib.send(send + r * block, count, t, r, comm, stream)
+                    lib.recv(recv + r * block, count, t, r, comm, stream)
+            finally:
+                lib.group_end()
+        except NcclError as exc:
+            raise self._failed(exc) from None
+
+    def gather(self, send: int, recv: int, count: int, dtype: DataType, root: int) -> None:
+        lib, comm, stream, t = self.lib, self.handle, self.stream, dtype.nccl_id
+        try:
+            if lib.caps.gather:
+                lib.gather(send, recv, count, t, root, comm, stream)
+                return
+            block = count * dtype.itemsize
+            lib.group_start()
+            try:
+                lib.send(send, count, t, root, comm, stream)
+                if self.rank == root:
+                    for r in range(self.nranks):
+                        lib.recv(recv + r * block, count, t, r, comm, stream)
+            finally:
+                lib.group_end()
+        except NcclError as exc:
+            raise self._failed(exc) from None
+
+    def scatter(self, send: int, recv: int, count: int, dtype: DataType, root: int) -> None:
+        lib, comm, stream, t = self.lib, self.handle, self.stream, dtype.nccl_id
+        try:
+            if lib.caps.scatter:
+                lib.scatter(send, recv, count, t, root, comm, stream)
+                return
+            block = count * dtype.itemsize
+            lib.group_start()
+            try:
+                if self.rank == root:
+                    for r in range(self.nranks):
+                        lib.send(send + r * block, count, t, r, comm, stream)
+                lib.recv(recv, count, t, root, comm, stream)
+            finally:
+                lib.group_end()
+        except NcclError as exc:
+            raise self._failed(exc) from None
+
+    def send(self, buf: int, count: int, dtype: DataType, peer: int) -> None:
+        try:
+            self.lib.send(buf, count, dtype.nccl_id, peer, self.handle, self.stream)
+        except NcclError as exc:
+            raise self._failed(exc) from None
+
+    def recv(self, buf: int, count: int, dtype: DataType, peer: int) -> None:
+        try:
+            self.lib.recv(buf, count, dtype.nccl_id, peer, self.handle, self.stream)
+        except NcclError as exc:
+            raise self._failed(exc) from None
+
+    def group_start(self) -> None:
+        try:
+            self.lib.group_start()
+        except NcclError as exc:
+            raise self._failed(exc) from None
+
+    def group_end(self) -> None:
+        try:
+            self.lib.group_end()
+        except NcclError as exc:
+            raise self._failed(exc) from None
+
+    def local_copy(self, dst: int, src: int, nbytes: int) -> None:
+        """Device-to-device copy on this rank's stream (hypercube's own block)."""
+        if nbytes <= 0:
+            return
+        if self._copy is None:
+            raise UnsupportedError("local_copy needs the CUDA runtime")
+        self._copy(dst, src, nbytes, self.stream)

@@ -1,0 +1,47 @@
+"""create_nccl_workers across two MPI processes on a machine without a GPU:
+setup failures are agreed on world-wide, so every process stops with one
+clear error instead of some waiting forever for the others."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.mpi
+
+MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
+
+SCRIPT = textwrap.dedent("""
+    from ncclbench.backends.nccl_gpu import create_nccl_workers
+    from ncclbench.config import BenchOptions
+    from ncclbench.errors import BenchError
+    from ncclbench.launch.hostcomm import MpiHostComm
+    host = MpiHostComm()
+    opts = BenchOptions(nccl_lib="/nonexistent/libnccl.so.2" if host.rank == 1 else None)
+    try:
+        create_nccl_workers(opts, host, "all_reduce")
+        print(f"rank {host.rank}: created", flush=True)
+    except BenchError as e:
+        print(f"rank {host.rank}: code {int(e.code)}: {e}", flush=True)
+""")
+
+
+@pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
+def test_one_bad_process_stops_every_process(tmp_path):
+    pytest.importorskip("mpi4py")
+    script = tmp_path / "probe.py"
+    script.write_text(SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")  # Open MPI as root
+    out = subprocess.run([MPIEXEC, "-n", "2", sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120, env=env)
+    lines = sorted(line for line in out.stdout.splitlines() if line.startswith("rank "))
+    assert len(lines) == 2, out.stdout + out.stderr
+    assert lines[1] == "rank 1: code 3: NCCL library not found: --nccl-lib=/nonexistent/libnccl.so.2 does not exist"
+    # rank 0 fails on its own (no GPU here) or, with a GPU, learns of rank 1's failure
+    assert lines[0].startswith(("rank 0: code 2: ", "rank 0: code 3: process 1: NCCL library not found"))
