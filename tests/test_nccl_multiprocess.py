@@ -21,13 +21,16 @@ SCRIPT = textwrap.dedent("""
     from ncclbench.config import BenchOptions
     from ncclbench.errors import BenchError
     from ncclbench.launch.hostcomm import MpiHostComm
+    import sys
     host = MpiHostComm()
+    # each rank writes its own file: stdout forwarded by mpiexec may interleave
+    out = open(f"{sys.argv[1]}/rank{host.rank}.txt", "w")
     opts = BenchOptions(nccl_lib="/nonexistent/libnccl.so.2" if host.rank == 1 else None)
     try:
         create_nccl_workers(opts, host, "all_reduce")
-        print(f"rank {host.rank}: created", flush=True)
+        print(f"rank {host.rank}: created", file=out, flush=True)
     except BenchError as e:
-        print(f"rank {host.rank}: code {int(e.code)}: {e}", flush=True)
+        print(f"rank {host.rank}: code {int(e.code)}: {e}", file=out, flush=True)
 """)
 
 
@@ -38,9 +41,10 @@ def test_one_bad_process_stops_every_process(tmp_path):
     script.write_text(SCRIPT)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
                OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")  # Open MPI as root
-    out = subprocess.run([MPIEXEC, "-n", "2", sys.executable, str(script)], capture_output=True, text=True,
-                         timeout=120, env=env)
-    lines = sorted(line for line in out.stdout.splitlines() if line.startswith("rank "))
+    out = subprocess.run([MPIEXEC, "-n", "2", sys.executable, str(script), str(tmp_path)],
+                         capture_output=True, text=True, timeout=120, env=env)
+    lines = sorted((tmp_path / f"rank{r}.txt").read_text().strip() for r in range(2)
+                   if (tmp_path / f"rank{r}.txt").exists())
     assert len(lines) == 2, out.stdout + out.stderr
     assert lines[1] == "rank 1: code 3: NCCL library not found: --nccl-lib=/nonexistent/libnccl.so.2 does not exist"
     # rank 0 fails on its own (no GPU here) or, with a GPU, learns of rank 1's failure

@@ -105,14 +105,6 @@ def test_timeout_aborts_communicators_and_exits_4():
     assert lib.aborted == [100, 101]
 
 
-def test_prepare_applies_unalign_per_datatype():
-    worker = make_worker(FakeCuda(), FakeLib(), BenchOptions(ngpus=2, unalign=3))
-    worker.prepare(DATATYPE_BY_NAME["double"])
-    assert [(s.send, s.recv) for s in worker.slots] == [(4096 + 24, 8192 + 24), (8192 + 24, 16384 + 24)]
-    worker.prepare(DATATYPE_BY_NAME["int8"])
-    assert worker.slots[0].send == 4096 + 3
-
-
 def test_devices_lines_and_reporter():
     worker = make_worker(FakeCuda(), FakeLib())
     devs = worker.devices()

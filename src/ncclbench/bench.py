@@ -102,18 +102,45 @@ def make_workers(opts: BenchOptions, backend: str, host):
     return create_nccl_workers(opts, host, lookup(opts.collective))
 
 
+def collect_devices(workers) -> list:
+    """`# Using devices` lines of the whole world (at the reporter).  Gathering is
+    collective over every worker, so with -t > 1 each thread gathers at once."""
+    if not hasattr(workers[0], "gather_devices"):
+        return workers[0].devices() or []
+    if len(workers) == 1:
+        return workers[0].gather_devices() or []
+    import threading
+
+    out: list = [None] * len(workers)
+
+    def body(i):
+        out[i] = workers[i].gather_devices()
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(1, len(workers))]
+    for t in threads:
+        t.start()
+    body(0)
+    for t in threads:
+        t.join()
+    return out[0] or []
+
+
 def run_info(opts: BenchOptions, backend: str, workers, host, notes: list[str]) -> RunInfo:
     w0 = workers[0]
-    devices = w0.devices() if hasattr(w0, "devices") else []
+    devices = collect_devices(workers)
+    lib = getattr(w0, "library", None)
+    code = getattr(w0, "nccl_version_code", None)
     info = RunInfo(
         program=opts.program, argv=list(opts.argv), backend=backend, version=__version__,
-        nccl_version_code=getattr(w0, "nccl_version", None),
-        nccl_headers_code=getattr(w0, "nccl_version", None),
-        library=getattr(w0, "library_description", "") or _mpi_library(),
-        devices=devices or [], world_size=host.size, nranks=w0.nranks,
+        nccl_version_code=code, nccl_headers_code=code,
+        library=lib.describe() if lib is not None else _mpi_library(),
+        devices=devices, world_size=host.size, nranks=w0.nranks,
         start_time=time.strftime("%Y-%m-%d %H:%M:%S"),
-        hosts=sorted({d.hostname for d in devices or []}), notes=notes,
+        hosts=sorted({d.hostname for d in devices}), notes=notes + list(getattr(w0, "notes", [])),
     )
+    reduced = getattr(w0, "reduced_max_bytes", None)
+    if reduced:
+        info.extra["max_bytes_reduced_to"] = reduced
     return info
 
 
@@ -165,7 +192,7 @@ def run_here(opts: BenchOptions, backend: str, launch, note: str | None) -> int:
         if workers[0].is_reporter:
             reporter, store = open_reporters(opts)
             reporter.begin(info, opts)
-        summary = run_workers(opts, workers, reporter, process_key=host.rank)
+        summary = run_workers(opts, workers, reporter)
         if reporter is not None and summary is not None:
             reporter.end(summary)
             reporter.close()

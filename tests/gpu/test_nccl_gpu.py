@@ -275,7 +275,7 @@ def test_null_stream_and_unalign():
     try:
         slot = w.slots[0]
         assert slot.stream == 0
-        assert slot.send == slot.send_base + 24
+        assert slot.send == slot.send_base  # -u skew is applied by the harness per datatype
         assert slot.alloc_bytes == MAX_BYTES + 24
         data, out, _ = run_one(w, "all_reduce", 4096)
         assert out == data

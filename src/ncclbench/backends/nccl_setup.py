@@ -263,12 +263,5 @@ def _build(setup: ProcessSetup, slots: list[NcclSlot], uid: bytes, config_values
             slot.comm = NcclCommunicator(lib, slot.handle, slot.rank, setup.nranks, slot.stream,
                                          slot.device, copy=worker.copy_async, on_error=worker.abort)
         workers.append(worker)
-    if opts.datatypes:
-        from ..datatypes import DATATYPE_BY_NAME
-
-        first = DATATYPE_BY_NAME.get(opts.datatypes[0])
-        if first is not None:
-            for w in workers:
-                w.prepare(first)
     cuda.set_device(slots[0].device)
     return workers

@@ -74,11 +74,9 @@ def min_bw_gate() -> float | None:
 class WorkerRun:
     """Runs the whole sweep on one worker (one host thread)."""
 
-    def __init__(self, opts: BenchOptions, coll: Collective, worker: Worker, reporter=None,
-                 process_key: object = 0):
+    def __init__(self, opts: BenchOptions, coll: Collective, worker: Worker, reporter=None):
         self.opts, self.coll, self.worker = opts, coll, worker
         self.reporter = reporter if worker.is_reporter else None
-        self.process_key = process_key
         self.errors = 0  # placement runs with wrong elements on this worker's ranks
         self.busbw_sum = 0.0
         self.halves = 0
@@ -102,13 +100,11 @@ class WorkerRun:
     def _per_iter(self, m: Measurement):
         if m.samples_us is None:
             return None
-        rows = self.worker.gather_host((self.process_key, m.samples_us))
-        if rows is None:
+        # One row per world process (a backend with several threads per process
+        # merges its threads' rows by element-wise max before gathering).
+        per_process = self.worker.gather_host(m.samples_us)
+        if per_process is None:
             return None
-        by_process: dict[object, list[list[float]]] = {}
-        for key, samples in rows:
-            by_process.setdefault(key, []).append(samples)
-        per_process = [elementwise_max(v) for v in by_process.values()]
         times = elementwise_max(per_process)
         return per_iter_stats(times, self.opts.per_iter_skip,
                               per_process if len(per_process) > 1 else None)
@@ -199,15 +195,14 @@ def filter_combinations(opts: BenchOptions, coll: Collective, worker: Worker) ->
     return notes
 
 
-def run_workers(opts: BenchOptions, workers: Sequence[Worker], reporter=None,
-                process_key: object = 0) -> RunSummary | None:
+def run_workers(opts: BenchOptions, workers: Sequence[Worker], reporter=None) -> RunSummary | None:
     """Run the sweep on every worker of this process (one thread each) and return
     the summary seen by the reporting worker (None on other processes)."""
     validate_for_run(opts)
     coll = lookup(opts.collective)
     if coll is None:
         raise ArgumentError(f"unknown collective {opts.collective!r}")
-    runs = [WorkerRun(opts, coll, w, reporter, process_key) for w in workers]
+    runs = [WorkerRun(opts, coll, w, reporter) for w in workers]
     if len(runs) == 1:
         summary = runs[0].run()
         return summary if workers[0].is_reporter else None
