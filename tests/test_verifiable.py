@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from ncclbench.datatypes import DATATYPE_BY_NAME, DATATYPES, NO_OP, REDOP_BY_NAME, REDOPS, premulsum_scalar
+from ncclbench.errors import UnsupportedError
 from ncclbench.fills import Fill, plain, reduce_input, reduce_result, zeros
 from ncclbench.verifiable import (
     bits_dtype,
@@ -262,6 +263,11 @@ def test_bad_arguments_are_rejected():
         generate_bits(reduce_result(0, 4, 1), dt, NO_OP, 4)
     with pytest.raises(ValueError):
         generate_bits(reduce_result(0, 4, 1), dt, REDOP_BY_NAME["sum"], 0)
+    # capacity limits are clean "not supported" errors (exit 5), not crashes
+    e4m3, avg = DATATYPE_BY_NAME["f8e4m3"], REDOP_BY_NAME["avg"]
+    assert generate_bits(reduce_result(0, 4, 1), e4m3, avg, 4095).shape == (4,)
+    with pytest.raises(UnsupportedError):
+        generate_bits(reduce_result(0, 4, 1), e4m3, avg, 8192)
 
 
 # --------------------------------------------------------------------------- comparison
