@@ -1,0 +1,598 @@
+"""Exact-result data: the numpy reference of the fill and check generators.
+
+Every element is a pure function of (seed, global element index, rank,
+nranks, op, datatype), computed in 64-bit integer arithmetic only, so the
+CUDA kernels of `ncclbench.cuda.kernel_source` compute the very same bits
+(the GPU tests compare them bit for bit).  Values are built directly as bit
+patterns; no floating-point arithmetic is involved, and numpy's lack of
+bfloat16/fp8 does not matter.
+
+Why the results are exact in any reduction order, and cheap to check: every
+expected value is O(1) to compute (nccl-tests folds over all n ranks per
+element; we never do), because contributions are built to telescope.
+`h(j)` below is a 64-bit hash of (seed, index, j) (splitmix64's mixer).  Rank r
+sits at *position* j = (r - b) mod n for a per-element rotation b, so the
+special roles (winner, designated rank, the two avg contributors) move
+between ranks from element to element.
+
+integers (wrapping arithmetic mod 2^bits, exact in any order)
+  sum      x_j = h(j+1) - h(j)                      result h(n) - h(0)
+  prod     x_j = g(j+1) * g(j)^-1, g = h | 1         result g(n) * g(0)^-1
+  max/min  winner (j = 0) holds c = h(0); others c & h(j) (max) or c | h(j)
+           (min), compared in the signed/unsigned order of the type
+  avg      sum, then C division truncating toward zero (NCCL FuncSumPostDiv:
+           wrapped sum, then |x|/n with the sign put back)
+  mulsum   rank-based (scalar 1 on even, 2 on odd ranks): odd r: F(r);
+           even r: h(r+2) - h(r) - 2 F(r+1) [r+1 < n]   result h(2 ceil(n/2)) - h(0)
+
+floats (p = mantissa bits + 1)
+  sum      all ranks share a unit 2^q; the first A = min(n, A_max) positions
+           hold k_j 2^q with k_j = T(j+1) - T(j), T(j) in [0, 2^t), the rest +0.
+           Every partial sum of any subset is an integer below 2^p units, so
+           every order of summation is exact.  Never -0.0 (x + -x = +0 in RN).
+  mulsum   the same sums for y_r = scalar_r * x_r; odd ranks hold y/2 (exact).
+  prod     position 0 holds a random mantissa m * 2^x; every rank holds a
+           sign that telescopes (s_j = sigma(j) xor sigma(j+1)) and the first
+           A positions hold a power of two 2^(E(j+1)-E(j)); every partial
+           product stays normal and finite.
+  max/min  as integers, in a monotone code space of finite normal values.
+  avg      (NCCL 2.19..2.30: PreMulSum with s = RN_T(float(1/n)) per input)
+           only positions 0 and 1 are non-zero (a, b of one sign).  Expected
+           = correctly rounded (a+b)/n.  For half/bfloat16/float/double,
+           a+b is exact and (a+b)/n has a mantissa in [1.0625, 1.5], which
+           keeps RN(RN(a*s) + RN(b*s)) within 2 ULP (the tolerance of §4.4).
+           For fp8 (3 or 2 mantissa bits there is no room for such a window)
+           a = b: then RN(a*s) + RN(a*s) = 2 RN(a*s) is a single rounding.
+           Checked for every n in 1..1024 against NCCL's PreMulSum, a
+           sum-then-scale and a sum-then-divide model: within 2 ULP for every
+           type, except e4m3 beyond n = 200: NCCL's scalar RN_e4m3(1/n) is a
+           coarse subnormal there (and 0 at n = 1024), so its result drifts
+           past 2 ULP for e.g. n in 201..214, 304..429 and >= 607 -- an NCCL
+           property that nccl-tests reports as wrong results too.
+  plain    random finite normal values of either sign (integers: any bits).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from math import ceil, floor
+from typing import Sequence
+
+import numpy as np
+
+from .datatypes import DataType, RedOp
+from .errors import UnsupportedError
+from .fills import Fill
+
+MASK64 = (1 << 64) - 1
+PHI = 0x9E3779B97F4A7C15  # index stride (golden ratio)
+PSI = 0xC2B2AE3D27D4EB4F  # position stride
+MIX1 = 0xBF58476D1CE4E5B9  # splitmix64 mixer constants
+MIX2 = 0x94D049BB133111EB
+SALT = 0xD6E8FEB86659FD93
+
+KIND_CODES = {"zeros": 0, "plain": 1, "reduce_input": 2, "reduce_result": 3}
+OP_CODES = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4, "mulsum": 5}
+
+# Order of the launch constants; the CUDA source declares its parameter struct
+# from this list, so numpy and the kernels read the same numbers.
+PARAM_NAMES: tuple[str, ...] = (
+    "kind", "op", "width", "is_float", "is_signed", "mant_bits", "bias",
+    "nranks", "rank", "index", "key_e", "key_e2", "key_p", "key_f", "tol",
+    "sum_a", "sum_t", "q_lo", "q_span",
+    "prod_a", "prod_t", "x_lo", "x_span",
+    "code_bits", "code_elo",
+    "avg_small", "g_lo", "g_span", "ev_lo", "ev_span", "q_off",
+)
+
+# Per float type: active ranks of sum (A_max), of prod and its exponent step
+# bits, and the exponent window of random values (plain, max, min).
+_FLOAT_RULES = {
+    # name: (sum_amax, prod_amax, prod_t, code_w, code_elo)
+    "half": (64, 8, 1, 4, -8),
+    "float": (1024, 32, 2, 5, -16),
+    "double": (1024, 64, 3, 6, -32),
+    "bfloat16": (16, 32, 2, 5, -16),
+    "f8e4m3": (8, 4, 1, 3, -4),
+    "f8e5m2": (4, 8, 1, 4, -8),
+}
+
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+@dataclass(frozen=True)
+class FloatLayout:
+    """Bit layout of a float type: IEEE-like, except e4m3 (no inf; S.1111.111 is NaN)."""
+
+    width: int
+    mant_bits: int
+    exp_bits: int
+    finite_only: bool  # e4m3: the top exponent holds normal numbers
+
+    @property
+    def bias(self) -> int:
+        return (1 << (self.exp_bits - 1)) - 1
+
+    @property
+    def emin(self) -> int:
+        return 1 - self.bias
+
+    @property
+    def emax(self) -> int:
+        return self.bias + 1 if self.finite_only else self.bias
+
+    @property
+    def precision(self) -> int:
+        return self.mant_bits + 1
+
+
+def float_layout(dtype: DataType) -> FloatLayout:
+    if not dtype.is_float:
+        raise ValueError(f"{dtype.name} is not a floating-point type")
+    return FloatLayout(dtype.bits, dtype.mantissa_bits, dtype.exponent_bits, dtype.name == "f8e4m3")
+
+
+def bits_dtype(dtype: DataType) -> type:
+    """The unsigned numpy type that holds one element's bits."""
+    return _UINT[dtype.itemsize]
+
+
+def value_dtype(dtype: DataType) -> np.dtype | None:
+    """numpy dtype to interpret the bits for MPI reductions (None: bf16/fp8, which MPI cannot reduce)."""
+    table = {"int8": np.int8, "uint8": np.uint8, "int32": np.int32, "uint32": np.uint32,
+             "int64": np.int64, "uint64": np.uint64, "half": np.float16, "float": np.float32,
+             "double": np.float64}
+    t = table.get(dtype.name)
+    return np.dtype(t) if t is not None else None
+
+
+def tolerance(dtype: DataType, op: RedOp) -> int:
+    """Allowed |bits(actual) - bits(expected)|: 2 ULP for float avg (§4.4), else 0."""
+    return 2 if dtype.is_float and op.name == "avg" else 0
+
+
+# ---------------------------------------------------------------------------------------
+# launch constants
+
+
+def mix_int(z: int) -> int:
+    """splitmix64's finalizer on a Python int (mod 2^64)."""
+    z &= MASK64
+    z ^= z >> 30
+    z = (z * MIX1) & MASK64
+    z ^= z >> 27
+    z = (z * MIX2) & MASK64
+    return z ^ (z >> 31)
+
+
+def stream_key(seed: int, salt: int) -> int:
+    return mix_int((seed & MASK64) * PHI + salt * SALT + 0x243F6A8885A308D3)
+
+
+def _ceil_log2(n: int) -> int:
+    return (n - 1).bit_length()
+
+
+def make_plan(fill: Fill, dtype: DataType, op: RedOp, nranks: int) -> dict[str, int]:
+    """Every constant one fill needs, named as in PARAM_NAMES (Python ints)."""
+    kind = KIND_CODES[fill.kind]
+    reducing = kind in (2, 3)
+    if reducing and op.name not in OP_CODES:
+        raise ValueError(f"fill {fill.kind} needs a reduction op, got {op.name!r}")
+    if nranks < 1:
+        raise ValueError(f"nranks must be >= 1, got {nranks}")
+    if kind == 2 and not 0 <= fill.rank < nranks:
+        raise ValueError(f"rank {fill.rank} outside 0..{nranks - 1}")
+    if nranks >= 1 << 24:
+        raise UnsupportedError(f"nranks {nranks} too large for the exact-result data generator")
+    P = dict.fromkeys(PARAM_NAMES, 0)
+    P.update(kind=kind, op=OP_CODES.get(op.name, 0), width=dtype.bits, is_float=int(dtype.is_float),
+             is_signed=int(dtype.signed and not dtype.is_float), nranks=nranks, rank=fill.rank,
+             index=fill.index, tol=tolerance(dtype, op))
+    P.update(key_e=stream_key(fill.seed, 1), key_e2=stream_key(fill.seed, 2),
+             key_p=stream_key(fill.seed, 3), key_f=stream_key(fill.seed, 4))
+    if not dtype.is_float:
+        return P
+    lay = float_layout(dtype)
+    p, n = lay.precision, nranks
+    sum_amax, prod_amax, prod_t, code_w, code_elo = _FLOAT_RULES[dtype.name]
+    P.update(mant_bits=lay.mant_bits, bias=lay.bias, code_bits=code_w + lay.mant_bits + 1, code_elo=code_elo)
+    # sum / mulsum
+    a = min(n, sum_amax)
+    q_lo, q_hi = max(lay.emin + 1, -8 - p), min(lay.emax - p, 8 - p)
+    P.update(sum_a=a, sum_t=p - _ceil_log2(a), q_lo=q_lo, q_span=q_hi - q_lo + 1)
+    # prod
+    pa = min(n, prod_amax)
+    d = pa * ((1 << prod_t) - 1)
+    x_lo, x_hi = max(lay.emin + d, -16), min(lay.emax - 1 - d, 15)
+    P.update(prod_a=pa, prod_t=prod_t, x_lo=x_lo, x_span=x_hi - x_lo + 1)
+    # avg
+    L = n.bit_length()
+    if lay.mant_bits <= 3:
+        ev_lo, ev_hi = lay.emin + L, lay.emax - 2
+        P.update(avg_small=1, q_off=-lay.mant_bits)
+    else:
+        k = p - L - 1
+        scale = Fraction(n) * Fraction(2) ** k
+        g_lo, g_hi = ceil(scale * Fraction(17, 16)), floor(scale * Fraction(3, 2))
+        ev_lo, ev_hi = max(lay.emin + p, -8), min(lay.emax - L - 1, 7)
+        P.update(avg_small=0, g_lo=g_lo, g_span=g_hi - g_lo + 1, q_off=-k)
+    if reducing and op.name == "avg" and ev_lo > ev_hi:
+        raise UnsupportedError(f"nranks {n} too large for exact avg data in {dtype.name}")
+    P.update(ev_lo=ev_lo, ev_span=max(1, ev_hi - ev_lo + 1))
+    return P
+
+
+def plan_vector(plan: dict[str, int]) -> list[int]:
+    """The plan as signed 64-bit integers in PARAM_NAMES order (the kernels' parameter struct)."""
+    out = []
+    for name in PARAM_NAMES:
+        v = plan[name] & MASK64
+        out.append(v - (1 << 64) if v >= 1 << 63 else v)
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# numpy mirror of the device functions (uint64 arithmetic wraps mod 2^64)
+
+_U = np.uint64
+
+
+def _u(x: int) -> np.uint64:
+    return _U(x & MASK64)
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    z = z ^ (z >> _U(30))
+    z = z * _u(MIX1)
+    z = z ^ (z >> _U(27))
+    z = z * _u(MIX2)
+    return z ^ (z >> _U(31))
+
+
+def _hash(key: int, i: np.ndarray, j) -> np.ndarray:
+    """h(key, i, j) = mix(key + i*PHI + j*PSI); j is an int or a uint64 array."""
+    if isinstance(j, int):
+        return _mix(_u(key + j * PSI) + i * _u(PHI))
+    return _mix(_u(key) + i * _u(PHI) + np.asarray(j, dtype=_U) * _u(PSI))
+
+
+def _mulhi32(x: np.ndarray, span: int) -> np.ndarray:
+    """floor(lo32(x) * span / 2^32): a value in [0, span) for span <= 2^32."""
+    return ((x & _U(0xFFFFFFFF)) * _u(span)) >> _U(32)
+
+
+def _bitlen(a: np.ndarray) -> np.ndarray:
+    a = np.asarray(a, dtype=_U)
+    n = np.zeros(a.shape, dtype=np.int64)
+    x = a.copy()
+    for s in (32, 16, 8, 4, 2, 1):
+        m = x >= _U(1 << s)
+        n += np.where(m, s, 0)
+        x = np.where(m, x >> _U(s), x)
+    return n + (x > 0)
+
+
+def _shl(a: np.ndarray, s: np.ndarray) -> np.ndarray:
+    return a << np.asarray(s, dtype=np.int64).astype(_U)
+
+
+def _shr(a: np.ndarray, s: np.ndarray) -> np.ndarray:
+    return a >> np.asarray(s, dtype=np.int64).astype(_U)
+
+
+def _inv64(g: np.ndarray) -> np.ndarray:
+    """Inverse of odd g mod 2^64 (Newton: 3 correct bits, doubling 5 times)."""
+    x = g.copy()
+    for _ in range(5):
+        x = x * (_U(2) - g * x)
+    return x
+
+
+def _enc_mag(P, sign: np.ndarray, a: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Bits of (-1)^sign * a * 2^q for integers 0 <= a <= 2^p; +0 for a = 0."""
+    m, p = P["mant_bits"], P["mant_bits"] + 1
+    L = _bitlen(a)
+    e = np.asarray(q, dtype=np.int64) + L - 1
+    up = _shl(a, np.maximum(p - L, 0))
+    down = _shr(a, np.maximum(L - p, 0))
+    mant = np.where(L <= p, up, down) & _u((1 << m) - 1)
+    bits = sign.astype(_U) << _U(P["width"] - 1)
+    bits = bits | ((e + P["bias"]).astype(_U) << _U(m)) | mant
+    return np.where(a == 0, _U(0), bits)
+
+
+def _enc_signed(P, k: np.ndarray, q) -> np.ndarray:
+    neg = k < 0
+    return _enc_mag(P, neg.astype(_U), np.abs(k).astype(_U), q)
+
+
+def _enc_code(P, c: np.ndarray) -> np.ndarray:
+    """Monotone map of a code in [0, 2^code_bits) to a finite normal value."""
+    m = P["mant_bits"]
+    g_half = _u(1 << (P["code_bits"] - 1))
+    pos = c >= g_half
+    g = np.where(pos, c - g_half, g_half - _U(1) - c)
+    e = (g >> _U(m)).astype(np.int64) + P["code_elo"] + P["bias"]
+    bits = (e.astype(_U) << _U(m)) | (g & _u((1 << m) - 1))
+    return np.where(pos, bits, bits | _u(1 << (P["width"] - 1)))
+
+
+def _truncdiv(P, s: np.ndarray, n: int) -> np.ndarray:
+    w = P["width"]
+    wmask = _u((1 << w) - 1)
+    if not P["is_signed"]:
+        return s // _u(n)
+    neg = (s >> _U(w - 1)) & _U(1) == _U(1)
+    absval = np.where(neg, (_U(0) - s) & wmask, s)
+    q = absval // _u(n)
+    return np.where(neg, (_U(0) - q) & wmask, q)
+
+
+def _rn_ratio(P, sign, num: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Bits of (-1)^sign * RN(num * 2^q / n), num >= 1, exponent kept in normal range by the plan."""
+    n, m = P["nranks"], P["mant_bits"]
+    p = m + 1
+    ld = n.bit_length()
+    e = _bitlen(num) - ld
+    below = np.where(e >= 0, num < _shl(_U(n) + np.zeros_like(num), np.maximum(e, 0)),
+                     _shl(num, np.maximum(-e, 0)) < _u(n))
+    e = e - below
+    shift = p - 1 - e
+    sp = np.maximum(shift, 0)
+    qd, rd = num // _u(n), num % _u(n)
+    fl_pos = _shl(qd, sp) + _shl(rd, sp) // _u(n)
+    rem_pos = _shl(rd, sp) % _u(n)
+    den_neg = _shl(_u(n) + np.zeros_like(num), np.maximum(-shift, 0))
+    fl = np.where(shift >= 0, fl_pos, num // den_neg)
+    rem = np.where(shift >= 0, rem_pos, num % den_neg)
+    den = np.where(shift >= 0, _u(n), den_neg)
+    up = (rem * _U(2) > den) | ((rem * _U(2) == den) & ((fl & _U(1)) == _U(1)))
+    fl = fl + up.astype(_U)
+    carry = fl == _u(1 << p)
+    fl = np.where(carry, fl >> _U(1), fl)
+    e = e + carry
+    bits = (sign.astype(_U) << _U(P["width"] - 1)) | ((e + q + P["bias"]).astype(_U) << _U(m))
+    return bits | (fl & _u((1 << m) - 1))
+
+
+def _gen_int(P, i: np.ndarray) -> np.ndarray:
+    kind, op, n, w = P["kind"], P["op"], P["nranks"], P["width"]
+    kp = P["key_p"]
+    sign_bit = _u(1 << (w - 1)) if P["is_signed"] else _U(0)
+    he = _hash(P["key_e"], i, 0)
+    if kind == 1:
+        return he
+    if op == 5:  # mulsum: rank-based, see module docstring
+        kf = P["key_f"]
+        if kind == 3:
+            return _hash(kp, i, 2 * ((n + 1) // 2)) - _hash(kp, i, 0)
+        r = P["rank"]
+        if r % 2:
+            return _hash(kf, i, r)
+        x = _hash(kp, i, r + 2) - _hash(kp, i, r)
+        if r + 1 < n:
+            x = x - _U(2) * _hash(kf, i, r + 1)
+        return x
+    if kind == 3:
+        if op in (0, 4):
+            s = _hash(kp, i, n) - _hash(kp, i, 0)
+            return s if op == 0 else _truncdiv(P, s & _u((1 << w) - 1), n)
+        if op == 1:
+            return (_hash(kp, i, n) | _U(1)) * _inv64(_hash(kp, i, 0) | _U(1))
+        return _hash(kp, i, 0) ^ sign_bit  # max / min: the winner's code
+    b = _mulhi32(he, n)
+    r = _u(P["rank"])
+    j = np.where(r >= b, r - b, r + _u(n) - b)
+    hj, hj1 = _hash(kp, i, j), _hash(kp, i, j + _U(1))
+    if op in (0, 4):
+        return hj1 - hj
+    if op == 1:
+        return (hj1 | _U(1)) * _inv64(hj | _U(1))
+    c = _hash(kp, i, 0)
+    other = (c & hj) if op == 2 else (c | hj)
+    return np.where(j == 0, c, other) ^ sign_bit
+
+
+def _gen_float(P, i: np.ndarray) -> np.ndarray:
+    kind, op, n = P["kind"], P["op"], P["nranks"]
+    kp = P["key_p"]
+    he = _hash(P["key_e"], i, 0)
+    if kind == 1:
+        return _enc_code(P, he & _u((1 << P["code_bits"]) - 1))
+    if kind == 2:
+        b = _mulhi32(he, n)
+        r = _u(P["rank"])
+        j = np.where(r >= b, r - b, r + _u(n) - b)
+    if op in (0, 5):  # sum, mulsum
+        a, tmask = P["sum_a"], _u((1 << P["sum_t"]) - 1)
+        q = P["q_lo"] + _mulhi32(he >> _U(32), P["q_span"]).astype(np.int64)
+        if kind == 3:
+            k = (_hash(kp, i, a) & tmask).astype(np.int64) - (_hash(kp, i, 0) & tmask).astype(np.int64)
+            return _enc_signed(P, k, q)
+        t1 = _hash(kp, i, np.minimum(j + _U(1), _u(a))) & tmask
+        t0 = _hash(kp, i, np.minimum(j, _u(a))) & tmask
+        k = t1.astype(np.int64) - t0.astype(np.int64)
+        if op == 5 and P["rank"] % 2:
+            q = q - 1
+        return _enc_signed(P, k, q)
+    if op == 1:  # prod
+        m, pa = P["mant_bits"], P["prod_a"]
+        pmask = _u((1 << P["prod_t"]) - 1)
+        x = P["x_lo"] + _mulhi32(he >> _U(32), P["x_span"]).astype(np.int64)
+        mant = _hash(P["key_e2"], i, 0) & _u((1 << m) - 1)
+        top = _U(P["width"] - 1)
+        if kind == 3:
+            h0, hn, ha = _hash(kp, i, 0), _hash(kp, i, n), _hash(kp, i, pa)
+            e = x + (ha & pmask).astype(np.int64) - (h0 & pmask).astype(np.int64)
+            sign = (h0 ^ hn) >> _U(63)
+        else:
+            hj, hj1 = _hash(kp, i, j), _hash(kp, i, j + _U(1))
+            e = np.where(j < _u(pa), (hj1 & pmask).astype(np.int64) - (hj & pmask).astype(np.int64), 0)
+            e = e + np.where(j == 0, x, 0)
+            mant = np.where(j == 0, mant, _U(0))
+            sign = (hj ^ hj1) >> _U(63)
+        return (sign << top) | ((e + P["bias"]).astype(_U) << _U(m)) | mant
+    if op in (2, 3):  # max, min
+        cmask = _u((1 << P["code_bits"]) - 1)
+        c = _hash(kp, i, 0) & cmask
+        if kind == 3:
+            return _enc_code(P, c)
+        hj = _hash(kp, i, j)
+        other = (c & hj) if op == 2 else (c | (hj & cmask))
+        return _enc_code(P, np.where(j == 0, c, other))
+    # avg
+    he2 = _hash(P["key_e2"], i, 0)
+    sign = he2 >> _U(63)
+    q = P["ev_lo"] + _mulhi32(he >> _U(32), P["ev_span"]).astype(np.int64) + P["q_off"]
+    if P["avg_small"]:
+        m = P["mant_bits"]
+        alpha = _u(1 << m) | (he2 & _u((1 << m) - 1))
+        beta = alpha if n >= 2 else np.zeros_like(alpha)
+    else:
+        gamma = _u(P["g_lo"]) + he2 % _u(P["g_span"])
+        if n == 1:
+            alpha = gamma
+        else:
+            alpha = _U(1) + _mix(he2) % (gamma - _U(1))
+        beta = gamma - alpha
+    if kind == 3:
+        return _rn_ratio(P, sign, alpha + beta, q)
+    val = np.where(j == 0, alpha, np.where(j == 1, beta, _U(0)))
+    return _enc_mag(P, sign, val, q)
+
+
+def generate_plan_bits(plan: dict[str, int], count: int) -> np.ndarray:
+    """uint64 bits (masked to the element width) for `count` elements of one plan."""
+    i = _u(plan["index"]) + np.arange(count, dtype=_U)
+    w = plan["width"]
+    if plan["kind"] == 0 or count == 0:
+        return np.zeros(count, dtype=_U)
+    out = _gen_float(plan, i) if plan["is_float"] else _gen_int(plan, i)
+    return out & _u((1 << w) - 1)
+
+
+def generate_bits(fill: Fill, dtype: DataType, op: RedOp, nranks: int) -> np.ndarray:
+    """The bit patterns a fill describes: uint8/16/32/64 (by itemsize), length fill.count."""
+    plan = make_plan(fill, dtype, op, nranks)
+    return generate_plan_bits(plan, fill.count).astype(bits_dtype(dtype))
+
+
+# ---------------------------------------------------------------------------------------
+# comparison and host-buffer helpers (the MPI CPU backend's fill/count_wrong)
+
+
+def count_wrong_bits(actual: np.ndarray, expected: np.ndarray, dtype: DataType, op: RedOp) -> int:
+    """Elements whose bit patterns (read as unsigned ints) differ by more than the tolerance."""
+    a = np.asarray(actual).astype(_U, copy=False)
+    e = np.asarray(expected).astype(_U, copy=False)
+    if a.shape != e.shape:
+        raise ValueError(f"shape mismatch: {a.shape} vs {e.shape}")
+    delta = np.where(a > e, a - e, e - a)
+    return int(np.count_nonzero(delta > _u(tolerance(dtype, op))))
+
+
+_CHUNK = 1 << 20
+
+
+def _chunks(f: Fill, limit: int | None = None):
+    """Split a fill into generator-consistent pieces (elements past `limit` dropped)."""
+    total = f.count if limit is None else max(0, min(f.count, limit - f.offset))
+    for start in range(0, total, _CHUNK):
+        c = min(_CHUNK, total - start)
+        yield Fill(f.kind, f.offset + start, c, f.seed, f.index + start, f.rank)
+
+
+def _typed_view(buffer: np.ndarray, dtype: DataType, offset: int, count: int) -> np.ndarray:
+    size = dtype.itemsize
+    raw = np.asarray(buffer).view(np.uint8).reshape(-1)
+    if (offset + count) * size > raw.size:
+        raise ValueError(f"fill of {count} elements at {offset} overruns a {raw.size}-byte buffer")
+    return raw[offset * size:(offset + count) * size].view(bits_dtype(dtype))
+
+
+def host_fill(buffer: np.ndarray, fills: Sequence[Fill], dtype: DataType, op: RedOp, nranks: int) -> None:
+    """Write the fills into a raw-bytes host buffer (uint8 view starting at the pointer)."""
+    for f in fills:
+        for piece in _chunks(f):
+            _typed_view(buffer, dtype, piece.offset, piece.count)[:] = generate_bits(piece, dtype, op, nranks)
+
+
+def host_count_wrong(buffer: np.ndarray, count: int, fills: Sequence[Fill], dtype: DataType,
+                     op: RedOp, nranks: int) -> int:
+    """Wrong elements among the first `count` elements of a raw-bytes host buffer;
+    elements not covered by a fill are not compared."""
+    wrong = 0
+    for f in fills:
+        for piece in _chunks(f, count):
+            got = _typed_view(buffer, dtype, piece.offset, piece.count)
+            wrong += count_wrong_bits(got, generate_bits(piece, dtype, op, nranks), dtype, op)
+    return wrong
+
+
+# ---------------------------------------------------------------------------------------
+# float64 <-> bits of every float type, with round-to-nearest-even in integer arithmetic
+# (for host-side reductions of bf16/fp8 and for the tests' arithmetic emulation)
+
+
+def bits_to_float64(bits: np.ndarray, dtype: DataType) -> np.ndarray:
+    """Decode bit patterns of `dtype` to float64 (exact)."""
+    if dtype.name == "double":
+        return np.asarray(bits).astype(_U).view(np.float64).copy()
+    lay = float_layout(dtype)
+    b = np.asarray(bits).astype(np.int64)
+    m, w = lay.mant_bits, lay.width
+    sign = np.where((b >> (w - 1)) & 1, -1.0, 1.0)
+    ef = (b >> m) & ((1 << lay.exp_bits) - 1)
+    mant = b & ((1 << m) - 1)
+    top = (1 << lay.exp_bits) - 1
+    normal = np.ldexp((mant + (1 << m)).astype(np.float64), (ef - lay.bias - m).astype(np.int64))
+    sub = np.ldexp(mant.astype(np.float64), lay.emin - m)
+    val = np.where(ef == 0, sub, normal)
+    if lay.finite_only:
+        val = np.where((ef == top) & (mant == (1 << m) - 1), np.nan, val)
+    else:
+        val = np.where(ef == top, np.where(mant == 0, np.inf, np.nan), val)
+    return sign * val
+
+
+def float64_to_bits(values: np.ndarray, dtype: DataType, satfinite: bool = False) -> np.ndarray:
+    """Round float64 values to `dtype` (nearest, ties to even) and return the bits.
+
+    Overflow gives inf (e4m3: NaN), or the largest finite value with `satfinite`
+    (as CUDA's __NV_SATFINITE conversions)."""
+    v = np.asarray(values, dtype=np.float64)
+    if dtype.name == "double":
+        return v.view(_U).copy()
+    lay = float_layout(dtype)
+    m, w = lay.mant_bits, lay.width
+    raw = v.view(_U)
+    sign = (raw >> _U(63)).astype(_U)
+    e64 = ((raw >> _U(52)) & _U(0x7FF)).astype(np.int64)
+    sig = (raw & _u((1 << 52) - 1)) | np.where(e64 > 0, _u(1 << 52), _U(0))
+    e = np.where(e64 > 0, e64 - 1023, -1022)
+    # shift so that the kept part has m fractional bits at exponent max(e, emin)
+    shift = 52 - m + np.maximum(lay.emin - e, 0)
+    shift = np.minimum(shift, 60)
+    q = _shr(sig, shift)
+    rem = sig - _shl(q, shift)
+    half = _shl(_U(1) + np.zeros_like(sig), shift - 1)
+    up = (rem > half) | ((rem == half) & ((q & _U(1)) == _U(1)))
+    q = q + up.astype(_U)
+    # q now holds the significand at exponent max(e, emin): encode by adding the exponent field
+    ebase = np.maximum(e, lay.emin)
+    mag = _shl((ebase - lay.emin).astype(_U), m) + q  # carries into the exponent naturally
+    mag = np.where(sig == 0, _U(0), mag)
+    top = (1 << lay.exp_bits) - 1
+    maxfin = (top << m) | ((1 << m) - 2) if lay.finite_only else ((top - 1) << m) | ((1 << m) - 1)
+    over = mag > _u(maxfin)
+    if satfinite:
+        ovval = _u(maxfin)
+    else:
+        ovval = _u((top << m) | ((1 << m) - 1)) if lay.finite_only else _u(top << m)
+    mag = np.where(over, ovval, mag)
+    nan = np.isnan(v)
+    mag = np.where(nan, _u((top << m) | ((1 << m) - 1)), mag)
+    out = (sign << _U(w - 1)) | mag
+    return out.astype(_UINT[w // 8])
