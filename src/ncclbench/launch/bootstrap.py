@@ -39,28 +39,64 @@ def _launch_cmd(info: LaunchInfo) -> str:
     return {"ompi": "mpirun", "mpich-hydra": "mpiexec", "slurm": "srun"}.get(info.kind, info.launcher)
 
 
-def _trap_message(info: LaunchInfo, world: int, library: str) -> str:
-    head = (f"{info.launcher} started {info.size} processes, but MPI_Init in this one sees a world of "
-            f"{world}: the ranks do not form one job (each would run its own {world}-process benchmark)")
+def _trap_message(info: LaunchInfo, world: int | None, library: str) -> str:
+    """The independent-copies trap, with what to fix.  `world`: the size MPI saw
+    (None: caught before MPI_Init, which would have aborted or run each process alone)."""
+    if world is None:
+        head = (f"{info.launcher} started {info.size} processes, but mpi4py uses {library}, which cannot join "
+                f"this launcher (its MPI_Init would abort, or run every process as a job of its own)")
+    else:
+        head = (f"{info.launcher} started {info.size} processes, but MPI in this one sees a world of "
+                f"{world}: the ranks do not form one job (each would run its own {world}-process benchmark)")
     if info.kind == "slurm":
         return (f"{head}. srun has no PMI for this MPI ({library}): use srun --mpi=pmix (Open MPI) or "
                 f"--mpi=pmi2 (MPICH), or run without MPI: ncclbench joins srun's tasks over TCP by itself "
                 f"unless --backend mpi is asked for")
-    return (f"{head}. mpi4py is using {library}, which is not the MPI of the {_launch_cmd(info)} that "
-            f"started it: run the mpiexec/mpirun of that same MPI, or point mpi4py at the launcher's "
-            f"library with MPI4PY_LIBMPI=/path/to/libmpi.so (e.g. pip install mpich and use its mpiexec)")
+    return (f"{head}. mpi4py must use the MPI of the {_launch_cmd(info)} that started it: run that MPI's "
+            f"mpiexec/mpirun (e.g. the mpiexec installed with pip install mpich), or point mpi4py at the "
+            f"launcher's library with MPI4PY_LIBMPI=/path/to/libmpi.so")
 
 
-def _mpi_comm(info: LaunchInfo) -> MpiHostComm:
+def _load_mpi(info: LaunchInfo):
+    """mpi4py.MPI, initialised, after checking (before MPI_Init, which may abort the
+    process outright) that its library can talk to the launcher."""
+    import sys
+
+    already = "mpi4py.MPI" in sys.modules
     try:
+        import mpi4py
+
+        if not already:
+            mpi4py.rc.initialize = False  # MPI_Init below, once the library is known to fit
         from mpi4py import MPI
     except (ImportError, RuntimeError) as e:
         raise BenchError(f"{info.launcher} started this process but mpi4py cannot load MPI: {e}",
                          ExitCode.INVALID_USAGE) from None
+    if MPI.Is_initialized():
+        return MPI
+    vendor = MPI.get_vendor()[0]
+    library = " ".join(MPI.Get_library_version().split()[:3])
+    if info.kind == "ompi" and vendor != "Open MPI":
+        # MPICH-family libraries abort inside MPI_Init under Open MPI's PMIx launcher
+        raise BenchError(_trap_message(info, None, library), ExitCode.INVALID_USAGE)
+    MPI.Init_thread(MPI.THREAD_MULTIPLE)
+
+    def _finalize() -> None:
+        if MPI.Is_initialized() and not MPI.Is_finalized():
+            MPI.Finalize()
+
+    import atexit
+
+    atexit.register(_finalize)
+    return MPI
+
+
+def _mpi_comm(info: LaunchInfo) -> MpiHostComm:
+    MPI = _load_mpi(info)
     world = MPI.COMM_WORLD
     size, rank = world.Get_size(), world.Get_rank()
     if size != info.size or rank != info.rank:
-        library = MPI.Get_library_version().strip().splitlines()[0].strip()
+        library = " ".join(MPI.Get_library_version().split()[:3])
         if size == info.size:
             raise BenchError(f"{info.launcher} says this is rank {info.rank} but MPI says {rank}: the launcher "
                              f"and mpi4py's MPI disagree ({library})", ExitCode.INVALID_USAGE)

@@ -127,18 +127,20 @@ def check_facts(facts: Sequence[RankFacts], expected_size: int, gpus_per_rank: i
                 "nccl-env"))
 
     # -- /dev/shm -----------------------------------------------------------------------
-    per_host: dict[str, RankFacts] = {}
+    small: dict[tuple[str, int | None], list[int]] = defaultdict(list)  # (host, size) -> ranks
     for f in facts:
-        per_host.setdefault(f.host, f)
-    for host, f in per_host.items():
-        if f.shm_total is None:
-            out.append(Finding(WARN, f"{host} has no /dev/shm: NCCL needs shared memory within a host", "shm"))
-        elif f.shm_total < SHM_MIN_BYTES:
-            gpu_host = any(g.gpus for g in facts if g.host == host)
-            out.append(Finding(ERROR if gpu_host else WARN, (
-                f"/dev/shm on {host} is only {_mib(f.shm_total)} (NCCL needs at least {_mib(SHM_MIN_BYTES)}): "
-                f"docker run --shm-size=1g (or --ipc=host); Kubernetes: mount an emptyDir with medium: Memory "
-                f"at /dev/shm"), "shm"))
+        if f.shm_total is None or f.shm_total < SHM_MIN_BYTES:
+            small[(f.host, f.shm_total)].append(f.rank)
+    for (host, total), ranks in small.items():
+        where = f"{host} (ranks {format_ranks(ranks)})"
+        if total is None:
+            out.append(Finding(WARN, f"{where} has no /dev/shm: NCCL needs shared memory within a host", "shm"))
+            continue
+        gpu_host = any(g.gpus for g in facts if g.rank in ranks)
+        out.append(Finding(ERROR if gpu_host else WARN, (
+            f"/dev/shm on {where} is only {_mib(total)} (NCCL needs at least {_mib(SHM_MIN_BYTES)}): "
+            f"docker run --shm-size=1g (or --ipc=host); Kubernetes: mount an emptyDir with medium: Memory "
+            f"at /dev/shm"), "shm"))
 
     # -- versions -----------------------------------------------------------------------
     for label, key, level in (("NCCL version", lambda f: f.nccl_version, ERROR),

@@ -72,6 +72,8 @@ class LocalSpawnLauncher:
         self.stderr = stderr or sys.stderr
         self.procs: list[subprocess.Popen] = []
         self.first_failure: tuple[int, int] | None = None  # (rank, exit code)
+        self._exits: list[tuple[int, int]] = []
+        self._exits_cond = threading.Condition()
 
     def _child_env(self, rank: int, port: int, token: str, fd: int) -> dict[str, str]:
         env = {k: v for k, v in self.env.items() if k not in _SPAWN_VARS}
@@ -104,6 +106,7 @@ class LocalSpawnLauncher:
                     self._signal_all(signal.SIGTERM)
                     raise BenchError(f"cannot start {self.python}: {e.strerror}", ExitCode.INVALID_USAGE) from None
                 self.procs.append(p)
+                threading.Thread(target=self._watch, args=(rank, p), daemon=True).start()
                 if p.stderr is not None:
                     t = threading.Thread(target=_pump, args=(p.stderr, self.stderr, f"[rank {rank}] "), daemon=True)
                     t.start()
@@ -142,21 +145,26 @@ class LocalSpawnLauncher:
             if all(p.poll() is not None for p in self.procs):
                 return
 
+    def _watch(self, rank: int, p: subprocess.Popen) -> None:
+        """One thread per child records exits in the order they happen, so the
+        rank that failed first (not the first one polled) gives the exit code."""
+        rc = p.wait()
+        with self._exits_cond:
+            self._exits.append((rank, rc))
+            self._exits_cond.notify_all()
+
     def _wait(self) -> int:
-        while True:
-            running = False
-            for rank, p in enumerate(self.procs):
-                rc = p.poll()
-                if rc is None:
-                    running = True
-                elif rc != 0 and self.first_failure is None:
-                    self.first_failure = (rank, _code(rc))
-            if self.first_failure is not None:
-                self._reap(self.timeout_s)
-                return self.first_failure[1]
-            if not running:
-                return 0
-            time.sleep(0.02)
+        with self._exits_cond:
+            while True:
+                bad = next(((r, _code(rc)) for r, rc in self._exits if rc != 0), None)
+                if bad is not None or len(self._exits) == len(self.procs):
+                    break
+                self._exits_cond.wait(0.5)
+        if bad is None:
+            return 0
+        self.first_failure = bad
+        self._reap(self.timeout_s)
+        return bad[1]
 
     def _show_failed_stdout(self, outs: list[IO[bytes] | None]) -> None:
         for rank, (p, out) in enumerate(zip(self.procs, outs)):
