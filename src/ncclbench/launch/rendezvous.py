@@ -271,7 +271,8 @@ class _Hub(_Transport):
                 continue
             except OSError:
                 return
-            threading.Thread(target=self._serve, args=(conn, a[0], deadline), daemon=True,
+            peer = a[0][7:] if a[0].startswith("::ffff:") else a[0]  # IPv4 seen through a dual-stack socket
+            threading.Thread(target=self._serve, args=(conn, peer, deadline), daemon=True,
                              name="ncclbench-rdzv-peer").start()
 
     def _refuse(self, conn: socket.socket, peer: str, reason: str) -> None:
