@@ -10,12 +10,11 @@ exactly the ones a CUDA program sees, CUDA_VISIBLE_DEVICES included).
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import os
-import platform
 import re
 import socket
+import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -81,8 +80,15 @@ def driver_version() -> str | None:
     return None
 
 
+_DRIVER_MARKS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/dxg")  # Linux driver, or WSL2's
+
+
 def _cuda_gpus() -> tuple[list[GpuFact], str | None, str]:
     """(GPUs, CUDA driver version like '12.8', note)."""
+    if not any(os.path.exists(p) for p in _DRIVER_MARKS):
+        return [], None, "no NVIDIA driver (no /proc/driver/nvidia)"
+    import ctypes  # only where a driver may answer: ranks of a 64-process job on a CPU box skip it
+
     try:
         cu = ctypes.CDLL("libcuda.so.1")
     except OSError:
@@ -138,6 +144,8 @@ def nccl_library(nccl_lib: str | None = None) -> str | None:
 
 def nccl_version(nccl_lib: str | None = None) -> tuple[str | None, str | None]:
     """(version like '2.28.9', library path) via ncclGetVersion; (None, None) if not loadable."""
+    import ctypes
+
     path = nccl_library(nccl_lib)
     try:
         lib = ctypes.CDLL(path)
@@ -173,7 +181,7 @@ def collect_rank_facts(info: Any = None, *, hostcomm: str = "", nccl_lib: str | 
         rank=rank, size=getattr(info, "size", 1), host=socket.gethostname().split(".")[0],
         boot_id=(_read("/proc/sys/kernel/random/boot_id") or "").strip(), pid=os.getpid(),
         launcher=getattr(info, "kind", "single"), local_rank=local_rank, hostcomm=hostcomm,
-        python=platform.python_version(),
+        python="%d.%d.%d" % sys.version_info[:3],
         env={k: v for k, v in os.environ.items() if k.startswith(("NCCL_", "CUDA_"))})
     facts.shm_total, facts.shm_free = shm_size()
     if probe_gpus:
