@@ -4,8 +4,9 @@ Users start jobs with whatever their site has (mpirun, srun, torchrun, a
 Kubernetes operator); ncclbench reads the variables each of them sets rather
 than asking for one.  The order matters because launchers nest: mpirun inside
 an sbatch allocation still leaves SLURM_* behind, and torchrun under srun sets
-both families, so the most specific launcher wins:
-OMPI -> PMI/Hydra -> Slurm -> torchrun-style -> ncclbench's own spawn -> single.
+both families, so the innermost launcher wins: ncclbench's own spawn (it sets its variables on
+the very processes it starts) -> OMPI -> PMI/Hydra -> Slurm -> torchrun-style
+(torchrun before Slurm when torchrun runs under srun) -> single.
 
 Pure functions of an environment mapping, so every branch is tested from
 plain dicts without starting any launcher.
@@ -218,6 +219,21 @@ def detect_launch(environ: Mapping[str, str] | None = None) -> LaunchInfo:
             info.master_port = port_override or _int(env, "MASTER_PORT", default=DEFAULT_PORT)
         return _check_rank(info)
 
+    # 0. ncclbench's own one-host launcher: always the innermost one, since it sets these
+    #    variables on the very processes it starts (they may inherit srun's or torchrun's)
+    if "NCCLBENCH_SPAWN_SIZE" in env:
+        return finish(LaunchInfo(
+            kind="ncclbench-spawn", launcher="ncclbench --nprocs",
+            rank=_int(env, "NCCLBENCH_SPAWN_RANK", default=0),
+            size=_int(env, "NCCLBENCH_SPAWN_SIZE", default=1),
+            local_rank=_int(env, "NCCLBENCH_SPAWN_RANK", default=0),
+            local_size=_int(env, "NCCLBENCH_SPAWN_SIZE", default=1),
+            master_addr=env.get("NCCLBENCH_SPAWN_ADDR", "127.0.0.1"),
+            master_port=_int(env, "NCCLBENCH_SPAWN_PORT"),
+            token=env.get("NCCLBENCH_SPAWN_TOKEN") or token,
+            listen_fd=_int(env, "NCCLBENCH_SPAWN_FD"),
+            job_id=env.get("NCCLBENCH_SPAWN_TOKEN")))
+
     # 1. Open MPI (mpirun / mpiexec / prterun)
     if "OMPI_COMM_WORLD_SIZE" in env:
         return finish(LaunchInfo(
@@ -295,21 +311,7 @@ def detect_launch(environ: Mapping[str, str] | None = None) -> LaunchInfo:
             local_rank=local_rank, local_size=local_size, master_addr=addr, master_port=port,
             job_id=env.get("NCCLBENCH_JOB_ID")))
 
-    # 5. ncclbench's own one-host launcher
-    if "NCCLBENCH_SPAWN_SIZE" in env:
-        return finish(LaunchInfo(
-            kind="ncclbench-spawn", launcher="ncclbench --nprocs",
-            rank=_int(env, "NCCLBENCH_SPAWN_RANK", default=0),
-            size=_int(env, "NCCLBENCH_SPAWN_SIZE", default=1),
-            local_rank=_int(env, "NCCLBENCH_SPAWN_RANK", default=0),
-            local_size=_int(env, "NCCLBENCH_SPAWN_SIZE", default=1),
-            master_addr=env.get("NCCLBENCH_SPAWN_ADDR", "127.0.0.1"),
-            master_port=_int(env, "NCCLBENCH_SPAWN_PORT"),
-            token=env.get("NCCLBENCH_SPAWN_TOKEN") or token,
-            listen_fd=_int(env, "NCCLBENCH_SPAWN_FD"),
-            job_id=env.get("NCCLBENCH_SPAWN_TOKEN")))
-
-    # 6. nothing: one process
+    # 5. nothing: one process
     return finish(LaunchInfo(kind="single", launcher="none (single process)"))
 
 

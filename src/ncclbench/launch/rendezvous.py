@@ -82,6 +82,7 @@ class _Transport:
         self.hb_timeout_s = max(3 * heartbeat_s, self.timeout_s)
         self.cond = threading.Condition()
         self.failure: BenchError | None = None
+        self._claimed = False  # a failure is being reported
         self.results: dict[tuple[int, int], Any] = {}
         self.peers: dict[int, PeerInfo] = {}
         self.closing = False
@@ -120,15 +121,21 @@ class _Transport:
         except ValueError:
             code = ExitCode.INTERNAL
         with self.cond:
-            if self.failure is not None or self.closed.is_set():
+            if self.closed.is_set():
                 return
-            self.failure = BenchError(message, code)
+            if self._claimed:  # another thread is reporting; return once it is visible
+                self.cond.wait_for(lambda: self.failure is not None, timeout=5.0)
+                return
+            self._claimed = True
+        failure = BenchError(message, code)
+        self._on_fail(message, int(code))  # tell the other ranks before this one can exit
+        with self.cond:
+            self.failure = failure
             self.cond.notify_all()
             callbacks = list(self._callbacks)
-        self._on_fail(message, int(code))
         for cb in callbacks:
             try:
-                cb(self.failure)
+                cb(failure)
             except Exception:  # a callback must not hide the failure itself
                 pass
 
@@ -264,7 +271,8 @@ class _Hub(_Transport):
                 continue
             except OSError:
                 return
-            threading.Thread(target=self._serve, args=(conn, a[0], deadline), daemon=True,
+            peer = a[0][7:] if a[0].startswith("::ffff:") else a[0]  # IPv4 seen through a dual-stack socket
+            threading.Thread(target=self._serve, args=(conn, peer, deadline), daemon=True,
                              name="ncclbench-rdzv-peer").start()
 
     def _refuse(self, conn: socket.socket, peer: str, reason: str) -> None:
