@@ -172,7 +172,7 @@ def open_reporters(opts: BenchOptions):
 
 
 def run_here(opts: BenchOptions, backend: str, launch, note: str | None) -> int:
-    from .launch.detect import make_host_comm
+    from .launch.bootstrap import make_host_comm
 
     notes = []
     note = note or os.environ.get("NCCLBENCH_BACKEND_NOTE")

@@ -85,17 +85,20 @@ class MpiCommunicator:
         self._ops = {name: getattr(MPI, mpi) for name, mpi in _REDUCE_OPS.items()}
 
     # -- helpers ------------------------------------------------------------------------
-    def _buf(self, ptr: int, count: int, dtype: DataType, reducing: bool):
-        key = (ptr, count, dtype.nccl_id, reducing)
+    def _buf(self, ptr: int, count: int, dtype: DataType, reducing: bool, nblocks: int = 1):
+        """mpi4py message spec for `nblocks` blocks of `count` elements at `ptr`.
+        The count in the spec is per block: mpi4py (like MPI) reads the counts
+        of Allgather/Alltoall/Gather/Scatter buffers per process."""
+        key = (ptr, count, dtype.nccl_id, reducing, nblocks)
         spec = self._specs.get(key)
         if spec is not None:
             return spec
         MPI = self.MPI
+        buf = MPI.buffer.fromaddress(ptr, count * nblocks * dtype.itemsize)
         if reducing:
-            spec = [MPI.buffer.fromaddress(ptr, count * dtype.itemsize),
-                    count, getattr(MPI, _REDUCE_TYPES[dtype.name])]
+            spec = [buf, count, getattr(MPI, _REDUCE_TYPES[dtype.name])]
         else:
-            spec = [MPI.buffer.fromaddress(ptr, count * dtype.itemsize), count * dtype.itemsize, MPI.BYTE]
+            spec = [buf, count * dtype.itemsize, MPI.BYTE]
         if len(self._specs) > 4096:
             self._specs.clear()
         self._specs[key] = spec
@@ -125,7 +128,7 @@ class MpiCommunicator:
         n = self.nranks
         in_place = send == recv + self.rank * count * dtype.itemsize
         src = self.MPI.IN_PLACE if in_place else self._buf(send, count, dtype, False)
-        self.comm.Allgather(src, self._buf(recv, count * n, dtype, False))
+        self.comm.Allgather(src, self._buf(recv, count, dtype, False, n))
 
     def reduce_scatter(self, send, recv, count, dtype, op):
         n, nbytes = self.nranks, count * dtype.itemsize
@@ -133,24 +136,24 @@ class MpiCommunicator:
             # NCCL's in-place layout keeps the result at this rank's block; MPI's
             # IN_PLACE would put it at the start, so go through scratch memory.
             tmp = self._scratch.ctypes.data
-            self.comm.Reduce_scatter_block(self._buf(send, count * n, dtype, True),
+            self.comm.Reduce_scatter_block(self._buf(send, count, dtype, True, n),
                                            self._buf(tmp, count, dtype, True), self._op(op))
             ctypes.memmove(recv, tmp, nbytes)
         else:
-            self.comm.Reduce_scatter_block(self._buf(send, count * n, dtype, True),
+            self.comm.Reduce_scatter_block(self._buf(send, count, dtype, True, n),
                                            self._buf(recv, count, dtype, True), self._op(op))
 
     def alltoall(self, send, recv, count, dtype):
         n = self.nranks
-        src = self.MPI.IN_PLACE if send == recv else self._buf(send, count * n, dtype, False)
-        self.comm.Alltoall(src, self._buf(recv, count * n, dtype, False))
+        src = self.MPI.IN_PLACE if send == recv else self._buf(send, count, dtype, False, n)
+        self.comm.Alltoall(src, self._buf(recv, count, dtype, False, n))
 
     def gather(self, send, recv, count, dtype, root):
         n = self.nranks
         if self.rank == root:
             in_place = send == recv + root * count * dtype.itemsize
             src = self.MPI.IN_PLACE if in_place else self._buf(send, count, dtype, False)
-            self.comm.Gather(src, self._buf(recv, count * n, dtype, False), root)
+            self.comm.Gather(src, self._buf(recv, count, dtype, False, n), root)
         else:
             self.comm.Gather(self._buf(send, count, dtype, False), None, root)
 
@@ -159,7 +162,7 @@ class MpiCommunicator:
         if self.rank == root:
             in_place = recv == send + root * count * dtype.itemsize
             dst = self.MPI.IN_PLACE if in_place else self._buf(recv, count, dtype, False)
-            self.comm.Scatter(self._buf(send, count * n, dtype, False), dst, root)
+            self.comm.Scatter(self._buf(send, count, dtype, False, n), dst, root)
         else:
             self.comm.Scatter(None, self._buf(recv, count, dtype, False), root)
 
