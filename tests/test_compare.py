@@ -12,12 +12,12 @@ import pytest
 
 from ncclbench.errors import ArgumentError
 from ncclbench.store import stats
-from ncclbench.store.cli import main_for_tests
+from ncclbench.store.cli import run_store_command
 from ncclbench.store.compare import compare_runs, format_comparison, gate
 from ncclbench.store.importers import load_file
-from ncclbench.store.textfmt import render_run
+from ncclbench.store.cli import show_text
 
-FIX = Path(__file__).parent / "fixtures" / "store"
+FIX = Path(__file__).parent / "fixtures" / "nccl_tests_output"
 AR = FIX / "all_reduce_1proc_4gpu.txt"
 PER_ITER = FIX / "all_reduce_4proc_per_iter.json"
 MiB = 1 << 20
@@ -37,7 +37,7 @@ def scaled(run, pred, factor: float):
 
 
 def write_log(run, path: Path) -> Path:
-    path.write_text(render_run(run.info, run.options, run.rows, run.summary))
+    path.write_text(show_text(run))
     return path
 
 
@@ -146,28 +146,28 @@ def test_gate_refuses_different_collectives():
 def test_cli_check_exit_codes(tmp_path, capsys):
     db = str(tmp_path / "r.sqlite")
     base = load_file(AR)[0]
-    assert main_for_tests(["import", "--db", db, str(AR)]) == 0
-    assert main_for_tests(["baseline", "set", "h200", "1", "--db", db]) == 0
+    assert run_store_command(["import", "--db", db, str(AR)]) == 0
+    assert run_store_command(["baseline", "set", "h200", "1", "--db", db]) == 0
     ok_log = write_log(scaled(base, lambda s: s >= 64 * MiB, 1.01), tmp_path / "ok.txt")
     bad_log = write_log(scaled(base, lambda s: s >= 1 << 30, 1 / 0.8), tmp_path / "bad.txt")
     capsys.readouterr()
-    assert main_for_tests(["check", str(ok_log), "--against", "h200", "--db", db]) == 0
+    assert run_store_command(["check", str(ok_log), "--against", "h200", "--db", db]) == 0
     out = capsys.readouterr().out
     assert "result: OK" in out and "plateau busbw" in out
-    assert main_for_tests(["check", str(bad_log), "--against", "h200", "--max-drop", "5%",
+    assert run_store_command(["check", str(bad_log), "--against", "h200", "--max-drop", "5%",
                            "--db", db]) == 7
     out = capsys.readouterr().out
     assert "result: REGRESSION at sizes 1073741824, 2147483648, 4294967296, 8589934592" in out
     assert out.count("REGRESSION float sum: busbw dropped") == 4
     # stored run, json output
-    assert main_for_tests(["import", "--db", db, str(bad_log)]) == 0
+    assert run_store_command(["import", "--db", db, str(bad_log)]) == 0
     capsys.readouterr()
-    assert main_for_tests(["check", "latest", "--against", "h200", "--db", db,
+    assert run_store_command(["check", "latest", "--against", "h200", "--db", db,
                            "--format", "json"]) == 7
     doc = json.loads(capsys.readouterr().out)
     assert doc["ok"] is False and doc["failing_sizes"][0] == 1 << 30
     # a looser limit passes (-20% vs 25%)
-    assert main_for_tests(["check", "latest", "--against", "h200", "--max-drop", "25",
+    assert run_store_command(["check", "latest", "--against", "h200", "--max-drop", "25",
                            "--db", db]) == 0
 
 
@@ -182,10 +182,10 @@ def test_cli_check_exit_codes(tmp_path, capsys):
 ])
 def test_cli_check_bad_arguments_exit_255(tmp_path, capsys, argv, needle):
     db = str(tmp_path / "r.sqlite")
-    assert main_for_tests(["import", "--db", db, str(AR), str(FIX / "alltoall_1proc_4gpu.txt")]) == 0
-    assert main_for_tests(["baseline", "set", "h200", "1", "--db", db]) == 0
+    assert run_store_command(["import", "--db", db, str(AR), str(FIX / "alltoall_1proc_4gpu.txt")]) == 0
+    assert run_store_command(["baseline", "set", "h200", "1", "--db", db]) == 0
     capsys.readouterr()
-    assert main_for_tests(argv + ["--db", db]) == 255
+    assert run_store_command(argv + ["--db", db]) == 255
     err = capsys.readouterr().err
     assert needle in err and len(err.strip().splitlines()) == 1
 
@@ -194,13 +194,13 @@ def test_cli_compare_files_and_ids(tmp_path, capsys):
     db = str(tmp_path / "r.sqlite")
     base = load_file(AR)[0]
     slow = write_log(scaled(base, lambda s: s == 4 * MiB, 1.5), tmp_path / "slow.txt")
-    assert main_for_tests(["compare", str(AR), str(slow), "--db", db]) == 0  # no store needed
+    assert run_store_command(["compare", str(AR), str(slow), "--db", db]) == 0  # no store needed
     out = capsys.readouterr().out
     flagged = [ln for ln in out.splitlines() if ln.strip().endswith("SLOWER")]
     assert len(flagged) == 1 and flagged[0].split()[0] == str(4 * MiB) and "+50.0%*" in flagged[0]
-    assert main_for_tests(["import", "--db", db, str(AR), str(slow)]) == 0
+    assert run_store_command(["import", "--db", db, str(AR), str(slow)]) == 0
     capsys.readouterr()
-    assert main_for_tests(["compare", "1", "2", "--db", db, "--format", "json"]) == 0
+    assert run_store_command(["compare", "1", "2", "--db", db, "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     sizes = doc["series"][0]["sizes"]
     assert [s["size"] for s in sizes if s["verdict"] == "slower"] == [4 * MiB]
@@ -210,9 +210,9 @@ def test_cli_compare_files_and_ids(tmp_path, capsys):
 def test_compare_multi_test_log_needs_a_pick(tmp_path, capsys):
     combined = tmp_path / "all.log"
     combined.write_text(AR.read_text() + (FIX / "all_reduce_2proc_f4.txt").read_text())
-    assert main_for_tests(["compare", str(combined), str(AR)]) == 255
+    assert run_store_command(["compare", str(combined), str(AR)]) == 255
     assert "holds 2 tests" in capsys.readouterr().err
-    assert main_for_tests(["compare", f"{combined}#2", str(AR)]) == 0
+    assert run_store_command(["compare", f"{combined}#2", str(AR)]) == 0
     out = capsys.readouterr().out
     assert "A = all.log#2" in out and "different rank counts: 2 vs 4" in out
-    assert main_for_tests(["compare", f"{combined}#3", str(AR)]) == 255
+    assert run_store_command(["compare", f"{combined}#3", str(AR)]) == 255

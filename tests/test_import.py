@@ -1,4 +1,4 @@
-"""Importing real nccl-tests output (tests/fixtures/store, copied from shared/reference)."""
+"""Importing real nccl-tests output (tests/fixtures/nccl_tests_output, copied from shared/reference)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ import pytest
 from ncclbench.errors import BenchError, ExitCode
 from ncclbench.store import ResultStore, store_imported
 from ncclbench.store.importers import load_file, parse_text_log
-from ncclbench.store.jsonlog import parse_json_bytes, repair_json
-from ncclbench.store.textfmt import render_run
+from ncclbench.output.jsonout import repair_json
+from ncclbench.store.jsonlog import parse_json_bytes
+from ncclbench.store.cli import show_text
 
-FIX = Path(__file__).parent / "fixtures" / "store"
+FIX = Path(__file__).parent / "fixtures" / "nccl_tests_output"
 TEXT_FIXTURES = sorted(FIX.glob("*.txt"))
 JSON_FIXTURE = FIX / "all_reduce_4proc_per_iter.json"
 ROW_RE = re.compile(r"^\s+\d+\s+\d+\s+\w+")
@@ -57,7 +58,7 @@ def test_text_fixture_rows_match_the_file(path):
 def test_text_round_trip_reprints_the_log(path):
     """Import then re-render: the nccl-tests table comes back byte for byte."""
     run = load_file(path)[0]
-    out = render_run(run.info, run.options, run.rows, run.summary)
+    out = show_text(run)
     assert out.rstrip("\n") == path.read_text().rstrip("\n")
 
 
@@ -181,7 +182,7 @@ def test_hypercube_empty_op_and_timestamps_and_cputime():
     assert run.rows[1].timestamp == "2026-11-21 07:48:15"
     assert run.rows[0].out_of_place.cpu_time_us == 5.10 and run.info.start_time == "2026-11-21 07:48:14"
     assert run.status == "interrupted"
-    out = render_run(run.info, run.options, run.rows, run.summary)
+    out = show_text(run)
     assert out.splitlines()[-2:] == rows.splitlines()
 
 
@@ -270,7 +271,7 @@ def test_mangled_inputs_never_escape_as_tracebacks(tmp_path):
             store_imported(store, runs)
             for _, rid, _ in store_imported(store, runs):
                 got = store.get_run(rid)
-                render_run(got.info, got.options, got.rows, got.summary)
+                show_text(got)
             imported += 1
         assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert imported > 50 and refused > 5

@@ -17,10 +17,10 @@ from ncclbench.errors import UnsupportedError
 from ncclbench.report import plots
 from ncclbench.report.html import build_report, write_report
 from ncclbench.report.progress import ProgressReporter, expected_rows, sweep_sizes
-from ncclbench.store.cli import main_for_tests
+from ncclbench.store.cli import run_store_command
 from ncclbench.store.importers import load_file
 
-FIX = Path(__file__).parent / "fixtures" / "store"
+FIX = Path(__file__).parent / "fixtures" / "nccl_tests_output"
 RUNS = [FIX / "all_reduce_4proc_per_iter.json", FIX / "all_reduce_1proc_4gpu.txt",
         FIX / "all_reduce_2proc_f4.txt"]
 BLUE, ORANGE = (0x1F, 0x77, 0xB4), (0xFF, 0x7F, 0x0E)  # first two plot colours
@@ -84,12 +84,19 @@ def test_size_ticks_and_labels():
     assert plots.size_ticks(1024, 4096) == [1024, 2048, 4096]
 
 
+def test_axis_labels_and_compare_sizes_share_one_formatter():
+    from ncclbench.store.stats import human_size
+    assert plots.size_label(1000) == human_size(1024) == "1 KiB"  # nearest power of two
+    assert plots.size_label(1 << 42) == human_size(1 << 42) == "4 TiB"
+    assert human_size(1536) == "1.5 KiB" and human_size(100) == "100 B"
+
+
 def test_png_export(tmp_path, capsys):
     db = str(tmp_path / "r.sqlite")
-    assert main_for_tests(["import", "--db", db] + [str(p) for p in RUNS]) == 0
+    assert run_store_command(["import", "--db", db] + [str(p) for p in RUNS]) == 0
     capsys.readouterr()
     out = tmp_path / "rep.html"
-    assert main_for_tests(["report", "1", "2", "3", "-o", str(out), "--png", "--db", db]) == 0
+    assert run_store_command(["report", "1", "2", "3", "-o", str(out), "--png", "--db", db]) == 0
     printed = capsys.readouterr().out.split()
     pngs = sorted(tmp_path.glob("rep-*.png"))
     assert [p.name for p in pngs] == ["rep-busbw.png", "rep-cv.png", "rep-procspread.png",
@@ -122,13 +129,13 @@ def test_report_without_matplotlib(tmp_path, monkeypatch, capsys):
     with pytest.raises(UnsupportedError, match="matplotlib"):
         write_report(_runs(), tmp_path / "r.html", png=True)
     assert not (tmp_path / "r.html").exists()  # nothing half-written
-    assert main_for_tests(["report", str(RUNS[1]), "-o", str(tmp_path / "x.html"), "--png"]) == 5
+    assert run_store_command(["report", str(RUNS[1]), "-o", str(tmp_path / "x.html"), "--png"]) == 5
 
 
 def test_report_bad_output_paths(tmp_path, capsys):
-    assert main_for_tests(["report", str(RUNS[1]), "-o", str(tmp_path)]) == 255
+    assert run_store_command(["report", str(RUNS[1]), "-o", str(tmp_path)]) == 255
     assert "is a directory" in capsys.readouterr().err
-    assert main_for_tests(["report", str(RUNS[1]), "-o", str(tmp_path / "no" / "r.html")]) == 255
+    assert run_store_command(["report", str(RUNS[1]), "-o", str(tmp_path / "no" / "r.html")]) == 255
     assert "does not exist" in capsys.readouterr().err
 
 

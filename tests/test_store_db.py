@@ -16,7 +16,7 @@ from ncclbench.results import DeviceInfo, HalfResult, PerIterStats, ResultRow, R
 from ncclbench.store import ResultStore, StoreReporter, default_db_path, env_that_matters
 from ncclbench.store.db import SCHEMA_VERSION
 
-FIX = Path(__file__).parent / "fixtures" / "store"
+FIX = Path(__file__).parent / "fixtures" / "nccl_tests_output"
 
 
 def make_info(n: int = 2) -> RunInfo:

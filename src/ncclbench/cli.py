@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_preflight(argv[1:])
         if cmd in STORE_COMMANDS:
-            from .store.cli import main_for_tests as store_main
+            from .store.cli import run_store_command as store_main
 
             return store_main(argv)
         from .bench import run_bench

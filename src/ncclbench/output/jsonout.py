@@ -31,7 +31,6 @@ import errno
 import json
 import math
 import os
-import re
 from typing import Callable, Iterable, Mapping
 
 from ncclbench import NCCL_TESTS_COMPAT_VERSION, __version__
@@ -452,67 +451,104 @@ def _create_exclusive(path: str):
 
 # ---------------------------------------------------------------- recovery
 
-_BARE_INF = re.compile(r"(?<![\w.])(-?)inf(?![\w])")
+# bare tokens nccl-tests (printf "%lf") may write for non-finite doubles, as JSON reads them
+_NONFINITE = {"inf": "Infinity", "+inf": "Infinity", "-inf": "-Infinity", "infinity": "Infinity",
+              "+infinity": "Infinity", "-infinity": "-Infinity", "nan": "NaN", "+nan": "NaN",
+              "-nan": "NaN"}
+_CLOSE = {"{": "}", "[": "]"}
+
+
+def repair_json(text: str) -> tuple[str, bool]:
+    """(text `json.loads` accepts, whether the document was cut off).
+
+    One pass over the text: bare `inf`/`nan` (outside strings) become JSON's
+    Infinity/NaN.  When the text ends before the document does (kill -9,
+    full disk), it is cut back to the end of the last complete member or
+    element and the containers still open there are closed, so everything
+    written before the cut survives.  An object that is an element of a list
+    (a result row, a device) and was still open at the cut is dropped whole:
+    a record counts once its closing brace was written.
+    Raises ValueError when the text is not JSON-shaped (no opening bracket,
+    brackets that do not match, data after the document).
+    """
+    if text.lstrip()[:1] not in ("{", "["):
+        raise ValueError("not a JSON document")
+    out: list[str] = []
+    length = 0
+    # open containers: (bracket, output length before it, whether it is an element of a list)
+    stack: list[tuple[str, int, bool]] = []
+    safe: tuple[int, list[tuple[str, int, bool]]] | None = None
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            if j >= n:
+                break  # cut inside a string
+            piece = text[i : j + 1]
+            i = j + 1
+        elif ch in "{[":
+            stack.append((ch, length, bool(stack) and stack[-1][0] == "["))
+            out.append(ch)
+            length += 1
+            i += 1
+            safe = (length, list(stack))
+            continue
+        elif ch in "}]":
+            if not stack or _CLOSE[stack[-1][0]] != ch:
+                raise ValueError("unbalanced %r at offset %d" % (ch, i))
+            stack.pop()
+            piece = ch
+            i += 1
+            out.append(piece)
+            length += 1
+            if not stack:
+                if text[i:].strip():
+                    raise ValueError("extra data after the document at offset %d" % i)
+                return "".join(out), False
+            safe = (length, list(stack))  # a container just completed
+            continue
+        elif ch == ",":
+            safe = (length, list(stack))
+            piece = ch
+            i += 1
+        elif ch.isalnum() or ch in "+-.":
+            j = i
+            while j < n and (text[j].isalnum() or text[j] in "+-."):
+                j += 1
+            token = text[i:j]
+            piece = _NONFINITE.get(token.lower(), token)
+            i = j
+        else:
+            piece = ch
+            i += 1
+        out.append(piece)
+        length += len(piece)
+    if safe is None:
+        raise ValueError("not a JSON document")
+    cut, open_stack = safe
+    for depth, (bracket, start, is_element) in enumerate(open_stack):
+        if is_element and bracket == "{":
+            cut, open_stack = start, open_stack[:depth]  # a record cut short: drop it whole
+            break
+    body = "".join(out)[:cut].rstrip()
+    if body.endswith(","):
+        body = body[:-1]
+    return body + "".join(_CLOSE[c] for c, _, _ in reversed(open_stack)), True
 
 
 def recover_json(text: str) -> dict:
     """Parse a -J file, including one cut off mid-run (kill -9, full disk).
 
-    A complete file parses as is.  Otherwise the text is cut at the last point
-    where a container had just been opened or a value just completed, and the
-    containers still open there are closed, so every row written before the
-    cut survives; a last row that was cut short (nccl-tests writes a row in
-    pieces; such a row lacks `actual_iterations`) is dropped.  A recovered
-    file has no `end_time`.  Bare `inf` (nccl-tests) is read as infinity.
+    A complete file parses as is; a cut-off one keeps every row written
+    before the cut (see `repair_json`; a row cut short is dropped) and has no
+    `end_time`.  Bare `inf`/`nan` (nccl-tests) are read as floats.
     Raises ValueError when nothing usable is left.
     """
-    text = _fix_bare_inf(text)
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError:
-        doc = json.loads(_close_truncated(text))
-        results = doc.get("results") if isinstance(doc, dict) else None
-        if isinstance(results, list) and results:
-            last = results[-1]
-            if not isinstance(last, dict) or "actual_iterations" not in last:
-                results.pop()
+    fixed, _ = repair_json(text)
+    doc = json.loads(fixed)
     if not isinstance(doc, dict):
         raise ValueError("not an nccl-tests JSON document")
     return doc
-
-
-def _fix_bare_inf(text: str) -> str:
-    parts = re.split(r'("(?:[^"\\]|\\.)*"?)', text)
-    for i in range(0, len(parts), 2):  # even indexes are outside strings
-        parts[i] = _BARE_INF.sub(lambda m: m.group(1) + "Infinity", parts[i])
-    return "".join(parts)
-
-
-def _close_truncated(text: str) -> str:
-    stack: list[str] = []
-    in_string = escape = False
-    cut, cut_stack = -1, ""
-    for i, ch in enumerate(text):
-        if in_string:
-            if escape:
-                escape = False
-            elif ch == "\\":
-                escape = True
-            elif ch == '"':
-                in_string = False
-            continue
-        if ch == '"':
-            in_string = True
-        elif ch in "{[":
-            stack.append("}" if ch == "{" else "]")
-            cut, cut_stack = i + 1, "".join(reversed(stack))
-        elif ch in "}]":
-            if not stack:
-                break
-            stack.pop()
-            cut, cut_stack = i + 1, "".join(reversed(stack))
-            if not stack:
-                break
-    if cut < 0:
-        raise ValueError("no JSON object in the text")
-    return text[:cut] + cut_stack

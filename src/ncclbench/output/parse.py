@@ -1,11 +1,17 @@
 """Read nccl-tests' (or ncclbench's) text output back into the result model.
 
-The result store imports logs people already have, and the golden tests
-re-render real nccl-tests output from what this parser finds; both need the
-banner parameters, the device lines, the rows and the footer.  The parser is
-lenient: lines it does not know (NCCL INFO logs, warnings, alltoallv summaries)
-are kept in `ParsedText.other_lines` and never stop it, and a log cut short
-(no footer) still yields its rows.
+The one reader of these logs: the golden tests re-render real nccl-tests
+output from what it finds, and the result store imports the logs people
+already have (`ncclbench import`, run references that name a file).  Both
+need the banner parameters, the device lines, the rows and the footer.
+
+It is lenient because real logs are messy: NCCL's own INFO lines, warnings
+and alltoallv summaries are kept in `ParsedText.other_lines` and never stop
+it; `-I` / `-C` / `-S` columns, `N/A` cells and hypercube's empty op column
+are read; a log cut short (no footer) still yields its rows; damaged lines
+are skipped, never raised on.  `parse_tests` cuts a log holding several
+tests (binaries run one after the other into one file) into one result per
+test; `parse_text` reads the first.
 """
 
 from __future__ import annotations
@@ -15,37 +21,50 @@ import re
 from dataclasses import dataclass, field
 
 from ncclbench.config import BenchOptions
-from ncclbench.output.text import BLOCKING_BANNERS, PARALLEL_INIT_BANNER, EXTRA_REDUCED_MAX_BYTES
+from ncclbench.output.text import BLOCKING_BANNERS, EXTRA_REDUCED_MAX_BYTES
 from ncclbench.results import DeviceInfo, HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
 
-_VERSION = re.compile(r"^# nccl-tests version (\S+) nccl-headers=(-?\d+) nccl-library=(-?\d+)")
+_VERSION = re.compile(r"^# nccl-tests version (\S+)(?: nccl-headers=(-?\d+))?(?: nccl-library=(-?\d+))?")
 _NCCLBENCH = re.compile(r"^# ncclbench (\S+) backend=(\S+) library=(.*)$")
 _STARTING = re.compile(r"^# Collective test starting: (.*)$")
-_PARAMS = re.compile(
-    r"^# nThread (-?\d+) nGpus (-?\d+) minBytes (-?\d+) maxBytes (-?\d+) step: (-?\d+)\((factor|bytes)\)"
-    r" warmup iters: (-?\d+) iters: (-?\d+) agg iters: (-?\d+) validation: (-?\d+) graph: (-?\d+)"
-    r"(?: unalign: (-?\d+))?"
+# banner keys one by one, so that older nccl-tests banners (no `agg iters`, `graph`, `unalign`) read too
+_PARAM_KEYS = (
+    ("nthreads", r"nThread"), ("ngpus", r"nGpus"), ("min_bytes", r"minBytes"),
+    ("max_bytes", r"maxBytes"), ("warmup_iters", r"warmup iters:"),
+    ("iters", r"(?<!warmup )(?<!agg )iters:"), ("agg_iters", r"agg iters:"),
+    ("validation", r"validation:"), ("graph", r"graph:"), ("unalign", r"unalign:"),
 )
-_PER_ITER = re.compile(r"^# Per-Iteration Report: .*?(?:; summary skips first (\d+) iterations)? $")
+_PARAM_RES = tuple((name, re.compile(r"(?:^#|\s)" + key + r"\s+(-?\d+)")) for name, key in _PARAM_KEYS)
+_STEP = re.compile(r"step:\s+(-?\d+)\((factor|bytes)\)")
+_PER_ITER_SKIP = re.compile(r"; summary skips first (\d+) iterations")
 _DEVICE = re.compile(
-    r"^#  Rank\s*(-?\d+) Group\s*(-?\d+) Pid\s*(-?\d+) on\s+(\S+) device\s*(-?\d+) \[([^\]]*)\] ?(.*)$"
+    r"^#\s+Rank\s*(-?\d+)(?: Group\s*(-?\d+))? Pid\s*(-?\d+) on\s+(\S+) device\s*(-?\d+) \[([^\]]*)\] ?(.*)$"
 )
 _REDUCING = re.compile(r"^# Reducing maxBytes to (\d+) due to memory limitation")
 _JSON = re.compile(r"^# Writing JSON output to (.*)$")
 _ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\S+)\s+(\S*)\s+(-?\d+)((?:\s+\S+)+)\s*$")
-_OOB = re.compile(r"^# Out of bounds values\s*: (-?\d+) (OK|FAILED)")
-_AVG = re.compile(r"^# Avg bus bandwidth\s*: (\S+) ?(OK|FAILED)?")
-_MEM = re.compile(r"^# GPU memory usage\s*: ")
+_OOB = re.compile(r"^# Out of bounds values[^:]*:\s*(-?\d+)")
+_AVG = re.compile(r"^# Avg bus bandwidth[^:]*:\s*(\S+)\s*(OK|FAILED)?")
 _CONCLUDED = re.compile(r"^# Collective test concluded: (.*)$")
 _ERROR = re.compile(r"^# error: (.*)$")
 _TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d$")
+_PROGRAM = re.compile(r"^(.+?)_perf(?:_\w+)?$")
+_INT64 = 1 << 63
+
+
+def collective_of(program: str) -> str:
+    """`all_reduce_perf`, `all_reduce_perf_mpi`, `/path/all_reduce_perf` -> `all_reduce`."""
+    base = program.rsplit("/", 1)[-1]
+    m = _PROGRAM.match(base)
+    return m.group(1) if m else base
 
 
 @dataclass
 class ParsedText:
-    """What the text said outside the rows.  Fields stay None when absent."""
+    """What the text of one test said outside the rows.  Fields stay None when absent."""
 
     json_path: str | None = None
+    json_skip_line: str | None = None  # `# skipping json output; <path> not accessible`
     nccl_tests_version: str | None = None
     nccl_headers_code: int | None = None
     nccl_version_code: int | None = None
@@ -81,13 +100,14 @@ class ParsedText:
     errors: list[str] = field(default_factory=list)
     concluded: bool = False
     other_lines: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)  # every line of this test, as read
 
     def to_options(self) -> BenchOptions:
         """BenchOptions with what the banner records (the rest keep their defaults)."""
         opts = BenchOptions()
         if self.program:
             opts.program = self.program
-            opts.collective = self.program[:-5] if self.program.endswith("_perf") else self.program
+            opts.collective = collective_of(self.program)
         for name in ("nthreads", "ngpus", "min_bytes", "max_bytes", "warmup_iters", "iters", "agg_iters", "unalign"):
             value = getattr(self, name)
             if value is not None:
@@ -107,11 +127,13 @@ class ParsedText:
         opts.parallel_init = self.parallel_init
         opts.report_cputime = self.report_cputime
         opts.report_timestamps = self.report_timestamps
+        opts.memory_report = self.memory_line is not None
         opts.output_file = self.json_path
         return opts
 
     def to_run_info(self) -> RunInfo:
-        processes = {d.process for d in self.devices}
+        """RunInfo of the banner and device lines; nranks counts the first group's devices."""
+        first_group = self.devices[0].group if self.devices else 0
         extra = {}
         if self.reduced_max_bytes is not None:
             extra[EXTRA_REDUCED_MAX_BYTES] = self.reduced_max_bytes
@@ -124,8 +146,9 @@ class ParsedText:
             nccl_headers_code=self.nccl_headers_code,
             library=self.library or "",
             devices=list(self.devices),
-            world_size=max(1, len(processes)),
-            nranks=max(1, len(self.devices)),
+            world_size=max(1, len({d.process for d in self.devices})),
+            nranks=max(1, sum(1 for d in self.devices if d.group == first_group)),
+            ngroups=max(1, len({d.group for d in self.devices})),
             hosts=sorted({d.hostname for d in self.devices}),
             notes=list(self.notes),
             extra=extra,
@@ -133,10 +156,10 @@ class ParsedText:
 
     def to_summary(self) -> RunSummary | None:
         """The footer, or None when the log has none (interrupted run)."""
-        if self.out_of_bounds is None or self.avg_busbw is None:
+        if self.avg_busbw is None:
             return None
         return RunSummary(
-            out_of_bounds=self.out_of_bounds,
+            out_of_bounds=self.out_of_bounds or 0,
             avg_busbw=self.avg_busbw,
             min_bw_gate=None,  # the text shows only the verdict, not the threshold
             gate_ok=None if self.gate is None else self.gate == "OK",
@@ -145,15 +168,20 @@ class ParsedText:
         )
 
 
-def _half(tokens: list[str], per_iter: bool, skip: int) -> HalfResult:
+# ---------------------------------------------------------------- rows
+
+
+def _half(tokens: list[str], per_iter: bool, skip: int, cputime: bool) -> HalfResult:
     time_us, algbw, busbw = (float(t) for t in tokens[:3])
     wrong = None if tokens[3] == "N/A" else int(float(tokens[3]))
+    if wrong is not None and abs(wrong) >= _INT64:
+        raise ValueError("#wrong out of range")
     stats = None
     if per_iter:
         mn, mx, p99, cv = (float(t) for t in tokens[4:8])
         nan = math.nan  # not printed by nccl-tests; only the JSON has them
         stats = PerIterStats(skip, mn, mx, nan, nan, nan, p99, nan, cv, [])
-    return HalfResult(time_us, time_us, algbw, busbw, wrong, stats)
+    return HalfResult(time_us, time_us if cputime else math.nan, algbw, busbw, wrong, stats)
 
 
 def _preamble(line: str):
@@ -175,13 +203,19 @@ def _preamble(line: str):
     return int(m.group(1)), int(m.group(2)), m.group(3), m.group(4), int(m.group(5)), m.group(6)
 
 
-def parse_row(line: str, per_iter: bool | None = None, skip: int = 0) -> ResultRow | None:
-    """One result line, or None if `line` is not one.  Under -C both times are the printed cputime;
-    per-iteration fields the text does not show are NaN."""
+def parse_row(line: str, per_iter: bool | None = None, skip: int = 0, cputime: bool = False) -> ResultRow | None:
+    """One result line, or None if `line` is not one (or is damaged).
+
+    `per_iter=None` guesses the -I columns from the cell count.  Under -C
+    (`cputime`) both times are the printed cputime; otherwise the CPU time is
+    NaN (not printed), as are the per-iteration fields the text does not show.
+    """
     pre = _preamble(line)
     if pre is None:
         return None
     size, count, type_name, redop, root, rest = pre
+    if max(size, count, abs(root)) >= _INT64:
+        return None
     tokens = rest.split()
     timestamp = None
     if len(tokens) >= 2 and _TIMESTAMP.match(tokens[-2]):
@@ -193,71 +227,136 @@ def parse_row(line: str, per_iter: bool | None = None, skip: int = 0) -> ResultR
         return None
     try:
         half_len = len(tokens) // 2
-        oop = _half(tokens[:half_len], per_iter, skip)
-        ip = _half(tokens[half_len:], per_iter, skip)
-    except ValueError:
+        oop = _half(tokens[:half_len], per_iter, skip, cputime)
+        ip = _half(tokens[half_len:], per_iter, skip, cputime)
+    except (ValueError, OverflowError):
         return None
     return ResultRow(size, count, type_name, redop, root, oop, ip, timestamp=timestamp)
 
 
-def _parse_header_line(line: str, info: ParsedText) -> bool:
-    """Column header lines: record -C/-S/-I from the labels; True if it was one."""
-    if line.startswith("#       size ") or line.startswith("#        size"):
-        info.report_cputime = "cputime" in line
-        info.report_timestamps = line.rstrip().endswith("timestamp")
-        info.per_iter_timing = "i_min" in line
-        return True
+# ---------------------------------------------------------------- whole logs
+
+
+class _Test:
+    """The test being read: its ParsedText, rows and reading state."""
+
+    def __init__(self) -> None:
+        self.info = ParsedText()
+        self.rows: list[ResultRow] = []
+        self.in_header = True  # before the column header
+        self.header_seen = False
+        self.banner_seen = False
+        self.processes: dict[tuple[str, int], int] = {}
+
+    @property
+    def started(self) -> bool:
+        i = self.info
+        return bool(i.program or self.banner_seen or i.devices or self.header_seen or self.rows)
+
+    @property
+    def has_version(self) -> bool:
+        return self.info.nccl_tests_version is not None or self.info.ncclbench_version is not None
+
+
+def _parse_params(line: str, info: ParsedText) -> None:
+    for name, regex in _PARAM_RES:
+        if m := regex.search(line):
+            setattr(info, name, int(m.group(1)))
+    if m := _STEP.search(line):
+        if m.group(2) == "factor":
+            info.step_factor = int(m.group(1))
+        else:
+            info.step_bytes = int(m.group(1))
+
+
+def _parse_blocking(line: str) -> int:
+    for mode, banner in BLOCKING_BANNERS.items():
+        if line.rstrip() == banner.rstrip():
+            return mode
+    return 3 if "outer iteration" in line else 2 if "no barrier" in line else 1
+
+
+def _size_header_labels(line: str) -> list[str] | None:
+    """The labels of the `size count type ...` column header line, or None."""
+    if not line.startswith("#"):
+        return None
+    toks = line.lstrip("#").split()
+    return toks if toks[:3] == ["size", "count", "type"] else None
+
+
+def _is_other_header_line(line: str) -> bool:
     stripped = line.strip()
-    return stripped.startswith("#") and (
-        "(elements)" in line or ("out-of-place" in line and "in-place" in line)
-    )
+    return stripped.startswith("#") and ("(elements)" in line or ("out-of-place" in line and "in-place" in line))
 
 
-def parse_text(text: str) -> tuple[ParsedText, list[ResultRow]]:
-    """Parse a whole nccl-tests/ncclbench stdout log into (header/footer info, rows)."""
-    info = ParsedText()
-    rows: list[ResultRow] = []
-    in_header = True  # before the column header
-    last_proc_key = None
-    process = -1
+def parse_tests(text: str) -> list[tuple[ParsedText, list[ResultRow]]]:
+    """Every test in a log, in order, as (header/footer info, rows).
+
+    A new test starts where a line that belongs to the top of a test (JSON
+    announcement, version line, `Collective test starting`, parameters)
+    follows lines of the current one, or where device lines or a column
+    header follow rows.  Lines before the first test belong to it, lines
+    after a footer to the test they follow (`ParsedText.lines`: what the
+    store hashes to recognise a re-import).  Only tests that got as far as a
+    banner, device line, column header or row are returned (a text with none
+    gives one empty ParsedText).
+    """
+    done: list[_Test] = []
+    cur = _Test()
+
+    def new_test() -> _Test:
+        nonlocal cur
+        if cur.started:
+            done.append(cur)
+        cur = _Test()
+        return cur
+
     for line in text.splitlines():
+        t, info = cur, cur.info
         if m := _JSON.match(line):
-            info.json_path = m.group(1)
+            if t.started:
+                t = new_test()
+            t.info.json_path = m.group(1)
+        elif line.startswith("# skipping json output"):
+            if t.started:
+                t = new_test()
+            t.info.json_skip_line = line
         elif m := _VERSION.match(line):
-            info.nccl_tests_version = m.group(1)
-            info.nccl_headers_code = int(m.group(2))
-            info.nccl_version_code = int(m.group(3))
+            if t.started or t.has_version:
+                t = new_test()
+            t.info.nccl_tests_version = m.group(1)
+            t.info.nccl_headers_code = int(m.group(2)) if m.group(2) else None
+            t.info.nccl_version_code = int(m.group(3)) if m.group(3) else None
         elif m := _NCCLBENCH.match(line):
-            info.ncclbench_version, info.backend, info.library = m.group(1), m.group(2), m.group(3)
+            if t.started or t.has_version:
+                t = new_test()
+            t.info.ncclbench_version, t.info.backend, t.info.library = m.groups()
         elif m := _STARTING.match(line):
-            info.program = m.group(1)
-        elif m := _PARAMS.match(line):
-            g = m.groups()
-            info.nthreads, info.ngpus, info.min_bytes, info.max_bytes = (int(x) for x in g[:4])
-            if g[5] == "factor":
-                info.step_factor = int(g[4])
-            else:
-                info.step_bytes = int(g[4])
-            info.warmup_iters, info.iters, info.agg_iters, info.validation, info.graph = (
-                int(x) for x in g[6:11]
-            )
-            info.unalign = int(g[11]) if g[11] is not None else 0
-        elif line in BLOCKING_BANNERS.values():
-            info.blocking = next(k for k, v in BLOCKING_BANNERS.items() if v == line)
-        elif m := _PER_ITER.match(line):
+            if info.program or t.rows or t.header_seen:
+                t = new_test()
+            t.info.program = m.group(1)
+        elif line.startswith("# nThread"):
+            if t.banner_seen or t.rows or t.header_seen:
+                t = new_test()
+            t.banner_seen = True
+            _parse_params(line, t.info)
+        elif line.startswith("# Blocking Enabled:"):
+            info.blocking = _parse_blocking(line)
+        elif line.startswith("# Per-Iteration Report:"):
             info.per_iter_timing = True
-            info.per_iter_skip = int(m.group(1) or 0)
-        elif line == PARALLEL_INIT_BANNER:
+            m = _PER_ITER_SKIP.search(line)
+            info.per_iter_skip = int(m.group(1)) if m else 0
+        elif line.startswith("# Parallel Init Enabled"):
             info.parallel_init = True
         elif m := _DEVICE.match(line):
+            if t.rows:
+                t = new_test()
             pid, host = int(m.group(3)), m.group(4)
-            if (pid, host) != last_proc_key:
-                process += 1
-                last_proc_key = (pid, host)
-            info.devices.append(
+            process = t.processes.setdefault((host, pid), len(t.processes))
+            t.info.devices.append(
                 DeviceInfo(
                     rank=int(m.group(1)),
-                    group=int(m.group(2)),
+                    group=int(m.group(2) or 0),
                     pid=pid,
                     hostname=host,
                     device=int(m.group(5)),
@@ -268,26 +367,46 @@ def parse_text(text: str) -> tuple[ParsedText, list[ResultRow]]:
             )
         elif m := _REDUCING.match(line):
             info.reduced_max_bytes = int(m.group(1))
-        elif _parse_header_line(line, info):
-            in_header = False
+        elif (labels := _size_header_labels(line)) is not None:
+            if t.rows:
+                t = new_test()
+            t.info.report_cputime = "cputime" in labels
+            t.info.report_timestamps = labels[-1] == "timestamp"
+            t.info.per_iter_timing = t.info.per_iter_timing or "i_min" in labels
+            t.in_header, t.header_seen = False, True
+        elif _is_other_header_line(line):
+            t.in_header = False
         elif m := _OOB.match(line):
             info.out_of_bounds = int(m.group(1))
         elif m := _AVG.match(line):
-            info.avg_busbw = float(m.group(1))
+            try:
+                info.avg_busbw = float(m.group(1))
+            except ValueError:
+                info.avg_busbw = math.nan
             info.gate = m.group(2)
-        elif _MEM.match(line):
+        elif line.startswith("# GPU memory usage"):
             info.memory_line = line
         elif m := _CONCLUDED.match(line):
             info.concluded = True
             info.program = info.program or m.group(1)
         elif m := _ERROR.match(line):
             info.errors.append(m.group(1))
-        elif (row := parse_row(line, None if in_header else info.per_iter_timing, info.per_iter_skip)) is not None:
-            rows.append(row)
+        elif (row := parse_row(line, None if t.in_header else info.per_iter_timing, info.per_iter_skip,
+                               info.report_cputime)) is not None:
+            t.rows.append(row)
         elif line in ("#", "# Using devices", ""):
-            continue
-        elif in_header and line.startswith("# "):
+            pass
+        elif t.in_header and line.startswith("# "):
             info.notes.append(line)
         else:
             info.other_lines.append(line)
-    return info, rows
+        t.info.lines.append(line)
+    if cur.started or not done:
+        done.append(cur)  # (a text with no test at all gives one empty ParsedText)
+    return [(t.info, t.rows) for t in done]
+
+
+def parse_text(text: str) -> tuple[ParsedText, list[ResultRow]]:
+    """Parse an nccl-tests/ncclbench stdout log into (header/footer info, rows) of its
+    first test (`parse_tests` gives every test of a concatenated log)."""
+    return parse_tests(text)[0]

@@ -13,12 +13,12 @@ import html
 import math
 import os
 import tempfile
-from datetime import datetime
 from pathlib import Path
 
 from .. import __version__
 from ..config import BenchOptions
 from ..errors import ArgumentError, BenchError, ExitCode, UnsupportedError
+from ..output.numfmt import now_string
 from ..store import stats
 from . import plots
 
@@ -161,7 +161,7 @@ def build_report(runs, *, title: str | None = None, placement: str = "out_of_pla
     drawn = "matplotlib" if use_matplotlib else "built-in SVG (matplotlib not installed)"
     body = [
         f"<h1>{_e(title)}</h1>",
-        f'<p class="note">Generated {_e(datetime.now().strftime("%Y-%m-%d %H:%M:%S"))} by ncclbench '
+        f'<p class="note">Generated {_e(now_string())} by ncclbench '
         f"{_e(__version__)}; plots drawn with {_e(drawn)}; {_e(placement.replace('_', '-'))} "
         "columns.</p>",
         "<h2>Summary</h2>", _summary_table(runs, placement),

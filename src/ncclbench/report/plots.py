@@ -46,11 +46,8 @@ class PlotSpec:
 
 
 def size_label(n: float) -> str:
-    k = int(round(math.log2(n))) if n > 0 else 0
-    if k < 10:
-        return f"{2 ** k} B"
-    unit = ["KiB", "MiB", "GiB", "TiB"][min(k // 10 - 1, 3)]
-    return f"{2 ** (k - 10 * (min(k // 10 - 1, 3) + 1))} {unit}"
+    """Axis label of the power of two nearest to `n` (ticks are powers of two)."""
+    return stats.human_size(2 ** (int(round(math.log2(n))) if n > 0 else 0))
 
 
 def size_ticks(lo: int, hi: int) -> list[int]:

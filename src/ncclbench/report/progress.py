@@ -10,27 +10,29 @@ terminal (then rich prints the table lines above the bar).
 
 from __future__ import annotations
 
+import itertools
 import sys
 from typing import TextIO
 
+from ..collectives import COLLECTIVES
 from ..config import BenchOptions
+from ..harness.sweep import sweep_sizes as harness_sweep
 from ..results import ResultRow, RunInfo, RunSummary
 from ..store.stats import human_size
 
-ROOTED = {"broadcast", "reduce", "gather", "scatter"}
-REDUCING = {"all_reduce", "reduce", "reduce_scatter", "sendrecv"}
+_MAX_SIZES = 1_000_000  # beyond this, show no total rather than count forever
 
 
 def sweep_sizes(opts: BenchOptions) -> list[int]:
-    """Requested sizes of one sweep (spec §2.7); empty if the sweep would not end."""
-    sizes, s = [], opts.min_bytes
-    while s <= opts.max_bytes and len(sizes) < 100000:
-        sizes.append(s)
-        nxt = s * opts.step_factor if opts.step_factor > 1 else s + opts.step_bytes
-        if nxt <= s:
-            return sizes if opts.min_bytes == opts.max_bytes else []
-        s = nxt
-    return sizes
+    """Requested sizes of one sweep (the harness' own rule, spec §2.7); empty when
+    the sweep would not end or the options are invalid for it."""
+    try:
+        sizes = list(itertools.islice(
+            harness_sweep(opts.min_bytes, opts.max_bytes, opts.step_bytes, opts.step_factor),
+            _MAX_SIZES + 1))
+    except ValueError:  # a zero size or step never advances
+        return []
+    return [] if len(sizes) > _MAX_SIZES else sizes
 
 
 def expected_rows(opts: BenchOptions, nranks: int) -> int | None:
@@ -40,8 +42,9 @@ def expected_rows(opts: BenchOptions, nranks: int) -> int | None:
     sizes = sweep_sizes(opts)
     if not sizes:
         return None
-    ops = len(opts.ops) if opts.collective in REDUCING else 1
-    roots = nranks if (opts.collective in ROOTED and opts.root == -1) else 1
+    coll = COLLECTIVES.get(opts.collective)
+    ops = len(opts.ops) if coll is not None and coll.reduces else 1
+    roots = nranks if (coll is not None and coll.rooted and opts.root == -1) else 1
     return len(sizes) * len(opts.datatypes) * ops * roots * opts.run_cycles
 
 

@@ -1,7 +1,8 @@
 """`ncclbench history | show | import | compare | check | baseline | report`.
 
 `add_subcommands(subparsers)` adds them to the main parser (each sets
-`func(args) -> int`); `main_for_tests(argv)` runs one on its own.  Errors are
+`func(args) -> int`); `run_store_command(argv)` runs one on its own (the main
+CLI calls it for these subcommands).  Errors are
 BenchError/ArgumentError with one-line messages; the main CLI prints them.
 Exit codes: 0 ok, 7 regression found by `check`, 255 bad arguments/input.
 """
@@ -146,13 +147,18 @@ def cmd_history(args) -> int:
     return 0
 
 
-def render(info, opts, rows, summary) -> str:
-    """The live formatter when the output package has it, else the store's own."""
-    try:
-        from ..output.text import render_run  # type: ignore[attr-defined]
-    except ImportError:
-        from .textfmt import render_run
-    return render_run(info, opts, rows, summary)
+def show_text(run) -> str:
+    """A stored or imported run as the nccl-tests text it printed, through the live
+    formatter (`ncclbench.output.text.render_run`; no footer for an interrupted run).
+    The `# Writing JSON output to` line comes back for runs that printed it, not for
+    runs read from the JSON file itself."""
+    from ..output.text import render_run
+
+    opts = run.options
+    json_path = None
+    if opts.json_enabled and run.info.extra.get("format") != "json":
+        json_path = opts.output_file
+    return render_run(run.info, opts, run.rows, run.summary, json_path=json_path)
 
 
 def cmd_show(args) -> int:
@@ -161,7 +167,7 @@ def cmd_show(args) -> int:
         run = refs.get(args.run)
     finally:
         refs.close()
-    sys.stdout.write(render(run.info, run.options, run.rows, run.summary))
+    sys.stdout.write(show_text(run))
     if run.status != "complete":
         print(f"ncclbench: {run.label} is {run.status} ({len(run.rows)} rows recorded)",
               file=sys.stderr)
@@ -329,7 +335,8 @@ class _Parser(argparse.ArgumentParser):
         raise ArgumentError(f"{self.prog}: {message}")
 
 
-def main_for_tests(argv: list[str]) -> int:
+def run_store_command(argv: list[str]) -> int:
+    """Run one store subcommand (`argv[0]` names it); the main CLI's entry point here."""
     parser = _Parser(prog="ncclbench")
     add_subcommands(parser.add_subparsers(dest="command", required=True))
     try:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from ..config import BenchOptions
 from ..errors import ArgumentError, BenchError, ExitCode
+from ..output.numfmt import now_string
 from ..results import DeviceInfo, HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
 
 SCHEMA_VERSION = 1
@@ -328,7 +329,7 @@ class ResultStore:
                    end_time: str | None = None, stamp_now: bool = True) -> None:
         """Set the final status and summary; end_time defaults to now unless stamp_now=False."""
         if end_time is None and stamp_now:
-            end_time = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+            end_time = now_string()
         if status not in STATUSES:
             raise ValueError(f"bad status {status!r}")
         with self.transaction() as c:

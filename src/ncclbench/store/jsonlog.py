@@ -1,10 +1,11 @@
-"""nccl-tests `-J` JSON files (behaviour spec §6, schema versions 1-3).
+"""nccl-tests `-J` JSON files (behaviour spec §6, schema versions 1-3) as store records.
 
 nccl-tests writes the file incrementally, so a run killed with -9 leaves a
 document cut off mid-token, and it writes ±inf as bare `inf` (invalid JSON).
-`repair_json` walks the text once, turns bare inf/nan into JSON constants,
-and when the text ends early cuts back to the last complete element and
-closes the open containers, so the rows measured before the kill survive.
+Reading such a file back is `ncclbench.output.jsonout.repair_json`'s
+job (the same routine that reads ncclbench's own cut-off -J files); this
+module maps the document onto RunInfo / BenchOptions / rows, and a cut-off
+file becomes an 'interrupted' run with the rows measured before the kill.
 """
 
 from __future__ import annotations
@@ -15,82 +16,13 @@ import math
 import os
 
 from ..config import BenchOptions
+from ..output.jsonout import repair_json
+from ..output.parse import collective_of
 from ..results import DeviceInfo, HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
 from .db import env_that_matters
-from .importers import ImportedRun, ImportError_, _options_from_rows, collective_of, \
-    nccl_version_string
+from .importers import ImportedRun, ImportError_, nccl_version_string, options_from_rows
 
-_CONSTS = {"inf": "Infinity", "+inf": "Infinity", "-inf": "-Infinity", "infinity": "Infinity",
-           "-infinity": "-Infinity", "nan": "NaN", "-nan": "NaN", "+nan": "NaN"}
-_CLOSE = {"{": "}", "[": "]"}
 _PER_ITER_KEYS = ("min_us", "max_us", "avg_us", "p50_us", "p95_us", "p99_us", "stdev_us", "cv_pct")
-
-
-def repair_json(text: str) -> tuple[str, bool]:
-    """Return (parsable text, was_truncated).  Raises ValueError when the text
-    is not JSON-shaped at all (brackets that do not match)."""
-    if text.lstrip()[:1] not in ("{", "["):
-        raise ValueError("not a JSON document")
-    out: list[str] = []
-    length = 0
-    stack: list[str] = []
-    safe: tuple[int, list[str]] | None = None
-    i, n = 0, len(text)
-    done = False
-    while i < n:
-        ch = text[i]
-        if ch == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            if j >= n:
-                break  # cut inside a string
-            piece = text[i:j + 1]
-            i = j + 1
-        elif ch in "{[":
-            stack.append(ch)
-            piece = ch
-            i += 1
-            out.append(piece)
-            length += 1
-            safe = (length, list(stack))
-            continue
-        elif ch in "}]":
-            if not stack or _CLOSE[stack[-1]] != ch:
-                raise ValueError(f"unbalanced {ch!r} at offset {i}")
-            stack.pop()
-            piece = ch
-            i += 1
-            if not stack:
-                done = True
-                out.append(piece)
-                length += 1
-                if text[i:].strip():
-                    raise ValueError(f"extra data after the document at offset {i}")
-                break
-        elif ch == ",":
-            safe = (length, list(stack))
-            piece = ch
-            i += 1
-        elif ch.isalnum() or ch in "+-.":
-            j = i
-            while j < n and (text[j].isalnum() or text[j] in "+-."):
-                j += 1
-            tok = text[i:j]
-            piece = _CONSTS.get(tok.lower(), tok)
-            i = j
-        else:
-            piece = ch
-            i += 1
-        out.append(piece)
-        length += len(piece)
-    if done:
-        return "".join(out), False
-    if safe is None:
-        raise ValueError("not a JSON document")
-    cut, open_stack = safe
-    body = "".join(out)[:cut].rstrip()
-    return body + "".join(_CLOSE[c] for c in reversed(open_stack)), True
 
 
 def _b(v) -> bool:
@@ -225,7 +157,7 @@ def _parse(data: bytes, path: str) -> ImportedRun:
     o.report_cputime = any(isinstance(r, dict) and isinstance(r.get("out_of_place"), dict)
                            and "cpu_time" in r["out_of_place"] for r in results)
     o.output_file = path
-    _options_from_rows(o, rows, collective)
+    options_from_rows(o, rows, collective)
 
     code = doc.get("nccl_version") if isinstance(doc.get("nccl_version"), int) else None
     lib = nccl_version_string(code)
