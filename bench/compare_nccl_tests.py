@@ -150,10 +150,11 @@ def main() -> int:
     env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
                NVSHMEM_DISABLE_NVLS="1", NCCLBENCH_NO_STORE="1")
     mpirun = shlex.split(args.mpirun) + ["-np", str(args.ngpus)]
-    for var in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
-                "NCCLBENCH_NO_STORE", "PYTHONPATH"):
-        if "mpirun" in args.mpirun and var in env:
-            mpirun += ["-x", var]
+    if "mpirun" in args.mpirun:  # Open MPI forwards only what -x names
+        for var in sorted(env):
+            if var.startswith(("NCCL_", "NCCLBENCH_", "CUDA_")) or var in (
+                    "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "PYTHONPATH", "LD_LIBRARY_PATH"):
+                mpirun += ["-x", var]
     extra = shlex.split(args.extra)
     report = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "ngpus": args.ngpus, "runs": {}}
     for i, coll in enumerate(args.collectives.split(",")):

@@ -191,7 +191,7 @@ def footer_lines(summary: RunSummary, program: str) -> list[str]:
     oob = summary.out_of_bounds
     lines = ["# %-20s : %d %s" % ("Out of bounds values", oob, "FAILED" if oob else "OK")]
     gate = ""
-    if summary.min_bw_gate is not None:
+    if summary.min_bw_gate is not None or summary.gate_ok is not None:
         ok = summary.gate_ok
         if ok is None:
             ok = not summary.avg_busbw < summary.min_bw_gate * 0.9
