@@ -68,10 +68,10 @@ class MemoryPoller(threading.Thread):
 
     def __init__(self, period: float = 0.25):
         super().__init__(daemon=True)
-        self.period, self.peak, self._stop = period, {}, threading.Event()
+        self.period, self.peak, self._halt = period, {}, threading.Event()
 
     def run(self) -> None:
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             try:
                 out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_gpu_memory",
                                       "--format=csv,noheader,nounits"], capture_output=True,
@@ -82,10 +82,10 @@ class MemoryPoller(threading.Thread):
                         self.peak[parts[0]] = max(self.peak.get(parts[0], 0), int(parts[1]))
             except (OSError, subprocess.SubprocessError):
                 pass
-            self._stop.wait(self.period)
+            self._halt.wait(self.period)
 
     def stop(self) -> int:
-        self._stop.set()
+        self._halt.set()
         self.join(timeout=5)
         return max(self.peak.values(), default=0)
 

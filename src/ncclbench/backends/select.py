@@ -6,26 +6,26 @@ from __future__ import annotations
 import importlib.util
 import os
 
+from ..errors import BenchError
+
 
 def gpu_count() -> int:
     """Visible CUDA devices, 0 when there is no driver, no GPU or no cuda-bindings."""
-    if importlib.util.find_spec("cuda") is None:
-        return 0
     try:
-        from ..cuda import runtime
+        from ..cuda.runtime import get_runtime
 
-        return runtime.device_count()
-    except Exception:  # any failure here just means "no usable GPU"
+        return get_runtime().device_count
+    except (BenchError, ImportError):  # no cuda-bindings, no driver, no GPU
         return 0
 
 
 def nccl_available(path: str | None = None) -> str | None:
     """Path of a loadable libnccl, or None."""
     try:
-        from ..nccl.loader import load_library
+        from ..nccl.binding import get_library
 
-        return load_library(path).path
-    except Exception:
+        return get_library(path).describe()
+    except (BenchError, ImportError, OSError):
         return None
 
 
