@@ -58,6 +58,9 @@ class BenchOptions:
     store: bool = True  # --no-store opts out of the result store
     baseline: str | None = None  # --baseline NAME
 
+    # decided at run time: (datatype, op) pairs the backend cannot run (from `all`)
+    skip_pairs: set = field(default_factory=set)
+
     @property
     def json_enabled(self) -> bool:
         """-J is active only for a path whose extension is `json` (case-insensitive)."""

@@ -144,6 +144,8 @@ class WorkerRun:
             for dname in opts.datatypes:
                 dtype = DATATYPE_BY_NAME[dname]
                 for op in ops_for(coll, opts):
+                    if (dname, op.name) in opts.skip_pairs:
+                        continue
                     for root in roots_for(coll, opts, w.nranks):
                         self.time_test(dtype, op, root)
         oob = int(w.allreduce_host(self.errors, "sum"))
@@ -155,44 +157,29 @@ class WorkerRun:
 
 
 def filter_combinations(opts: BenchOptions, coll: Collective, worker: Worker) -> list[str]:
-    """Drop datatype/op combinations the backend cannot run.  An explicit
-    unsupported choice is an error; ones that came from `all` are skipped with
-    a note (returned for the banner)."""
+    """Datatype/op pairs the backend cannot run.  If the user named both the
+    datatype and the op, an unsupported pair is an error (exit 5); pairs that
+    came from `-d all` / `-o all` are skipped, and the returned notes say which.
+    The skipped pairs are stored in `opts.skip_pairs` for the run loop."""
     reason_of = getattr(worker, "unsupported_reason", None)
+    opts.skip_pairs = set()
     if reason_of is None:
         return []
-    notes: list[str] = []
-    keep_types, keep_ops = [], []
-    ops = [REDOP_BY_NAME[o] for o in opts.ops] if coll.reduces else [NO_OP]
+    ops = ops_for(coll, opts)
+    skipped: dict[tuple[str, str], str] = {}
     for dname in opts.datatypes:
-        dtype = DATATYPE_BY_NAME[dname]
-        reasons = [reason_of(coll, dtype, op) for op in ops]
-        if all(reasons):
-            if opts.datatype_arg != "all":
-                raise BenchError(reasons[0], ExitCode.NOT_IMPLEMENTED)
-            notes.append(f"skipping datatype {dname}: {reasons[0]}")
-        else:
-            keep_types.append(dname)
-    if coll.reduces:
         for op in ops:
-            reasons = [reason_of(coll, DATATYPE_BY_NAME[d], op) for d in keep_types]
-            if reasons and all(reasons):
-                if opts.op_arg != "all":
-                    raise BenchError(reasons[0], ExitCode.NOT_IMPLEMENTED)
-                notes.append(f"skipping op {op.name}: {reasons[0]}")
-            else:
-                keep_ops.append(op.name)
-        mixed = [(d, o) for d in keep_types for o in keep_ops
-                 if reason_of(coll, DATATYPE_BY_NAME[d], REDOP_BY_NAME[o])]
-        if mixed:
-            d, o = mixed[0]
-            raise BenchError(reason_of(coll, DATATYPE_BY_NAME[d], REDOP_BY_NAME[o]),
-                             ExitCode.NOT_IMPLEMENTED)
-        opts.ops = keep_ops
-    opts.datatypes = keep_types
-    if not keep_types:
-        raise BenchError("no datatype left to run on this backend", ExitCode.NOT_IMPLEMENTED)
-    return notes
+            reason = reason_of(coll, DATATYPE_BY_NAME[dname], op)
+            if reason:
+                skipped[(dname, op.name)] = reason
+    explicit = opts.datatype_arg != "all" and (opts.op_arg != "all" or not coll.reduces)
+    if skipped and (explicit or len(skipped) == len(opts.datatypes) * len(ops)):
+        raise BenchError(next(iter(skipped.values())), ExitCode.NOT_IMPLEMENTED)
+    opts.skip_pairs = set(skipped)
+    by_reason: dict[str, list[str]] = {}
+    for (d, o), reason in skipped.items():
+        by_reason.setdefault(reason, []).append(f"{d}/{o}" if coll.reduces else d)
+    return [f"skipping {', '.join(pairs)}: {reason}" for reason, pairs in by_reason.items()]
 
 
 def run_workers(opts: BenchOptions, workers: Sequence[Worker], reporter=None) -> RunSummary | None:
