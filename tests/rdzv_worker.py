@@ -30,8 +30,18 @@ def main() -> int:
         sub_sum = sub.allreduce(rank, "sum")
         sub_ranks = sub.allgather(rank)
         root_last = comm.gather(rank, size - 1)
-        if scenario == "die" and rank == size - 1:
+        if scenario in ("die", "callback") and rank == size - 1:
             os._exit(9)  # killed mid-run: no goodbye
+        if scenario == "callback":
+            # the others sit in a long wait outside any host operation (like a device wait);
+            # the failure callback must end them, not the next operation
+            def on_failure(err):
+                print(f"CALLBACK {int(err.code)} {err.message}", flush=True)
+                print(f"elapsed {time.monotonic() - t0:.3f}", flush=True)
+                os._exit(int(err.code))
+
+            comm.add_failure_callback(on_failure)
+            time.sleep(60)
         if scenario in ("die", "hang"):
             if scenario == "hang" and rank == size - 1:
                 time.sleep(3600)

@@ -3,7 +3,7 @@
 import re
 import time
 
-from launch_helpers import PY, child_env, finish, start
+from launch_helpers import child_env, finish, start
 
 RUN = ("import sys\nfrom ncclbench.launch.spawn import LocalSpawnLauncher\n"
        "sys.exit(LocalSpawnLauncher({n}, {argv!r}, module='spawn_child', timeout_s={t}).run())")
@@ -55,3 +55,10 @@ def test_spawn_mpiexec_without_mpiexec_is_a_clear_error():
               "    print(int(e.code), e.message)\n")
     code, out, err = finish(start(["-c", script]), 30)
     assert out.startswith("5 ") and "pip install 'ncclbench[test]'" in out, (out, err)
+
+
+def test_strip_nprocs():
+    from ncclbench.launch.spawn import strip_nprocs
+
+    assert strip_nprocs(["all_reduce_perf", "--nprocs", "4", "-b", "8", "--nprocs=2", "-g", "1"]) == [
+        "all_reduce_perf", "-b", "8", "-g", "1"]

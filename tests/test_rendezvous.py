@@ -154,6 +154,16 @@ def test_rank_killed_mid_run_is_noticed_at_once():
     assert time.monotonic() - t0 < 10
 
 
+def test_failure_callback_fires_while_ranks_wait_elsewhere():
+    port = free_port()
+    t0 = time.monotonic()
+    res = _results(_workers(3, port, 30, "callback"), 20)
+    for r in (0, 1):
+        code, out, _ = res[r]
+        assert code == 4 and "CALLBACK 4 " in out and "rank 2 (host" in out, out
+    assert time.monotonic() - t0 < 10  # not the 60 s sleep, not the 30 s timeout
+
+
 def test_rank_stuck_outside_an_operation_times_out_naming_it():
     port = free_port()
     procs = _workers(3, port, 2, "hang")  # rank 2 alive but never reaches the last barrier

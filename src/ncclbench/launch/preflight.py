@@ -208,6 +208,15 @@ def format_rank_table(facts: Sequence[RankFacts], gpus_per_rank: int = 1) -> str
                 lines.append(f"#  Rank {rank:2d} Pid {f.pid:6d} on {f.host:>10} device {o:2d} (not visible: "
                              f"{len(f.gpus)} GPU(s))")
     lines.append("#")
+    lines.extend(format_host_lines(facts))
+    return "\n".join(lines)
+
+
+def format_host_lines(facts: Sequence[RankFacts]) -> list[str]:
+    """One `# Host` line per host: ranks, GPUs, driver/CUDA/NCCL/ncclbench/Python versions and
+    /dev/shm; a version that differs from the first host's is marked `(!)`.  The benchmark can
+    print these under its device list."""
+    lines: list[str] = []
     order: dict[str, list[RankFacts]] = {}
     for f in facts:
         order.setdefault(f.host, []).append(f)
@@ -226,7 +235,7 @@ def format_rank_table(facts: Sequence[RankFacts], gpus_per_rank: int = 1) -> str
                      f"driver {val('driver_version')}, CUDA {val('cuda_driver_version')}, "
                      f"NCCL {val('nccl_version')}, ncclbench {val('ncclbench_version')}, "
                      f"python {f0.python}, /dev/shm {shm}")
-    return "\n".join(lines)
+    return lines
 
 
 # -- the command -------------------------------------------------------------------------
@@ -251,21 +260,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _strip_nprocs(argv: Sequence[str]) -> list[str]:
-    out, skip = [], False
-    for a in argv:
-        if skip:
-            skip = False
-            continue
-        if a == "--nprocs":
-            skip = True
-            continue
-        if a.startswith("--nprocs="):
-            continue
-        out.append(a)
-    return out
-
-
 def run_preflight(argv: Sequence[str], *, module: str = "ncclbench.launch.preflight",
                   subcommand: Sequence[str] = ()) -> int:
     """`ncclbench preflight [-g N] [-t N] [-T s] [--backend B] [--nprocs N] [--json PATH]`.
@@ -281,9 +275,9 @@ def run_preflight(argv: Sequence[str], *, module: str = "ncclbench.launch.prefli
         if args.nprocs is not None and info.kind == "single":
             if args.nprocs < 1:
                 raise ArgumentError("preflight: --nprocs must be at least 1")
-            from .spawn import LocalSpawnLauncher, spawn_mpiexec
+            from .spawn import LocalSpawnLauncher, spawn_mpiexec, strip_nprocs
 
-            rest = list(subcommand) + _strip_nprocs(argv)
+            rest = list(subcommand) + strip_nprocs(argv)
             if args.backend == "mpi":
                 return spawn_mpiexec(args.nprocs, rest, module=module)
             return LocalSpawnLauncher(args.nprocs, rest, module=module).run()

@@ -35,6 +35,20 @@ _SPAWN_VARS = ("NCCLBENCH_SPAWN_RANK", "NCCLBENCH_SPAWN_SIZE", "NCCLBENCH_SPAWN_
                "NCCLBENCH_SPAWN_TOKEN", "NCCLBENCH_SPAWN_FD")
 
 
+def strip_nprocs(argv: Sequence[str]) -> list[str]:
+    """argv without `--nprocs N` / `--nprocs=N`: what the started ranks get."""
+    out: list[str] = []
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--nprocs":
+            skip = True
+        elif not a.startswith("--nprocs="):
+            out.append(a)
+    return out
+
+
 def _code(returncode: int) -> int:
     """Popen's -N (killed by signal N) -> the shell's 128+N."""
     return 128 - returncode if returncode < 0 else returncode
