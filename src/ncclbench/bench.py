@@ -181,11 +181,16 @@ def run_here(opts: BenchOptions, backend: str, launch, note: str | None) -> int:
     if os.environ.get(SELF_LAUNCH_ENV):
         notes.append(f"started {os.environ[SELF_LAUNCH_ENV]} processes on this host, one per GPU "
                      "(use --nprocs N or a launcher such as mpirun/srun/torchrun to change)")
-    host = make_host_comm(launch, timeout_s=float(opts.timeout or 120), prefer_mpi=(backend == "mpi"))
+    mpi = backend == "mpi"
+    host = make_host_comm(launch, opts.timeout or None, prefer_mpi=mpi, require_mpi=mpi,
+                          op_timeout_s=opts.timeout or None)
     workers = []
     reporter = None
     try:
         workers = make_workers(opts, backend, host)
+        if hasattr(host, "add_failure_callback"):
+            # a peer died: abort our communicators so no rank stays stuck in a device wait
+            host.add_failure_callback(lambda *_: [w.abort() for w in workers if hasattr(w, "abort")])
         notes += filter_combinations(opts, lookup(opts.collective), workers[0])
         info = run_info(opts, backend, workers, host, notes)
         store = None

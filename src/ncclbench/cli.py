@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         if cmd == "preflight":
             from .launch.preflight import run_preflight
 
-            return run_preflight(argv[1:])
+            return run_preflight(argv[1:], module="ncclbench", subcommand=["preflight"])
         if cmd in STORE_COMMANDS:
             from .store.cli import run_store_command as store_main
 

@@ -58,8 +58,8 @@ class BenchOptions:
     store: bool = True  # --no-store opts out of the result store
     baseline: str | None = None  # --baseline NAME
 
-    # decided at run time: (datatype, op) pairs the backend cannot run (from `all`)
-    skip_pairs: set = field(default_factory=set)
+    # decided at run time: "datatype/op" pairs the backend cannot run (from `all`)
+    skip_pairs: list[str] = field(default_factory=list)
 
     @property
     def json_enabled(self) -> bool:

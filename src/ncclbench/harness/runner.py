@@ -144,7 +144,7 @@ class WorkerRun:
             for dname in opts.datatypes:
                 dtype = DATATYPE_BY_NAME[dname]
                 for op in ops_for(coll, opts):
-                    if (dname, op.name) in opts.skip_pairs:
+                    if f"{dname}/{op.name}" in opts.skip_pairs:
                         continue
                     for root in roots_for(coll, opts, w.nranks):
                         self.time_test(dtype, op, root)
@@ -162,7 +162,7 @@ def filter_combinations(opts: BenchOptions, coll: Collective, worker: Worker) ->
     came from `-d all` / `-o all` are skipped, and the returned notes say which.
     The skipped pairs are stored in `opts.skip_pairs` for the run loop."""
     reason_of = getattr(worker, "unsupported_reason", None)
-    opts.skip_pairs = set()
+    opts.skip_pairs = []
     if reason_of is None:
         return []
     ops = ops_for(coll, opts)
@@ -175,7 +175,7 @@ def filter_combinations(opts: BenchOptions, coll: Collective, worker: Worker) ->
     explicit = opts.datatype_arg != "all" and (opts.op_arg != "all" or not coll.reduces)
     if skipped and (explicit or len(skipped) == len(opts.datatypes) * len(ops)):
         raise BenchError(next(iter(skipped.values())), ExitCode.NOT_IMPLEMENTED)
-    opts.skip_pairs = set(skipped)
+    opts.skip_pairs = sorted(f"{d}/{o}" for d, o in skipped)
     by_reason: dict[str, list[str]] = {}
     for (d, o), reason in skipped.items():
         by_reason.setdefault(reason, []).append(f"{d}/{o}" if coll.reduces else d)
