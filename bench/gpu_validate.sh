@@ -20,6 +20,9 @@ if [ "$PHASE" = 4gpu ]; then
      --graph-max 64K --out $OUT/w/cmp4 2>&1 | tail -16
 fi
 if [ "$PHASE" = 2gpu ]; then
+  echo "== enqueue cost, 2 and 4 processes"
+  timeout 60 $MPIRUN $FWD -np 2 python3 bench/enqueue_cost.py 2000 2>&1 | tail -3
+  timeout 60 $MPIRUN $FWD -np 4 python3 bench/enqueue_cost.py 2000 2>&1 | tail -3
   A=all_reduce,all_gather,broadcast,reduce_scatter,reduce,alltoall; B=alltoallv,scatter,gather,sendrecv,hypercube
   CUDA_VISIBLE_DEVICES=0,1 timeout 300 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 2 \
      --collectives $A --graph-max 64K --out $OUT/w/cmp2a > $OUT/w/cmp2a.log 2>&1 &
