@@ -37,4 +37,15 @@ if [ "$PHASE" = 2gpu ]; then
      timeout 90 python3 -m ncclbench all_reduce_perf -b 8 -e 1G -f 8 > $OUT/w/launch_torchrun.$r.txt 2>&1 & done; wait
   for f in self mpirun torchrun.0; do echo "-- $f"; grep -aE "^ +(8|1073741824) |Out of|ncclbench|Rank  0" $OUT/w/launch_$f.txt; done
 fi
+if [ "$PHASE" = small ]; then
+  timeout 60 $MPIRUN $FWD -np 4 python3 bench/enqueue_cost.py 2000 2>&1 | tail -3
+  A=all_reduce,all_gather,broadcast,reduce_scatter,reduce,alltoall; B=alltoallv,scatter,gather,sendrecv,hypercube
+  timeout 240 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 4 --collectives $ALL \
+     --max 64K --graph-max 64K --out $OUT/w/small4 2>&1 | tail -14
+  CUDA_VISIBLE_DEVICES=0,1 timeout 150 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 2 \
+     --collectives $A --max 64K --graph-max 64K --out $OUT/w/small2a > $OUT/w/small2a.log 2>&1 &
+  CUDA_VISIBLE_DEVICES=2,3 timeout 150 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 2 \
+     --collectives $B --max 64K --graph-max 64K --out $OUT/w/small2b > $OUT/w/small2b.log 2>&1 &
+  wait; tail -8 $OUT/w/small2a.log; tail -7 $OUT/w/small2b.log
+fi
 tar -C $OUT -czf $OUT/$PHASE.tgz w && rm -rf $OUT/w
