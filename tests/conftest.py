@@ -29,15 +29,13 @@ def mpiexec():
     return exe
 
 
-def pytest_collection_modifyitems(config, items):
-    """GPU tests skip cleanly where no GPU is usable."""
-    gpu_items = [i for i in items if "gpu" in i.keywords]
-    if not gpu_items:
+@pytest.fixture(autouse=True)
+def _gpu_guard(request):
+    """Tests marked `gpu` skip cleanly where no GPU is usable."""
+    if request.node.get_closest_marker("gpu") is None:
         return
     sys.path.insert(0, str(SRC))
     from ncclbench.backends.select import gpu_count
 
     if gpu_count() == 0:
-        skip = pytest.mark.skip(reason="no NVIDIA GPU/driver usable here")
-        for item in gpu_items:
-            item.add_marker(skip)
+        pytest.skip("no NVIDIA GPU/driver usable here")

@@ -10,13 +10,11 @@ from ncclbench.cuda import runtime as cr
 from ncclbench.errors import ExitCode
 
 
+from ncclbench.backends.select import gpu_count  # noqa: E402
+
+
 def _gpu_present() -> bool:
-    try:
-        from cuda.bindings import runtime as rt
-    except ImportError:
-        return False
-    err, count = rt.cudaGetDeviceCount()
-    return int(err) == 0 and bool(count)
+    return gpu_count() > 0
 
 
 def test_pci_hex_like_nccl_tests():

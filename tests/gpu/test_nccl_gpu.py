@@ -17,13 +17,11 @@ pytestmark = pytest.mark.gpu
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # never NVLink SHARP on shared machines
 
 
+from ncclbench.backends.select import gpu_count  # noqa: E402
+
+
 def _gpu_present() -> bool:
-    try:
-        from cuda.bindings import runtime as rt
-    except ImportError:
-        return False
-    err, count = rt.cudaGetDeviceCount()
-    return int(err) == 0 and bool(count)
+    return gpu_count() > 0
 
 
 if not _gpu_present():
