@@ -108,3 +108,14 @@ def test_min_bw_gate_fails_run_with_code_7(mpiexec, ncclbench_env):
     p = run_mpi(mpiexec, env, 2, ["all_reduce", "-b", "1K", "-e", "1K", "--backend", "mpi"])
     assert p.returncode == 7
     assert re.search(r"# Avg bus bandwidth    : \S+ FAILED", p.stdout)
+
+
+@pytest.mark.mpi
+def test_benchmark_runs_the_preflight_checks(mpiexec, ncclbench_env):
+    """An NCCL_* variable set on one rank only is flagged in the banner (spec: launch traps)."""
+    base = [sys.executable, "-m", "ncclbench", "all_reduce", "-b", "8", "-e", "8", "--backend", "mpi"]
+    cmd = [mpiexec, "-n", "1", "-env", "NCCL_ALGO", "Ring"] + base + [":", "-n", "1"] + base
+    p = subprocess.run(cmd, capture_output=True, text=True, env=ncclbench_env, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    banner = [line for line in p.stdout.splitlines() if "NCCL_ALGO" in line]
+    assert banner and banner[0].startswith("# ") and "differs between ranks" in banner[0]

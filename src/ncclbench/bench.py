@@ -171,6 +171,32 @@ def open_reporters(opts: BenchOptions):
     return multi, store
 
 
+def preflight_notes(opts: BenchOptions, backend: str, launch, host) -> list[str]:
+    """The launch checks of `ncclbench preflight`, run at the start of every
+    benchmark: a trap (independent copies, one GPU taken twice, too few GPUs,
+    ...) ends the run on every rank with exit 6 and what to fix; warnings and one
+    version line per host go into the banner."""
+    from .launch.bootstrap import host_comm_name
+    from .launch.facts import collect_rank_facts
+    from .launch.preflight import ERROR, WARN, check_facts, format_host_lines
+
+    gpu = backend == "nccl"
+    facts = collect_rank_facts(launch, hostcomm=host_comm_name(host), nccl_lib=opts.nccl_lib,
+                               probe_gpus=gpu, probe_nccl=None if gpu else False)
+    gathered = host.gather(facts, 0)
+    verdict = None
+    if host.rank == 0:
+        findings = check_facts(gathered, launch.size, opts.nthreads * opts.ngpus, gpu)
+        errors = [f.message for f in findings if f.level == ERROR]
+        lines = format_host_lines(gathered) if gpu else []
+        lines += [f"# {f}" for f in findings if f.level == WARN]
+        verdict = ("; ".join(errors) or None, lines)
+    error, lines = host.bcast(verdict, 0)
+    if error:
+        raise BenchError(error, ExitCode.INVALID_USAGE)
+    return lines
+
+
 def run_here(opts: BenchOptions, backend: str, launch, note: str | None) -> int:
     from .launch.bootstrap import make_host_comm
 
@@ -187,6 +213,7 @@ def run_here(opts: BenchOptions, backend: str, launch, note: str | None) -> int:
     workers = []
     reporter = None
     try:
+        notes += preflight_notes(opts, backend, launch, host)
         workers = make_workers(opts, backend, host)
         if hasattr(host, "add_failure_callback"):
             # a peer died: abort our communicators so no rank stays stuck in a device wait
