@@ -4,6 +4,7 @@
 host clock (enqueue only, and until completion), through:
 
   harness   ncclbench's Placement.issue -> Collective.launch -> NcclCommunicator
+  compiled  what the timed loop runs: Placement.prepared (pre-bound ctypes calls)
   ctypes    the binding's CDLL function (GIL released around the call)
   pydll     the same symbol through ctypes.PyDLL (GIL kept during the call)
 
@@ -52,7 +53,13 @@ def main() -> int:
                 fn(c[0][1], c[0][2], 2, 7, 0, h, st)
         return run
 
-    variants = {"harness": harness, "ctypes": bare(cfn), "pydll": bare(pyfn)}
+    prepared = [pl.prepared(k) for k in range(n_ops)]
+
+    def compiled():
+        for op in prepared:
+            op()
+
+    variants = {"harness": harness, "compiled": compiled, "ctypes": bare(cfn), "pydll": bare(pyfn)}
     for rep in range(3):
         for name, body in variants.items():
             w.wait()

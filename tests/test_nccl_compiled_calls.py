@@ -1,0 +1,100 @@
+"""The timed loop's pre-bound NCCL calls make exactly the libnccl calls the
+ordinary path makes, for every collective, placement, op and rank."""
+
+from __future__ import annotations
+
+import pytest
+
+from ncclbench.collectives import COLLECTIVES
+from ncclbench.collectives.base import CallArgs
+from ncclbench.datatypes import DATATYPE_BY_NAME, NO_OP, REDOP_BY_NAME
+from ncclbench.harness.timing import CallRecorder
+from ncclbench.nccl.binding import Capabilities, NcclError, NcclLibrary
+from ncclbench.nccl.communicator import NcclCommunicator
+
+RAW = {"_allreduce": "ncclAllReduce", "_bcast": "ncclBroadcast", "_reduce": "ncclReduce",
+       "_allgather": "ncclAllGather", "_reducescatter": "ncclReduceScatter", "_gstart": "ncclGroupStart",
+       "_gend": "ncclGroupEnd", "_send": "ncclSend", "_recv": "ncclRecv", "_alltoall": "ncclAlltoAll",
+       "_gather": "ncclGather", "_scatter": "ncclScatter"}
+
+
+def fake_library(log: list, native: bool, fail: str | None = None) -> NcclLibrary:
+    """A real NcclLibrary object whose raw ctypes functions are recorders."""
+    lib = object.__new__(NcclLibrary)
+    for attr, name in RAW.items():
+        def raw(*args, _name=name):
+            log.append((_name, args))
+            return 3 if _name == fail else 0
+        setattr(lib, attr, raw)
+    flags = {f: True for f in Capabilities.__dataclass_fields__}
+    flags.update(alltoall=native, gather=native, scatter=native)
+    lib.caps = Capabilities(**flags)
+    lib.version_code = 22809
+    lib.error = lambda function, result, comm=None: NcclError(function, result, "internal error", "")
+    return lib
+
+
+def both_paths(coll, n, rank, in_place, op, native):
+    f32 = DATATYPE_BY_NAME["float"]
+    counts = coll.counts(4096, n, 4)
+    args = CallArgs(f32, op, 1 if coll.rooted else -1, rank, n, counts)
+    send, recv = 1 << 20, 1 << 24
+    if in_place:
+        s_off, r_off = coll.in_place_offsets(counts, rank)
+        send, recv = recv + 4 * s_off, recv + 4 * r_off
+    direct, compiled = [], []
+    coll.launch(NcclCommunicator(fake_library(direct, native), 77, rank, n, 99, 0, copy=lambda *a: None),
+                send, recv, args)
+    comm = NcclCommunicator(fake_library(compiled, native), 77, rank, n, 99, 0, copy=lambda *a: None)
+    rec = CallRecorder(rank, n)
+    coll.launch(rec, send, recv, args)
+    fast = comm.compile(rec.calls)
+    return direct, compiled, fast
+
+
+@pytest.mark.parametrize("native", [True, False])
+@pytest.mark.parametrize("name", list(COLLECTIVES))
+def test_compiled_calls_equal_the_method_path(name, native):
+    coll = COLLECTIVES[name]
+    ops = [REDOP_BY_NAME["sum"], REDOP_BY_NAME["max"]] if coll.reduces else [NO_OP]
+    compiled_some = False
+    for n in (1, 2, 4):
+        for rank in range(n):
+            for in_place in (False, True):
+                for op in ops:
+                    direct, compiled, fast = both_paths(coll, n, rank, in_place, op, native)
+                    if fast is None:  # falls back to the methods: fine, nothing to compare
+                        continue
+                    compiled_some = True
+                    fast()
+                    assert compiled == direct, (name, n, rank, in_place)
+                    assert direct or n == 1, name  # hypercube in place on one rank: nothing to do
+    if name != "hypercube" and (native or name not in ("alltoall", "gather", "scatter")):
+        assert compiled_some, name  # the fast path is really taken
+
+
+def test_mulsum_and_local_copy_fall_back_to_methods():
+    coll = COLLECTIVES["all_reduce"]
+    rec = CallRecorder(1, 2)
+    coll.launch(rec, 1 << 20, 1 << 21, CallArgs(DATATYPE_BY_NAME["float"], REDOP_BY_NAME["mulsum"], -1, 1, 2,
+                                                coll.counts(8, 2, 4)))
+    assert NcclCommunicator(fake_library([], True), 77, 1, 2, 99, 0).compile(rec.calls) is None
+    rec = CallRecorder(0, 2)
+    rec.local_copy(1, 2, 3)
+    comm = NcclCommunicator(fake_library([], True), 77, 0, 2, 99, 0)
+    assert comm.compile(rec.calls) is None
+
+
+def test_compiled_call_reports_nccl_errors_with_rank_and_aborts():
+    aborted = []
+    log: list = []
+    comm = NcclCommunicator(fake_library(log, True, fail="ncclAllReduce"), 77, 3, 4, 99, 0,
+                            on_error=lambda: aborted.append(True))
+    rec = CallRecorder(3, 4)
+    COLLECTIVES["all_reduce"].launch(rec, 1 << 20, 1 << 21, CallArgs(
+        DATATYPE_BY_NAME["float"], REDOP_BY_NAME["sum"], -1, 3, 4, COLLECTIVES["all_reduce"].counts(8, 4, 4)))
+    fast = comm.compile(rec.calls)
+    with pytest.raises(NcclError) as info:
+        fast()
+    assert aborted == [True]
+    assert "rank 3" in str(info.value)
