@@ -1,0 +1,70 @@
+"""End-to-end runs on every visible GPU (or NCCLBENCH_TEST_NGPUS of them):
+one process per GPU started by ncclbench itself, and one process driving all
+GPUs (-g N).  Every collective, checking on, #wrong must be zero.  These are
+the issue's "GPU count as a parameter" tests: run them on 2, 4 and 8 GPUs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ncclbench.backends.select import gpu_count
+from ncclbench.collectives import COLLECTIVES
+
+pytestmark = pytest.mark.gpu
+
+
+def ngpus() -> int:
+    return int(os.environ.get("NCCLBENCH_TEST_NGPUS", gpu_count()))
+
+
+def run(args, tmp_path, name):
+    env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
+               NVSHMEM_DISABLE_NVLS="1", NCCLBENCH_NO_STORE="1")
+    out = tmp_path / f"{name}.json"
+    p = subprocess.run([sys.executable, "-m", "ncclbench", *args, "-J", str(out)], capture_output=True,
+                       text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p, json.loads(out.read_text())
+
+
+def needs_several():
+    if ngpus() < 2:
+        pytest.skip("needs at least 2 GPUs")
+
+
+@pytest.mark.parametrize("coll", list(COLLECTIVES))
+def test_one_process_per_gpu(coll, tmp_path):
+    needs_several()
+    n = ngpus()
+    p, doc = run([f"{coll}_perf", "-b", "8", "-e", "16M", "-f", "16", "-c", "2", "--nprocs", str(n)],
+                 tmp_path, coll)
+    assert p.stdout.count("#  Rank") == n
+    assert doc["results"], p.stdout
+    for r in doc["results"]:
+        assert r["out_of_place"]["nwrong"] == 0
+        assert r["in_place"]["nwrong"] in (0, None)
+
+
+@pytest.mark.parametrize("coll", ["all_reduce", "all_gather", "alltoall", "broadcast", "sendrecv"])
+def test_one_process_drives_every_gpu(coll, tmp_path):
+    needs_several()
+    n = ngpus()
+    p, doc = run([f"{coll}_perf", "-b", "8", "-e", "16M", "-f", "16", "-g", str(n)], tmp_path, f"g{coll}")
+    assert p.stdout.count("#  Rank") == n and "nGpus %d" % n in p.stdout
+    assert len(doc["config"]["devices"]) == 1  # one entry per process, as nccl-tests
+    assert all(r["out_of_place"]["nwrong"] == 0 for r in doc["results"])
+
+
+def test_threads_and_gpus_per_thread(tmp_path):
+    n = ngpus()
+    if n < 2 or n % 2:
+        pytest.skip("needs an even number of GPUs")
+    p, doc = run(["all_reduce_perf", "-b", "1K", "-e", "1M", "-f", "32", "-t", "2", "-g", str(n // 2)],
+                 tmp_path, "tg")
+    assert p.stdout.count("#  Rank") == n
+    assert all(r["out_of_place"]["nwrong"] == 0 for r in doc["results"])
