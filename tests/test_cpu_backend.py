@@ -119,3 +119,40 @@ def test_benchmark_runs_the_preflight_checks(mpiexec, ncclbench_env):
     assert p.returncode == 0, p.stdout + p.stderr
     banner = [line for line in p.stdout.splitlines() if "NCCL_ALGO" in line]
     assert banner and banner[0].startswith("# ") and "differs between ranks" in banner[0]
+
+
+@pytest.mark.mpi
+def test_alltoallv_matrix_file_and_summary(mpiexec, ncclbench_env, tmp_path):
+    matrix = tmp_path / "m.txt"
+    matrix.write_text("0 64 128 16 9\n32 0 48 0 9\n1000 16 0 16 9\n5 300 64 0 9\n7 7 7 7 7\n")
+    env = dict(ncclbench_env, NCCL_TESTS_ALLTOALLV_MATRIX_FILE=str(matrix), NCCL_TESTS_ALLTOALLV_MATRIX_SCALE="2",
+               NCCL_TESTS_ALLTOALLV_PRINT_SUMMARY="1")
+    p = run_mpi(mpiexec, env, 4, ["alltoallv_perf", "-b", "4K", "-e", "4K", "-c", "2", "--backend", "mpi"])
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = rows_of(p.stdout)
+    assert len(rows) == 1 and rows[0].split()[1] == "0"  # count column is 0 in matrix mode
+    assert rows[0].split()[8] == "0"  # #wrong out-of-place
+    summary = [line for line in p.stdout.splitlines() if line.startswith("#   rank=")]
+    assert len(summary) == 8  # 4 ranks x (out-of-place, in-place)
+    # row 2 = 1000,16,0,16 scaled by 2 and rounded down to 16: 2000+32+0+32
+    assert "rank=2 send_bytes=2064 " in "\n".join(summary)
+    assert "mode=matrix nranks=4 matrix_dim=5 scale=2.000" in p.stdout  # the 5th row/column is unused
+
+    bad = run_mpi(mpiexec, env, 4, ["alltoallv_perf", "-b", "1K", "-e", "4K", "--backend", "mpi"])
+    assert bad.returncode == 1 and "-b must equal -e" in bad.stderr
+    small = run_mpi(mpiexec, env, 4, ["alltoallv_perf", "-b", "1K", "-e", "1K", "--backend", "mpi"])
+    assert small.returncode == 1 and "at least" in small.stderr
+    matrix.write_text("0 1\n1 0\n")
+    tiny = run_mpi(mpiexec, env, 4, ["alltoallv_perf", "-b", "4K", "-e", "4K", "--backend", "mpi"])
+    assert tiny.returncode == 1 and "smaller than the 4 ranks" in tiny.stderr and "Traceback" not in tiny.stderr
+
+
+@pytest.mark.mpi
+def test_alltoallv_generated_summary(mpiexec, ncclbench_env):
+    env = dict(ncclbench_env, NCCL_TESTS_ALLTOALLV_PRINT_SUMMARY="1", NCCL_TESTS_ALLTOALLV_SPREAD="0.5")
+    p = run_mpi(mpiexec, env, 3, ["alltoallv", "-b", "3K", "-e", "3K", "--backend", "mpi"])
+    assert p.returncode == 0, p.stdout + p.stderr
+    heads = [line for line in p.stdout.splitlines() if "PRINT_SUMMARY: mode=generated nranks=3" in line]
+    assert len(heads) == 2 and "spread=0.500" in heads[0]
+    sends = {line.split()[2] for line in p.stdout.splitlines() if line.startswith("#   rank=")}
+    assert len(sends) == 1  # circulant pattern: every rank sends the same total

@@ -3,6 +3,9 @@ nccl-tests' generated pattern (spec §7.9): a uniform part (1-s) plus a part
 growing with the ring distance d = (j-i) mod n, with spread
 s = NCCL_TESTS_ALLTOALLV_SPREAD (default 1.0), each rounded down to 16 bytes.
 The pattern is circulant, so every rank sends and receives the same total.
+Or, with NCCL_TESTS_ALLTOALLV_MATRIX_FILE, a user matrix of bytes (scaled by
+NCCL_TESTS_ALLTOALLV_MATRIX_SCALE, rounded down to 16 bytes; -b must equal -e).
+NCCL_TESTS_ALLTOALLV_PRINT_SUMMARY=1 prints per-rank bytes and bandwidths.
 Issued as grouped send/recv; busbw factor (n-1)/n; in-place not checked."""
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 
+from ..errors import BenchError, ExitCode
 from ..fills import plain
 from .all_gather import block_seed
 from .base import CallArgs, Collective, Communicator, Counts, per_rank_base
@@ -41,20 +45,115 @@ def pattern_bytes(total: int, nranks: int, spread: float) -> tuple[tuple[int, ..
     return tuple(rows)
 
 
+def matrix_settings() -> tuple[str, float] | None:
+    """(matrix file, scale) from the environment, or None for the generated pattern."""
+    path = os.environ.get("NCCL_TESTS_ALLTOALLV_MATRIX_FILE")
+    if not path:
+        return None
+    try:
+        scale = float(os.environ.get("NCCL_TESTS_ALLTOALLV_MATRIX_SCALE", "1.0"))
+    except ValueError:
+        scale = 1.0
+    return path, max(0.0, scale)
+
+
+def _bad_matrix(path: str, why: str) -> BenchError:
+    return BenchError(f"NCCL_TESTS_ALLTOALLV_MATRIX_FILE {path}: {why}", ExitCode.INTERNAL)
+
+
+@lru_cache(maxsize=16)
+def read_matrix(path: str) -> tuple[tuple[float, ...], ...]:
+    """The square matrix in `path`: whitespace-separated non-negative numbers, rows by line."""
+    try:
+        with open(path) as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise _bad_matrix(path, exc.strerror or "cannot be read") from None
+    try:
+        rows = tuple(tuple(float(x) for x in line.split()) for line in text.splitlines() if line.strip())
+    except ValueError:
+        raise _bad_matrix(path, "holds something that is not a number") from None
+    dim = len(rows)
+    if any(len(r) != dim for r in rows):
+        raise _bad_matrix(path, f"is not square ({dim} rows of lengths {sorted({len(r) for r in rows})})")
+    if any(v < 0 or v != v for r in rows for v in r):
+        raise _bad_matrix(path, "holds a negative value")
+    return rows
+
+
+@lru_cache(maxsize=16)
+def matrix_bytes(path: str, scale: float, nranks: int) -> tuple[tuple[int, ...], ...]:
+    """bytes[i][j] (spec §7.9): dimension >= nranks (extra rows/columns ignored),
+    each value times `scale`, rounded down to 16 bytes."""
+    rows = read_matrix(path)
+    if len(rows) < nranks:
+        raise _bad_matrix(path, f"is {len(rows)}x{len(rows)}, smaller than the {nranks} ranks")
+    cells = []
+    for r in rows[:nranks]:
+        row = []
+        for v in r[:nranks]:
+            b = int(v * scale)
+            row.append(b - b % 16)
+        cells.append(tuple(row))
+    return tuple(cells)
+
+
 class AllToAllV(Collective):
     name = "alltoallv"
     checks_in_place = False
 
     def _pattern(self, counts: Counts, itemsize: int, nranks: int):
+        matrix = matrix_settings()
+        if matrix is not None:
+            return matrix_bytes(matrix[0], matrix[1], nranks)
         total = counts.param_count * nranks * itemsize
         return pattern_bytes(total, nranks, spread_from_env())
 
     def counts(self, count: int, nranks: int, itemsize: int) -> Counts:
-        base = per_rank_base(count, nranks, itemsize)
-        pat = pattern_bytes(base * nranks * itemsize, nranks, spread_from_env())
+        matrix = matrix_settings()
+        if matrix is not None:
+            base = 0  # nccl-tests prints count 0 in matrix mode
+            pat = matrix_bytes(matrix[0], matrix[1], nranks)
+        else:
+            base = per_rank_base(count, nranks, itemsize)
+            pat = pattern_bytes(base * nranks * itemsize, nranks, spread_from_env())
         send = max(sum(row) for row in pat) // itemsize
         recv = max(sum(pat[i][j] for i in range(nranks)) for j in range(nranks)) // itemsize
         return Counts(send, recv, base)
+
+    def validate(self, min_bytes: int, max_bytes: int, nranks: int) -> None:
+        matrix = matrix_settings()
+        if matrix is None:
+            return
+        pat = matrix_bytes(matrix[0], matrix[1], nranks)
+        need = max(max(sum(pat[r]), sum(pat[i][r] for i in range(nranks))) for r in range(nranks))
+        if min_bytes != max_bytes:
+            raise BenchError("NCCL_TESTS_ALLTOALLV_MATRIX_FILE needs one size: -b must equal -e "
+                             f"(got -b {min_bytes} -e {max_bytes})", ExitCode.INTERNAL)
+        if max_bytes < need:
+            raise BenchError(f"NCCL_TESTS_ALLTOALLV_MATRIX_FILE: a rank sends or receives {need} bytes; "
+                             f"-b/-e must be at least that (got {max_bytes})", ExitCode.INTERNAL)
+
+    def summary_lines(self, args: CallArgs, time_us: float) -> list[str]:
+        if os.environ.get("NCCL_TESTS_ALLTOALLV_PRINT_SUMMARY", "0") in ("", "0"):
+            return []
+        n, elt = args.nranks, args.dtype.itemsize
+        pat = self._pattern(args.counts, elt, n)
+        matrix = matrix_settings()
+        if matrix is not None:
+            head = (f"# NCCL_TESTS_ALLTOALLV_PRINT_SUMMARY: mode=matrix nranks={n} matrix_dim={len(read_matrix(matrix[0]))} "
+                    f"scale={matrix[1]:.3f} time_usec={time_us:.2f}")
+        else:
+            head = (f"# NCCL_TESTS_ALLTOALLV_PRINT_SUMMARY: mode=generated nranks={n} "
+                    f"total_bytes={args.counts.param_count * n * elt} spread={spread_from_env():.3f} "
+                    f"time_usec={time_us:.2f}")
+        lines = [head]
+        for r in range(n):
+            sent, got = sum(pat[r]), sum(pat[i][r] for i in range(n))
+            alg = max(sent, got) / 1e3 / time_us if time_us > 0 else 0.0
+            lines.append(f"#   rank={r} send_bytes={sent} recv_bytes={got} alg_bw={alg:.2f} "
+                         f"bus_bw={alg * self.bus_bandwidth_factor(n):.2f}")
+        return lines
 
     def algbw_bytes(self, counts: Counts, itemsize: int, nranks: int) -> float:
         pat = self._pattern(counts, itemsize, nranks)

@@ -127,6 +127,13 @@ class Collective(ABC):
         """A reason this collective cannot run on `nranks`, or None."""
         return None
 
+    def validate(self, min_bytes: int, max_bytes: int, nranks: int) -> None:
+        """Refuse a run this collective cannot do (raise BenchError); default: any."""
+
+    def summary_lines(self, args: CallArgs, time_us: float) -> list[str]:
+        """Extra `#` lines to print after a measured half-row (default none)."""
+        return []
+
     def uses_buffers(self, counts: Counts, itemsize: int) -> tuple[int, int]:
         """(send bytes, recv bytes) spanned by one call; used for the pointer rotation."""
         return counts.send_count * itemsize, counts.recv_count * itemsize

@@ -92,6 +92,9 @@ class WorkerRun:
         nbytes = coll.algbw_bytes(counts, dtype.itemsize, w.nranks)
         algbw, busbw = bandwidths(nbytes, t, coll.bus_bandwidth_factor(w.nranks))
         per_iter = self._per_iter(m)
+        if self.reporter is not None:
+            for line in coll.summary_lines(placement.args[0], t):
+                self.reporter.message(line)
         self.busbw_sum += busbw
         self.halves += 1
         wrong = wrong_world if (opts.check and verify) else None
@@ -136,6 +139,7 @@ class WorkerRun:
     def run(self) -> RunSummary:
         w, opts, coll = self.worker, self.opts, self.coll
         self.nworkers = int(w.allreduce_host(1, "sum"))
+        coll.validate(opts.min_bytes, opts.max_bytes, w.nranks)
         reason = coll.check_nranks(w.nranks)
         if reason is not None:
             # nccl-tests prints this from every thread and measures nothing.
