@@ -13,25 +13,10 @@ from .collectives import lookup
 from .config import BenchOptions
 from .errors import BenchError, ExitCode
 from .harness.runner import filter_combinations, run_workers
+from .launch.spawn import strip_nprocs
 from .results import RunInfo, RunSummary
 
 SELF_LAUNCH_ENV = "NCCLBENCH_SELF_LAUNCHED"
-
-
-def strip_nprocs(args: list[str]) -> list[str]:
-    """The argument list without `--nprocs N` / `--nprocs=N` (for the children)."""
-    out, skip = [], False
-    for a in args:
-        if skip:
-            skip = False
-            continue
-        if a == "--nprocs":
-            skip = True
-            continue
-        if a.startswith("--nprocs="):
-            continue
-        out.append(a)
-    return out
 
 
 def exit_code_for(summary: RunSummary | None) -> int:
