@@ -178,7 +178,7 @@ def preflight_notes(opts: BenchOptions, backend: str, launch, host) -> list[str]
         verdict = ("; ".join(errors) or None, lines)
     error, lines = host.bcast(verdict, 0)
     if error:
-        raise BenchError(error, ExitCode.INVALID_USAGE)
+        raise BenchError(error, ExitCode.INVALID_USAGE, all_ranks=True)
     return lines
 
 
@@ -219,8 +219,8 @@ def run_here(opts: BenchOptions, backend: str, launch, note: str | None) -> int:
         return code
     except BenchError as exc:
         print(f"ncclbench: {exc.message}", file=sys.stderr, flush=True)
-        if host.size > 1:
-            host.abort(int(exc.code))
+        if host.size > 1 and not exc.all_ranks:
+            host.abort(int(exc.code))  # the others may be waiting for us: end the job
         return int(exc.code)
     finally:
         if reporter is not None:

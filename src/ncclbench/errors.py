@@ -26,9 +26,12 @@ class ExitCode(IntEnum):
 class BenchError(Exception):
     """An anticipated failure: printed as one line, exits with `code`."""
 
-    def __init__(self, message: str, code: ExitCode = ExitCode.INTERNAL):
+    def __init__(self, message: str, code: ExitCode = ExitCode.INTERNAL, *, all_ranks: bool = False):
         super().__init__(message)
         self.code = ExitCode(code)
+        # True when every rank raises the same error by itself (a check of the
+        # options, say): then no rank needs to be aborted to stop the job.
+        self.all_ranks = all_ranks
 
     @property
     def message(self) -> str:

@@ -240,8 +240,10 @@ class MpiWorker(Worker):
     def __init__(self, opts: BenchOptions, host: HostComm | None = None, comm: Any = None):
         bad = unsupported_options(opts)
         if bad:
-            raise UnsupportedError("the CPU (MPI) backend cannot honour " + ", ".join(bad)
+            err = UnsupportedError("the CPU (MPI) backend cannot honour " + ", ".join(bad)
                                    + "; use --backend nccl on a GPU machine")
+            err.all_ranks = True  # decided from the options alone, the same on every rank
+            raise err
         from mpi4py import MPI
 
         self.MPI = MPI

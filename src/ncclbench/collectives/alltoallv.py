@@ -58,7 +58,7 @@ def matrix_settings() -> tuple[str, float] | None:
 
 
 def _bad_matrix(path: str, why: str) -> BenchError:
-    return BenchError(f"NCCL_TESTS_ALLTOALLV_MATRIX_FILE {path}: {why}", ExitCode.INTERNAL)
+    return BenchError(f"NCCL_TESTS_ALLTOALLV_MATRIX_FILE {path}: {why}", ExitCode.INTERNAL, all_ranks=True)
 
 
 @lru_cache(maxsize=16)
@@ -129,10 +129,10 @@ class AllToAllV(Collective):
         need = max(max(sum(pat[r]), sum(pat[i][r] for i in range(nranks))) for r in range(nranks))
         if min_bytes != max_bytes:
             raise BenchError("NCCL_TESTS_ALLTOALLV_MATRIX_FILE needs one size: -b must equal -e "
-                             f"(got -b {min_bytes} -e {max_bytes})", ExitCode.INTERNAL)
+                             f"(got -b {min_bytes} -e {max_bytes})", ExitCode.INTERNAL, all_ranks=True)
         if max_bytes < need:
             raise BenchError(f"NCCL_TESTS_ALLTOALLV_MATRIX_FILE: a rank sends or receives {need} bytes; "
-                             f"-b/-e must be at least that (got {max_bytes})", ExitCode.INTERNAL)
+                             f"-b/-e must be at least that (got {max_bytes})", ExitCode.INTERNAL, all_ranks=True)
 
     def summary_lines(self, args: CallArgs, time_us: float) -> list[str]:
         if os.environ.get("NCCL_TESTS_ALLTOALLV_PRINT_SUMMARY", "0") in ("", "0"):

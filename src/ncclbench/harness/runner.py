@@ -178,7 +178,7 @@ def filter_combinations(opts: BenchOptions, coll: Collective, worker: Worker) ->
                 skipped[(dname, op.name)] = reason
     explicit = opts.datatype_arg != "all" and (opts.op_arg != "all" or not coll.reduces)
     if skipped and (explicit or len(skipped) == len(opts.datatypes) * len(ops)):
-        raise BenchError(next(iter(skipped.values())), ExitCode.NOT_IMPLEMENTED)
+        raise BenchError(next(iter(skipped.values())), ExitCode.NOT_IMPLEMENTED, all_ranks=True)
     opts.skip_pairs = sorted(f"{d}/{o}" for d, o in skipped)
     by_reason: dict[str, list[str]] = {}
     for (d, o), reason in skipped.items():
