@@ -103,6 +103,37 @@ def run_tool(cmd: list[str], log: Path, env: dict) -> dict:
             "cmd": shlex.join(cmd)}
 
 
+def combine_runs(runs: list[dict]) -> dict:
+    """Several runs of one tool -> one: per size and field the median (the usual
+    way to take run-to-run noise out of busbw), median wall time, max peak memory,
+    the worst exit status, and every run's #wrong cells (any non-zero is kept)."""
+    if len(runs) == 1:
+        return runs[0]
+    sizes = set.intersection(*(set(r["rows"]) for r in runs))
+    rows = {}
+    for size in sizes:
+        cells = [r["rows"][size] for r in runs]
+        merged = {k: statistics.median(c[k] for c in cells) for k in cells[0] if not k.endswith("_wrong")}
+        for k in ("oop_wrong", "ip_wrong"):
+            bad = [c[k] for c in cells if c[k] not in ("0", "N/A")]
+            merged[k] = bad[0] if bad else cells[0][k]
+        rows[size] = merged
+    return {"rc": max(r["rc"] for r in runs), "wall_s": statistics.median(r["wall_s"] for r in runs),
+            "peak_mib": max(r["peak_mib"] for r in runs), "rows": rows,
+            "cmd": runs[0]["cmd"], "repeats": len(runs)}
+
+
+def run_pair(pair: list[tuple[str, list[str]]], out: Path, tag: str, env: dict, repeats: int) -> dict:
+    """Run both tools `repeats` times, alternating which goes first, and combine."""
+    runs: dict[str, list[dict]] = {name: [] for name, _ in pair}
+    for rep in range(repeats):
+        order = pair if rep % 2 == 0 else list(reversed(pair))
+        for name, cmd in order:
+            suffix = f".{rep}" if repeats > 1 else ""
+            runs[name].append(run_tool(cmd, out / f"{tag}.{name}{suffix}.txt", env))
+    return {name: combine_runs(r) for name, r in runs.items()}
+
+
 def summarise(a: dict, b: dict, small_max: int, large_min: int) -> dict:
     """a = ncclbench, b = nccl-tests."""
     large, small = [], []
@@ -140,6 +171,8 @@ def main() -> int:
     ap.add_argument("--graph", type=int, default=20, help="-G launches for the small-size graph run (0: skip)")
     ap.add_argument("--graph-max", default="1M")
     ap.add_argument("--extra", default="", help="extra options for both tools")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="run each tool this many times (alternating) and compare per-size medians")
     ap.add_argument("--mpirun", default="mpirun --allow-run-as-root --oversubscribe --bind-to none")
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--out", type=Path, required=True)
@@ -156,7 +189,8 @@ def main() -> int:
                     "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "PYTHONPATH", "LD_LIBRARY_PATH"):
                 mpirun += ["-x", var]
     extra = shlex.split(args.extra)
-    report = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "ngpus": args.ngpus, "runs": {}}
+    report = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "ngpus": args.ngpus, "repeats": args.repeats,
+              "command": shlex.join(sys.argv), "runs": {}}
     for i, coll in enumerate(args.collectives.split(",")):
         binary = str(build / f"{coll}_perf")
         opts = ["-b", args.min, "-e", args.max, "-f", "2", "-g", "1"] + extra
@@ -165,14 +199,13 @@ def main() -> int:
         pair = [("nccl_tests", theirs), ("ncclbench", ours)]
         if i % 2:
             pair.reverse()
-        res = {name: run_tool(cmd, args.out / f"{coll}.{name}.txt", env) for name, cmd in pair}
+        res = run_pair(pair, args.out, coll, env, args.repeats)
         entry = summarise(res["ncclbench"], res["nccl_tests"], 65536, 64 << 20)
         if args.graph:
             gopts = ["-b", args.min, "-e", args.graph_max, "-f", "2", "-g", "1", "-G", str(args.graph)] + extra
-            gres = {name: run_tool(cmd, args.out / f"{coll}.{name}.graph.txt", env)
-                    for name, cmd in [("nccl_tests", mpirun + [binary] + gopts),
-                                      ("ncclbench", mpirun + [args.python, "-m", "ncclbench",
-                                                              f"{coll}_perf"] + gopts)]}
+            gpair = [("nccl_tests", mpirun + [binary] + gopts),
+                     ("ncclbench", mpirun + [args.python, "-m", "ncclbench", f"{coll}_perf"] + gopts)]
+            gres = run_pair(gpair, args.out, f"{coll}.graph", env, args.repeats)
             g = summarise(gres["ncclbench"], gres["nccl_tests"], 65536, 1 << 62)
             entry["graph_small_time_delta_median_us"] = g["small_time_delta_median_us"]
             entry["graph_rc"] = g["rc"]

@@ -1,0 +1,40 @@
+"""bench/compare_nccl_tests.py end to end on the CPU: a stand-in "nccl-tests build"
+whose binaries run ncclbench's CPU backend, under the MPICH mpiexec, 2 ranks."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.mpi
+def test_compare_script_runs_both_tools_and_writes_ratios(tmp_path, mpiexec, ncclbench_env):
+    build = tmp_path / "build"
+    build.mkdir()
+    for coll in ("all_reduce", "alltoall"):
+        exe = build / f"{coll}_perf"
+        exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m ncclbench {coll}_perf --backend mpi "$@"\n')
+        exe.chmod(0o755)
+    out = tmp_path / "out"
+    env = dict(ncclbench_env, NCCLBENCH_BACKEND="mpi")
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "compare_nccl_tests.py"), "--nccl-tests-build",
+                        str(build), "--ngpus", "2", "--collectives", "all_reduce,alltoall", "--min", "16K",
+                        "--max", "64M", "--extra", "-c 0 -n 3", "--graph", "0", "--repeats", "2", "--mpirun", mpiexec, "--out", str(out)],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    doc = json.loads((out / "summary.json").read_text())
+    assert doc["repeats"] == 2 and set(doc["runs"]) == {"all_reduce", "alltoall"}
+    for coll, e in doc["runs"].items():
+        assert e["rc"] == {"ncclbench": 0, "nccl_tests": 0}, coll
+        sizes = {x["size"] for x in e["busbw_large"]}
+        assert sizes == {64 << 20}, coll  # the sizes >= 64 MiB
+        assert all(0.3 < x["ratio"] < 3 for x in e["busbw_large"])  # same engine on both sides
+        assert e["small_time_delta_median_us"] is not None
+        assert e["ncclbench_wrong"] == []  # -c 0: every cell is N/A, none counted as wrong
+    assert "| all_reduce |" in (out / "summary.md").read_text()
+    assert len(list(out.glob("all_reduce.ncclbench.*.txt"))) == 2
