@@ -90,8 +90,6 @@ def make_workers(opts: BenchOptions, backend: str, host):
 def collect_devices(workers) -> list:
     """`# Using devices` lines of the whole world (at the reporter).  Gathering is
     collective over every worker, so with -t > 1 each thread gathers at once."""
-    if not hasattr(workers[0], "gather_devices"):
-        return workers[0].devices() or []
     if len(workers) == 1:
         return workers[0].gather_devices() or []
     import threading
@@ -202,7 +200,7 @@ def run_here(opts: BenchOptions, backend: str, launch, note: str | None) -> int:
         workers = make_workers(opts, backend, host)
         if hasattr(host, "add_failure_callback"):
             # a peer died: abort our communicators so no rank stays stuck in a device wait
-            host.add_failure_callback(lambda *_: [w.abort() for w in workers if hasattr(w, "abort")])
+            host.add_failure_callback(lambda *_: [w.abort() for w in workers])
         notes += filter_combinations(opts, lookup(opts.collective), workers[0])
         info = run_info(opts, backend, workers, host, notes)
         store = None

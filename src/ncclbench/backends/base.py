@@ -19,6 +19,7 @@ from ..collectives.base import Communicator
 from ..datatypes import DataType, RedOp
 from ..errors import UnsupportedError
 from ..fills import Fill
+from ..results import DeviceInfo
 
 
 @dataclass
@@ -113,6 +114,20 @@ class Worker(ABC):
 
     def destroy_graph(self, graph: Any) -> None:
         raise UnsupportedError(f"CUDA graphs (-G) are not supported by the {self.backend_name} backend")
+
+    # -- identity ----------------------------------------------------------------------
+    def devices(self) -> list[DeviceInfo]:
+        """This worker's `# Using devices` lines."""
+        return []
+
+    def gather_devices(self) -> list[DeviceInfo] | None:
+        """Every device line of the world, in world order, at the reporter (None
+        elsewhere).  Collective: every worker of every process calls it."""
+        rows = self.gather_host(self.devices())
+        return None if rows is None else [d for row in rows for d in row]
+
+    def abort(self) -> None:
+        """Stop everything in flight (a peer failed); default: nothing to stop."""
 
     def memory_report(self) -> str | None:
         """The `-M` footer line, or None when the backend cannot measure it."""

@@ -314,12 +314,10 @@ class MpiWorker(Worker):
         return None
 
     def devices(self) -> list[DeviceInfo]:
-        me = DeviceInfo(rank=self.world.Get_rank(), group=self.color, pid=os.getpid(),
-                        hostname=socket.gethostname().split(".")[0], device=-1, device_hex="cpu",
-                        device_info=f"CPU {platform.machine()} (MPI host memory)",
-                        process=self.world.Get_rank())
-        rows = self.world.gather(me, 0)
-        return rows or []
+        return [DeviceInfo(rank=self.world.Get_rank(), group=self.color, pid=os.getpid(),
+                           hostname=socket.gethostname().split(".")[0], device=-1, device_hex="cpu",
+                           device_info=f"CPU {platform.machine()} (MPI host memory)",
+                           process=self.world.Get_rank())]
 
     def close(self) -> None:
         if self._watchdog is not None:

@@ -309,12 +309,6 @@ class NcclWorker(Worker):
         self._bind()
         return self.team.gather(obj, self.thread, 0, combine)
 
-    def gather_devices(self) -> list[DeviceInfo] | None:
-        """Every GPU of the world in `# Using devices` order, at world rank 0
-        (None elsewhere).  Collective over every worker."""
-        rows = self.gather_host(self.devices())
-        return None if rows is None else [d for row in rows for d in row]
-
     # -- grouping ----------------------------------------------------------------------
     def group_start(self) -> None:
         self._bind()

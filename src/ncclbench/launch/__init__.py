@@ -17,7 +17,7 @@ _EXPORTS = {
     "make_host_comm": "bootstrap", "default_timeout": "bootstrap", "mpi_impossible_reason": "bootstrap",
     "host_comm_name": "bootstrap",
     "LocalSpawnLauncher": "spawn", "spawn_mpiexec": "spawn", "find_mpiexec": "spawn", "strip_nprocs": "spawn",
-    "RankFacts": "facts", "GpuFact": "facts", "collect_rank_facts": "facts", "visible_gpu_count": "facts",
+    "RankFacts": "facts", "GpuFact": "facts", "collect_rank_facts": "facts",
     "Finding": "preflight", "check_facts": "preflight", "format_rank_table": "preflight",
     "format_host_lines": "preflight", "local_ranks": "preflight",
     "run_preflight": "preflight", "assigned_gpus": "preflight",

@@ -125,12 +125,6 @@ def _cuda_gpus() -> tuple[list[GpuFact], str | None, str]:
     return gpus, cuda_version, "" if gpus else "the driver reports no CUDA device"
 
 
-def visible_gpu_count() -> int:
-    """CUDA devices this process can use (CUDA_VISIBLE_DEVICES applied); 0 without a driver.
-    Safe in a parent that then starts ranks with exec (no context is created)."""
-    return len(_cuda_gpus()[0])
-
-
 def nccl_library(nccl_lib: str | None = None) -> str | None:
     """Path of the libnccl to use: explicit, NCCLBENCH_NCCL_LIB, the nvidia-nccl wheel, or the system's."""
     path = nccl_lib or os.environ.get("NCCLBENCH_NCCL_LIB")
