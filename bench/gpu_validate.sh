@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Device visit for the recorded GPU figures (NVLS off). Writes tarballs/logs to OUTDIR.
 # Usage: bench/gpu_validate.sh PHASE OUTDIR NCCL_TESTS_BUILD
-#   PHASE 4gpu: GPU test suite, then the nccl-tests comparison on all GPUs, all collectives
-#   PHASE 2gpu: the comparison on GPU pairs {0,1} and {2,3} in parallel (collectives split),
-#               the every-datatype/op check, and the three launch variants
+#   PHASE small: GPU test suite, enqueue cost per call path, first-size diagnostic, and the
+#                8 B - 64 KiB comparison (eager and -G 20) on 4 GPUs, then on GPUs 0,1
+#   PHASE 4gpu:  the -b 8 -e 8G comparison on 4 GPUs, $REPEATS (2) alternating runs
+#   PHASE 2gpu:  the same on GPUs 0,1, then all_reduce -g 4 (one process) for both tools, -t 2 -g 2
+# (session 1 ran an earlier version of this script: see bench/results/gpu-h200x4-2026-11-21.md)
 set -u
 PHASE=$1; OUT=$2; NT=$3
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -13,39 +15,32 @@ MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none"
 FWD="-x NCCL_NVLS_ENABLE -x PYTHONPATH -x NCCLBENCH_NO_STORE -x PYTHONUNBUFFERED -x LD_LIBRARY_PATH"
 ALL=all_reduce,all_gather,broadcast,reduce_scatter,reduce,alltoall,alltoallv,scatter,gather,sendrecv,hypercube
 mkdir -p $OUT/w
-if [ "$PHASE" = 4gpu ]; then
-  nvidia-smi topo -m > $OUT/w/topo.txt 2>&1; python3 -m ncclbench list > $OUT/w/list.txt 2>&1; tail -3 $OUT/w/list.txt
-  timeout 150 python3 -m pytest tests/gpu -q -x -p no:cacheprovider > $OUT/w/gpu_tests.txt 2>&1; tail -3 $OUT/w/gpu_tests.txt
-  timeout 430 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 4 --collectives $ALL \
-     --graph-max 64K --out $OUT/w/cmp4 2>&1 | tail -16
-fi
-if [ "$PHASE" = 2gpu ]; then
-  echo "== enqueue cost, 2 and 4 processes"
-  timeout 60 $MPIRUN $FWD -np 2 python3 bench/enqueue_cost.py 2000 2>&1 | tail -3
-  timeout 60 $MPIRUN $FWD -np 4 python3 bench/enqueue_cost.py 2000 2>&1 | tail -3
-  A=all_reduce,all_gather,broadcast,reduce_scatter,reduce,alltoall; B=alltoallv,scatter,gather,sendrecv,hypercube
-  CUDA_VISIBLE_DEVICES=0,1 timeout 300 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 2 \
-     --collectives $A --graph-max 64K --out $OUT/w/cmp2a > $OUT/w/cmp2a.log 2>&1 &
-  CUDA_VISIBLE_DEVICES=2,3 timeout 300 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 2 \
-     --collectives $B --graph-max 64K --out $OUT/w/cmp2b > $OUT/w/cmp2b.log 2>&1 &
-  wait; tail -8 $OUT/w/cmp2a.log; tail -7 $OUT/w/cmp2b.log
-  timeout 200 python3 bench/check_all_types.py --launcher "$MPIRUN $FWD -np 4" --out $OUT/w/types 2>&1 | tail -12
-  echo "== launch variants (all_reduce 8 B - 1 GiB, 4 GPUs)"
-  timeout 90 python3 -m ncclbench all_reduce_perf -b 8 -e 1G -f 8 > $OUT/w/launch_self.txt 2>&1; echo self rc=$?
-  timeout 90 $MPIRUN $FWD -np 4 python3 -m ncclbench all_reduce_perf -b 8 -e 1G -f 8 > $OUT/w/launch_mpirun.txt 2>&1; echo mpirun rc=$?
-  for r in 0 1 2 3; do RANK=$r WORLD_SIZE=4 LOCAL_RANK=$r LOCAL_WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 MASTER_PORT=29533 \
-     timeout 90 python3 -m ncclbench all_reduce_perf -b 8 -e 1G -f 8 > $OUT/w/launch_torchrun.$r.txt 2>&1 & done; wait
-  for f in self mpirun torchrun.0; do echo "-- $f"; grep -aE "^ +(8|1073741824) |Out of|ncclbench|Rank  0" $OUT/w/launch_$f.txt; done
-fi
 if [ "$PHASE" = small ]; then
-  timeout 60 $MPIRUN $FWD -np 4 python3 bench/enqueue_cost.py 2000 2>&1 | tail -3
-  A=all_reduce,all_gather,broadcast,reduce_scatter,reduce,alltoall; B=alltoallv,scatter,gather,sendrecv,hypercube
-  timeout 240 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 4 --collectives $ALL \
+  nvidia-smi topo -m > $OUT/w/topo.txt 2>&1; python3 -m ncclbench list > $OUT/w/list.txt 2>&1; tail -3 $OUT/w/list.txt
+  timeout 200 python3 -m pytest tests/gpu -q -p no:cacheprovider > $OUT/w/gpu_tests.txt 2>&1; tail -3 $OUT/w/gpu_tests.txt
+  echo "== enqueue cost per call path (4 processes, 2000 ops)"
+  for c in broadcast all_reduce sendrecv alltoallv; do
+    timeout 90 $MPIRUN $FWD -np 4 python3 bench/enqueue_cost.py 2000 $c 2>&1 | grep -avE "^#|^ *$" | tail -6; done
+  echo "== first sizes (broadcast 8-64 B, 4 GPUs): default, -w 5, -n 200, -c 0"
+  for x in "" "-w 5" "-n 200" "-c 0"; do echo "-- $x"
+    timeout 60 $MPIRUN $FWD -np 4 python3 -m ncclbench broadcast_perf -b 8 -e 64 -f 2 $x 2>&1 | grep -aE "^ +[0-9]+ |NCCL calls"; done
+  timeout 200 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 4 --collectives $ALL \
      --max 64K --graph-max 64K --out $OUT/w/small4 2>&1 | tail -14
-  CUDA_VISIBLE_DEVICES=0,1 timeout 150 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 2 \
-     --collectives $A --max 64K --graph-max 64K --out $OUT/w/small2a > $OUT/w/small2a.log 2>&1 &
-  CUDA_VISIBLE_DEVICES=2,3 timeout 150 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 2 \
-     --collectives $B --max 64K --graph-max 64K --out $OUT/w/small2b > $OUT/w/small2b.log 2>&1 &
-  wait; tail -8 $OUT/w/small2a.log; tail -7 $OUT/w/small2b.log
+  CUDA_VISIBLE_DEVICES=0,1 timeout 170 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 2 \
+     --collectives $ALL --max 64K --graph-max 64K --out $OUT/w/small2 2>&1 | tail -14
+fi
+if [ "$PHASE" = 4gpu ]; then  # the whole sweep, 4 GPUs, twice (alternating; per-size medians)
+  timeout 560 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 4 --collectives $ALL \
+     --graph 0 --repeats ${REPEATS:-2} --out $OUT/w/cmp4 2>&1 | tail -14
+fi
+if [ "$PHASE" = 2gpu ]; then  # the whole sweep on GPUs 0,1 only (nothing else running), then -g
+  CUDA_VISIBLE_DEVICES=0,1 timeout 420 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 2 \
+     --collectives $ALL --graph 0 --repeats ${REPEATS:-2} --out $OUT/w/cmp2 2>&1 | tail -14
+  echo "== one process, -g 4 (all_reduce 8 B - 8 GiB), both tools"
+  timeout 60 $NT/all_reduce_perf -b 8 -e 8G -f 2 -g 4 > $OUT/w/g4.nccl_tests.txt 2>&1; echo nccl-tests rc=$?
+  timeout 90 python3 -m ncclbench all_reduce_perf -b 8 -e 8G -f 2 -g 4 > $OUT/w/g4.ncclbench.txt 2>&1; echo ncclbench rc=$?
+  timeout 60 python3 -m ncclbench all_reduce_perf -b 8 -e 1G -f 8 -t 2 -g 2 > $OUT/w/t2g2.ncclbench.txt 2>&1; echo t2g2 rc=$?
+  for f in g4.nccl_tests g4.ncclbench t2g2.ncclbench; do echo "-- $f"
+    grep -aE "^ +(8|1048576|134217728|1073741824|8589934592) |Avg bus|wrong|Rank" $OUT/w/$f.txt | head -14; done
 fi
 tar -C $OUT -czf $OUT/$PHASE.tgz w && rm -rf $OUT/w

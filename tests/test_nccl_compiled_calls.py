@@ -1,5 +1,6 @@
 """The timed loop's pre-bound NCCL calls make exactly the libnccl calls the
-ordinary path makes, for every collective, placement, op and rank."""
+ordinary path makes, for every collective, placement, op and rank (the call
+paths that carry them out are tested in test_nccl_callpath.py)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,24 @@ def fake_library(log: list, native: bool, fail: str | None = None) -> NcclLibrar
     lib.caps = Capabilities(**flags)
     lib.version_code = 22809
     lib.error = lambda function, result, comm=None: NcclError(function, result, "internal error", "")
+    lib.call_path, lib.call_path_note = RecordingCallPath(lib, log, fail), ""
     return lib
+
+
+class RecordingCallPath:
+    """The compiled path's calls go through the library's call path: record them
+    in the same (NCCL name, int args) form as the raw functions above."""
+
+    def __init__(self, lib, log, fail):
+        self.lib, self.log, self.fail = lib, log, fail
+
+    def build(self, calls, on_error):
+        def run():
+            for name, args, comm in calls:
+                self.log.append((name, args))
+                if name == self.fail:
+                    raise on_error(self.lib.error(name, 3, comm))
+        return run
 
 
 def both_paths(coll, n, rank, in_place, op, native):

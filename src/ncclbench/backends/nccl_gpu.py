@@ -329,6 +329,13 @@ class NcclWorker(Worker):
             self._bind()
             self.cuda.memset_async(ptr, 0, nbytes, slot.stream)
 
+    def load_kernels(self) -> None:
+        """Compile/load the fill and check kernels now, at set-up, so that
+        the first measured size does not pay for loading a module."""
+        for slot in self.slots:
+            self.cuda.set_device(slot.device)
+            self._kernels_for(slot)
+
     def _kernels_for(self, slot: NcclSlot) -> Any:
         k = self._kernels.get(slot.device)
         if k is None:

@@ -8,6 +8,7 @@ before the clock starts, so the loop body is the collective call itself
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -136,10 +137,7 @@ def measure(worker: Worker, placement: Placement, opts: BenchOptions,
             verify: bool = True) -> tuple[Measurement, int]:
     """Time one placement and, when `verify` and -c allow, check it.  Returns the
     measurement and the world-wide wrong-element count (0 when unchecked)."""
-    iters, agg, z = opts.iters, max(1, opts.agg_iters), opts.blocking
-    graph_launches = opts.cudagraph
-    nops = max(1, iters * agg)
-
+    iters, agg = opts.iters, max(1, opts.agg_iters)
     if opts.check:
         placement.prepare_data(TIMED_INIT_SEED)
     # Everything the timed loop needs is built first, so that ranks leave the
@@ -150,6 +148,21 @@ def measure(worker: Worker, placement: Placement, opts: BenchOptions,
     worker.wait()
     worker.barrier()
 
+    # No garbage-collection pause inside the clock (timeit does the same).
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _timed_and_checked(worker, placement, opts, verify, ops)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _timed_and_checked(worker: Worker, placement: Placement, opts: BenchOptions, verify: bool,
+                       ops: list[Callable[[], None]]) -> tuple[Measurement, int]:
+    iters, agg, z = opts.iters, max(1, opts.agg_iters), opts.blocking
+    graph_launches = opts.cudagraph
+    nops = max(1, iters * agg)
     timer = worker.iteration_timer(iters + 1) if opts.per_iter_timing and z != 3 else None
     host_samples: list[float] = []
     wait, barrier = worker.wait, worker.barrier

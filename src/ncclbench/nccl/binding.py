@@ -198,6 +198,18 @@ class NcclLibrary:
         self._gstart, self._gend = f["ncclGroupStart"], f["ncclGroupEnd"]
         self._send, self._recv = f.get("ncclSend"), f.get("ncclRecv")
         self._alltoall, self._gather, self._scatter = f.get("ncclAlltoAll"), f.get("ncclGather"), f.get("ncclScatter")
+        self.call_path = None  # see timed_call_path()
+        self.call_path_note = ""
+
+    def timed_call_path(self, environ: dict | None = None):
+        """The binding the timed loop calls through (`callpath`), chosen once
+        per loaded library: nccl4py when it drives this very library, else
+        ctypes; `call_path_note` says why nccl4py was passed over."""
+        if self.call_path is None:
+            from .callpath import choose_call_path
+
+            self.call_path, self.call_path_note = choose_call_path(self, environ)
+        return self.call_path
 
     # -- loading and identity ----------------------------------------------------------
     @classmethod

@@ -179,65 +179,46 @@ class NcclCommunicator:
     # -- pre-bound calls for the timed loop ---------------------------------------------------
     def compile(self, calls: list[tuple[str, tuple]]) -> Callable[[], None] | None:
         """Turn recorded primitive calls (harness.timing.CallRecorder) into one
-        closure over the raw libnccl functions with every argument already
-        converted, so a timed op costs the ctypes call(s) and nothing else.
-        Returns None (use the ordinary methods) for anything that needs work
-        per call: premultiplied-sum ops, send/recv fallbacks, local copies."""
-        lib = self.lib
-        steps: list[tuple[Callable[..., int], tuple, str, int | None]] = []
+        closure over the library's timed-loop call path (`callpath`): every
+        argument already converted, so a timed op costs the NCCL call(s) and
+        nothing else.  Returns None (use the ordinary methods) for anything
+        that needs work per call: premultiplied-sum ops, send/recv fallbacks,
+        local copies."""
+        raw = []
         for name, args in calls:
             step = self._raw_step(name, args)
             if step is None:
                 return None
-            steps.append(step)
-        failed, error = self._failed, lib.error
-        if len(steps) == 1:
-            fn, fargs, fname, fcomm = steps[0]
+            raw.append(step)
+        return self.lib.timed_call_path().build(raw, self._failed)
 
-            def run_one() -> None:
-                r = fn(*fargs)
-                if r:
-                    raise failed(error(fname, r, fcomm))
-
-            return run_one
-        frozen = tuple(steps)
-
-        def run_all() -> None:
-            for fn, fargs, fname, fcomm in frozen:
-                r = fn(*fargs)
-                if r:
-                    raise failed(error(fname, r, fcomm))
-
-        return run_all
-
-    def _raw_step(self, name: str, a: tuple):
-        """(raw function, converted args, NCCL name, comm for the error) or None."""
-        lib, h, st, caps = self.lib, self.handle, self.stream, self.lib.caps
+    def _raw_step(self, name: str, a: tuple) -> tuple[str, tuple, int | None] | None:
+        """(NCCL function, its C arguments as ints, comm for the error) or None."""
+        h, st, caps = self.handle, self.stream, self.lib.caps
         if name in ("all_reduce", "reduce_scatter", "reduce") and a[4].nccl_id < 0:
             return None  # mulsum: the op is created and destroyed around every call
         if name == "all_reduce":
-            return lib._allreduce, (a[0], a[1], a[2], a[3].nccl_id, a[4].nccl_id, h, st), "ncclAllReduce", h
+            return "ncclAllReduce", (a[0], a[1], a[2], a[3].nccl_id, a[4].nccl_id, h, st), h
         if name == "reduce_scatter":
-            return lib._reducescatter, (a[0], a[1], a[2], a[3].nccl_id, a[4].nccl_id, h, st), "ncclReduceScatter", h
+            return "ncclReduceScatter", (a[0], a[1], a[2], a[3].nccl_id, a[4].nccl_id, h, st), h
         if name == "reduce":
-            return lib._reduce, (a[0], a[1], a[2], a[3].nccl_id, a[4].nccl_id, a[5], h, st), "ncclReduce", h
+            return "ncclReduce", (a[0], a[1], a[2], a[3].nccl_id, a[4].nccl_id, a[5], h, st), h
         if name == "broadcast":
-            return lib._bcast, (a[0], a[1], a[2], a[3].nccl_id, a[4], h, st), "ncclBroadcast", h
+            return "ncclBroadcast", (a[0], a[1], a[2], a[3].nccl_id, a[4], h, st), h
         if name == "all_gather":
-            return lib._allgather, (a[0], a[1], a[2], a[3].nccl_id, h, st), "ncclAllGather", h
+            return "ncclAllGather", (a[0], a[1], a[2], a[3].nccl_id, h, st), h
         if name == "alltoall" and caps.alltoall:
-            return lib._alltoall, (a[0], a[1], a[2], a[3].nccl_id, h, st), "ncclAlltoAll", h
+            return "ncclAlltoAll", (a[0], a[1], a[2], a[3].nccl_id, h, st), h
         if name == "gather" and caps.gather:
-            return lib._gather, (a[0], a[1], a[2], a[3].nccl_id, a[4], h, st), "ncclGather", h
+            return "ncclGather", (a[0], a[1], a[2], a[3].nccl_id, a[4], h, st), h
         if name == "scatter" and caps.scatter:
-            return lib._scatter, (a[0], a[1], a[2], a[3].nccl_id, a[4], h, st), "ncclScatter", h
+            return "ncclScatter", (a[0], a[1], a[2], a[3].nccl_id, a[4], h, st), h
         if name in ("send", "recv") and caps.send_recv:
-            fn = lib._send if name == "send" else lib._recv
-            return fn, (a[0], a[1], a[2].nccl_id, a[3], h, st), "ncclSend" if name == "send" else "ncclRecv", h
+            return ("ncclSend" if name == "send" else "ncclRecv"), (a[0], a[1], a[2].nccl_id, a[3], h, st), h
         if name == "group_start":
-            return lib._gstart, (), "ncclGroupStart", None
+            return "ncclGroupStart", (), None
         if name == "group_end":
-            return lib._gend, (), "ncclGroupEnd", None
+            return "ncclGroupEnd", (), None
         return None
 
     def local_copy(self, dst: int, src: int, nbytes: int) -> None:

@@ -1,0 +1,220 @@
+"""How the timed loop calls libnccl: the one place where Python's per-call
+cost shows in a measurement.
+
+For a small message NCCL's own enqueue (a few µs of C) is what the host
+clock sees; every call a collective makes from Python adds the binding's
+overhead on top.  Measured here (2 slow cores, a 7-argument call):
+ctypes with `argtypes` and Python ints ~0.64 µs, ctypes with arguments
+pre-converted to ctypes objects and no `argtypes` ~0.40 µs, NVIDIA's Cython
+binding `nccl4py` ~0.06 µs (dependencies.md §1.7).  alltoallv issues ten
+NCCL calls per operation on 4 ranks, so the binding decides whether the
+small-message time can match nccl-tests'.
+
+Two call paths build the same closures from recorded NCCL calls:
+
+* `Nccl4pyCallPath`: `nccl.bindings.nccl` (the low-level layer of the
+  optional `nccl4py` wheel), used only when it drives *the very library*
+  ncclbench loaded (same file, same version), so communicator handles are
+  valid for it.
+* `CtypesCallPath`: the stdlib fallback; argtype-less function objects
+  with every argument converted once, before the clock starts.
+
+`NCCLBENCH_CALLS=auto|nccl4py|ctypes` chooses (auto: nccl4py when usable).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import ArgumentError, BenchError, ExitCode
+from .binding import SIGNATURES, NcclError, NcclLibrary
+
+# One recorded NCCL call: (NCCL function name, its C arguments as Python ints,
+# the communicator handle for error messages or None).
+RawCall = tuple[str, tuple, "int | None"]
+OnError = Callable[[NcclError], BaseException]
+
+CALL_PATH_ENV = "NCCLBENCH_CALLS"
+CALL_PATH_CHOICES = ("auto", "nccl4py", "ctypes")
+
+# NCCL function -> nccl4py low-level function name.
+_NCCL4PY_NAMES = {
+    "ncclAllReduce": "all_reduce", "ncclBroadcast": "broadcast", "ncclReduce": "reduce",
+    "ncclAllGather": "all_gather", "ncclReduceScatter": "reduce_scatter",
+    "ncclAlltoAll": "allto_all", "ncclGather": "gather", "ncclScatter": "scatter",
+    "ncclSend": "send", "ncclRecv": "recv",
+    "ncclGroupStart": "group_start", "ncclGroupEnd": "group_end",
+}
+
+
+class CtypesCallPath:
+    """Calls through ctypes with arguments converted once (no `argtypes`:
+    ctypes then passes each pre-built c_void_p/c_size_t/c_int as is)."""
+
+    name = "ctypes"
+
+    def __init__(self, lib: NcclLibrary):
+        self.lib = lib
+        # A second CDLL object on the same already-open file: fresh function
+        # objects whose argtypes stay unset (the library's own keep theirs).
+        self._raw = ctypes.CDLL(lib.path, mode=ctypes.RTLD_GLOBAL)
+        self._fns: dict[str, Any] = {}
+
+    def _fn(self, name: str):
+        fn = self._fns.get(name)
+        if fn is None:
+            fn = getattr(self._raw, name)
+            fn.restype = ctypes.c_int
+            self._fns[name] = fn
+        return fn
+
+    def describe(self) -> str:
+        return "ctypes (pre-converted arguments)"
+
+    @staticmethod
+    def convert(name: str, args: tuple) -> tuple:
+        """`args` as the C types of `name`'s signature.  Without argtypes ctypes
+        would pass a bare Python int as a 32-bit C int, truncating counts and
+        pointers, so every argument must arrive already typed."""
+        argtypes = SIGNATURES[name][0]
+        if len(argtypes) != len(args):
+            raise TypeError(f"{name} takes {len(argtypes)} arguments, got {len(args)}")
+        return tuple(t(v) for t, v in zip(argtypes, args))
+
+    def build(self, calls: Sequence[RawCall], on_error: OnError) -> Callable[[], None]:
+        lib = self.lib
+        steps = [(self._fn(name), self.convert(name, args), name, comm) for name, args, comm in calls]
+        if len(steps) == 1:
+            fn, fargs, fname, fcomm = steps[0]
+
+            def run_one() -> None:
+                r = fn(*fargs)
+                if r:
+                    raise on_error(lib.error(fname, r, fcomm))
+
+            return run_one
+        frozen = tuple(steps)
+
+        def run_all() -> None:
+            for fn, fargs, fname, fcomm in frozen:
+                r = fn(*fargs)
+                if r:
+                    raise on_error(lib.error(fname, r, fcomm))
+
+        return run_all
+
+
+class Nccl4pyCallPath:
+    """Calls through nccl4py's Cython layer (GIL released around each call,
+    ~10x less overhead than ctypes).  Failures arrive as its NCCLError with
+    `.status`, turned into ncclbench's `NcclError` (same message as the
+    ctypes path: error string and last error come from the library)."""
+
+    name = "nccl4py"
+
+    def __init__(self, lib: NcclLibrary, module: Any, version: str):
+        self.lib, self.module, self.version = lib, module, version
+        self._comms: dict[int, Any] = {}
+
+    @classmethod
+    def open(cls, lib: NcclLibrary) -> tuple["Nccl4pyCallPath | None", str]:
+        """The call path, or None and why it cannot be used."""
+        try:
+            import nccl.bindings.nccl as module
+        except ModuleNotFoundError:
+            return None, "nccl4py is not installed"
+        except Exception as exc:  # a broken install
+            return None, f"nccl4py is not importable ({type(exc).__name__}: {exc})"
+        try:
+            from importlib.metadata import version
+
+            ver = version("nccl4py")
+        except Exception:
+            ver = "?"
+        try:
+            their_path = module.get_library_path()
+            their_code = module.get_version()
+        except Exception as exc:
+            return None, f"nccl4py could not load libnccl ({type(exc).__name__}: {exc})"
+        if not _same_file(their_path, lib.path) or their_code != lib.version_code:
+            return None, (f"nccl4py drives {their_path} (version code {their_code}), not the loaded "
+                          f"{lib.path} ({lib.version_code})")
+        missing = [n for n in _NCCL4PY_NAMES.values() if not hasattr(module, n)]
+        if missing:
+            return None, f"nccl4py {ver} lacks {', '.join(missing)}"
+        return cls(lib, module, ver), ""
+
+    def describe(self) -> str:
+        return f"nccl4py {self.version} (Cython)"
+
+    def _comm(self, handle: int):
+        c = self._comms.get(handle)
+        if c is None:  # a plain wrapper: dropping it does not destroy the communicator
+            c = self._comms[handle] = self.module.Comm(handle)
+        return c
+
+    def _args(self, name: str, args: tuple) -> tuple:
+        # The communicator is the one pointer argument nccl4py wants wrapped;
+        # it sits second to last (before the stream) in every call used here.
+        if not args:
+            return ()
+        return (*args[:-2], self._comm(args[-2]), args[-1])
+
+    def build(self, calls: Sequence[RawCall], on_error: OnError) -> Callable[[], None]:
+        lib, nccl_error = self.lib, self.module.NCCLError
+        steps = tuple((getattr(self.module, _NCCL4PY_NAMES[name]), self._args(name, args))
+                      for name, args, _comm in calls)
+        names = tuple((name, comm) for name, _args, comm in calls)
+
+        def fail(exc: Any, done: int) -> BaseException:
+            fname, fcomm = names[done]
+            return on_error(lib.error(fname, int(getattr(exc, "status", 0) or 0), fcomm))
+
+        if len(steps) == 1:
+            fn, fargs = steps[0]
+
+            def run_one() -> None:
+                try:
+                    fn(*fargs)
+                except nccl_error as exc:
+                    raise fail(exc, 0) from None
+
+            return run_one
+
+        def run_all() -> None:
+            i = 0
+            try:
+                for fn, fargs in steps:
+                    fn(*fargs)
+                    i += 1
+            except nccl_error as exc:
+                raise fail(exc, i) from None
+
+        return run_all
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def choose_call_path(lib: NcclLibrary, environ: dict | None = None) -> tuple[Any, str]:
+    """(call path, note): the note says why nccl4py was not used, or ''."""
+    env = os.environ if environ is None else environ
+    want = env.get(CALL_PATH_ENV, "auto").strip().lower() or "auto"
+    if want not in CALL_PATH_CHOICES:
+        raise ArgumentError(f"{CALL_PATH_ENV}={want!r}: choose one of {', '.join(CALL_PATH_CHOICES)}")
+    note = ""
+    if want != "ctypes":
+        path, why = Nccl4pyCallPath.open(lib)
+        if path is not None:
+            return path, ""
+        if want == "nccl4py":
+            raise BenchError(f"{CALL_PATH_ENV}=nccl4py: {why}", ExitCode.INTERNAL)
+        note = why
+    return CtypesCallPath(lib), note
