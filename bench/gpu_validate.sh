@@ -29,7 +29,12 @@ if [ "$PHASE" = small ]; then
   CUDA_VISIBLE_DEVICES=0,1 timeout 170 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 2 \
      --collectives $ALL --max 64K --graph-max 64K --out $OUT/w/small2 2>&1 | tail -14
 fi
-if [ "$PHASE" = 4gpu ]; then  # the whole sweep, 4 GPUs, twice (alternating; per-size medians)
+if [ "$PHASE" = 4gpu ]; then  # call-path diagnostics, then the whole sweep, 4 GPUs, $REPEATS times
+  python3 -c "import nccl.bindings.nccl as b; print('nccl4py drives', b.get_library_path())" 2>&1 | tail -1
+  for c in broadcast sendrecv; do for p in ctypes nccl4py; do
+    NCCLBENCH_CALLS=$p timeout 90 $MPIRUN $FWD -x NCCLBENCH_CALLS -np 4 python3 bench/loop_anatomy.py $c 100 2>&1 | tail -10; done; done
+  for c in broadcast sendrecv alltoallv; do
+    timeout 90 $MPIRUN $FWD -np 4 python3 bench/enqueue_cost.py 2000 $c 2>&1 | grep -avE "^#|^ *$" | tail -6; done
   timeout 560 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 4 --collectives $ALL \
      --graph 0 --repeats ${REPEATS:-2} --out $OUT/w/cmp4 2>&1 | tail -14
 fi

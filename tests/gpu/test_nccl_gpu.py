@@ -255,7 +255,7 @@ def test_registration(mode):
     w = make(local_register=mode)
     try:
         slot = w.slots[0]
-        assert w.setup.register_mode == mode and w.notes == []
+        assert w.setup.register_mode == mode and [n for n in w.notes if not n.startswith('NCCL calls')] == []
         if mode == 1:
             assert slot.send_reg and slot.recv_reg
         # -R 2: NCCL leaves the window NULL when the communicator has no
