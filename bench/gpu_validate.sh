@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Device visit for the recorded GPU figures (NVLS off). Writes tarballs/logs to OUTDIR.
 # Usage: bench/gpu_validate.sh PHASE OUTDIR NCCL_TESTS_BUILD
-#   PHASE small: GPU test suite, enqueue cost per call path, first-size diagnostic, and the
-#                8 B - 64 KiB comparison (eager and -G 20) on 4 GPUs, then on GPUs 0,1
-#   PHASE 4gpu:  the -b 8 -e 8G comparison on 4 GPUs, $REPEATS (2) alternating runs
-#   PHASE 2gpu:  the same on GPUs 0,1, then all_reduce -g 4 (one process) for both tools, -t 2 -g 2
+#   PHASE small: GPU test suite, enqueue cost per call path, the 8 B - 64 KiB comparison
+#                (eager and -G 20) on 4 GPUs, then on GPUs 0,1; all_reduce -g 4 in one process
+#                (both tools) and ncclbench -t 2 -g 2
+#   PHASE 4gpu:  call-path diagnostics (loop_anatomy, enqueue_cost), then the -b 8 -e 8G
+#                comparison on 4 GPUs, $REPEATS (2) alternating runs
+#   PHASE 2gpu:  the -b 8 -e 8G comparison on GPUs 0,1, then busbw >= 64 MiB with -n 40 on 4 GPUs
+#                for the collectives whose large sizes scatter most between runs
 # (session 1 ran an earlier version of this script: see bench/results/gpu-h200x4-2026-11-21.md)
 set -u
 PHASE=$1; OUT=$2; NT=$3
@@ -15,19 +18,23 @@ MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none"
 FWD="-x NCCL_NVLS_ENABLE -x PYTHONPATH -x NCCLBENCH_NO_STORE -x PYTHONUNBUFFERED -x LD_LIBRARY_PATH"
 ALL=all_reduce,all_gather,broadcast,reduce_scatter,reduce,alltoall,alltoallv,scatter,gather,sendrecv,hypercube
 mkdir -p $OUT/w
+G4="-b 8 -e 8G -f 2 -g 4"
 if [ "$PHASE" = small ]; then
   nvidia-smi topo -m > $OUT/w/topo.txt 2>&1; python3 -m ncclbench list > $OUT/w/list.txt 2>&1; tail -3 $OUT/w/list.txt
   timeout 200 python3 -m pytest tests/gpu -q -p no:cacheprovider > $OUT/w/gpu_tests.txt 2>&1; tail -3 $OUT/w/gpu_tests.txt
   echo "== enqueue cost per call path (4 processes, 2000 ops)"
-  for c in broadcast all_reduce sendrecv alltoallv; do
+  for c in ${ENQUEUE:-broadcast sendrecv alltoallv hypercube}; do
     timeout 90 $MPIRUN $FWD -np 4 python3 bench/enqueue_cost.py 2000 $c 2>&1 | grep -avE "^#|^ *$" | tail -6; done
-  echo "== first sizes (broadcast 8-64 B, 4 GPUs): default, -w 5, -n 200, -c 0"
-  for x in "" "-w 5" "-n 200" "-c 0"; do echo "-- $x"
-    timeout 60 $MPIRUN $FWD -np 4 python3 -m ncclbench broadcast_perf -b 8 -e 64 -f 2 $x 2>&1 | grep -aE "^ +[0-9]+ |NCCL calls"; done
   timeout 200 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 4 --collectives $ALL \
      --max 64K --graph-max 64K --out $OUT/w/small4 2>&1 | tail -14
   CUDA_VISIBLE_DEVICES=0,1 timeout 170 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 2 \
      --collectives $ALL --max 64K --graph-max 64K --out $OUT/w/small2 2>&1 | tail -14
+  echo "== one process driving 4 GPUs: all_reduce $G4 (both tools), and ncclbench -t 2 -g 2"
+  timeout 60 $NT/all_reduce_perf $G4 > $OUT/w/g4.nccl_tests.txt 2>&1; echo nccl-tests rc=$?
+  timeout 90 python3 -m ncclbench all_reduce_perf $G4 > $OUT/w/g4.ncclbench.txt 2>&1; echo ncclbench rc=$?
+  timeout 60 python3 -m ncclbench all_reduce_perf -b 8 -e 1G -f 8 -t 2 -g 2 > $OUT/w/t2g2.ncclbench.txt 2>&1; echo t2g2 rc=$?
+  for f in g4.nccl_tests g4.ncclbench t2g2.ncclbench; do echo "-- $f"
+    grep -aE "^ +(8|1048576|134217728|1073741824|8589934592) |Avg bus|wrong|Rank" $OUT/w/$f.txt | head -14; done
 fi
 if [ "$PHASE" = 4gpu ]; then  # call-path diagnostics, then the whole sweep, 4 GPUs, $REPEATS times
   python3 -c "import nccl.bindings.nccl as b; print('nccl4py drives', b.get_library_path())" 2>&1 | tail -1
@@ -38,14 +45,12 @@ if [ "$PHASE" = 4gpu ]; then  # call-path diagnostics, then the whole sweep, 4 G
   timeout 560 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 4 --collectives $ALL \
      --graph 0 --repeats ${REPEATS:-2} --out $OUT/w/cmp4 2>&1 | tail -14
 fi
-if [ "$PHASE" = 2gpu ]; then  # the whole sweep on GPUs 0,1 only (nothing else running), then -g
-  CUDA_VISIBLE_DEVICES=0,1 timeout 420 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 2 \
+if [ "$PHASE" = 2gpu ]; then  # the whole sweep on GPUs 0,1 only (nothing else running), $REPEATS times
+  CUDA_VISIBLE_DEVICES=0,1 timeout 330 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 2 \
      --collectives $ALL --graph 0 --repeats ${REPEATS:-2} --out $OUT/w/cmp2 2>&1 | tail -14
-  echo "== one process, -g 4 (all_reduce 8 B - 8 GiB), both tools"
-  timeout 60 $NT/all_reduce_perf -b 8 -e 8G -f 2 -g 4 > $OUT/w/g4.nccl_tests.txt 2>&1; echo nccl-tests rc=$?
-  timeout 90 python3 -m ncclbench all_reduce_perf -b 8 -e 8G -f 2 -g 4 > $OUT/w/g4.ncclbench.txt 2>&1; echo ncclbench rc=$?
-  timeout 60 python3 -m ncclbench all_reduce_perf -b 8 -e 1G -f 8 -t 2 -g 2 > $OUT/w/t2g2.ncclbench.txt 2>&1; echo t2g2 rc=$?
-  for f in g4.nccl_tests g4.ncclbench t2g2.ncclbench; do echo "-- $f"
-    grep -aE "^ +(8|1048576|134217728|1073741824|8589934592) |Avg bus|wrong|Rank" $OUT/w/$f.txt | head -14; done
+  # busbw >= 64 MiB only, longer runs (-n 40), for the collectives whose sizes scatter most run to run
+  timeout 240 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 4 \
+     --collectives ${NOISY:-alltoall,gather,reduce_scatter,all_gather} --min 64M --graph 0 --extra "-n 40" \
+     --repeats 2 --out $OUT/w/busbw4 2>&1 | tail -7
 fi
 tar -C $OUT -czf $OUT/$PHASE.tgz w && rm -rf $OUT/w

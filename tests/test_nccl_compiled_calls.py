@@ -61,9 +61,11 @@ def both_paths(coll, n, rank, in_place, op, native):
         s_off, r_off = coll.in_place_offsets(counts, rank)
         send, recv = recv + 4 * s_off, recv + 4 * r_off
     direct, compiled = [], []
-    coll.launch(NcclCommunicator(fake_library(direct, native), 77, rank, n, 99, 0, copy=lambda *a: None),
+    coll.launch(NcclCommunicator(fake_library(direct, native), 77, rank, n, 99, 0,
+                                 copy=lambda *a: direct.append(("cudaMemcpyAsync", a))),
                 send, recv, args)
-    comm = NcclCommunicator(fake_library(compiled, native), 77, rank, n, 99, 0, copy=lambda *a: None)
+    comm = NcclCommunicator(fake_library(compiled, native), 77, rank, n, 99, 0,
+                            copy=lambda *a: compiled.append(("cudaMemcpyAsync", a)))
     rec = CallRecorder(rank, n)
     coll.launch(rec, send, recv, args)
     fast = comm.compile(rec.calls)
@@ -87,11 +89,15 @@ def test_compiled_calls_equal_the_method_path(name, native):
                     fast()
                     assert compiled == direct, (name, n, rank, in_place)
                     assert direct or n == 1, name  # hypercube in place on one rank: nothing to do
-    if name != "hypercube" and (native or name not in ("alltoall", "gather", "scatter")):
+    if native or name not in ("alltoall", "gather", "scatter"):
         assert compiled_some, name  # the fast path is really taken
+    if name == "hypercube":  # its own block is copied locally, in order with the NCCL calls
+        direct, compiled, fast = both_paths(coll, 4, 1, False, NO_OP, native)
+        fast()
+        assert direct[0][0] == "cudaMemcpyAsync" and compiled == direct
 
 
-def test_mulsum_and_local_copy_fall_back_to_methods():
+def test_mulsum_and_copy_without_runtime_fall_back_to_methods():
     coll = COLLECTIVES["all_reduce"]
     rec = CallRecorder(1, 2)
     coll.launch(rec, 1 << 20, 1 << 21, CallArgs(DATATYPE_BY_NAME["float"], REDOP_BY_NAME["mulsum"], -1, 1, 2,
@@ -99,7 +105,7 @@ def test_mulsum_and_local_copy_fall_back_to_methods():
     assert NcclCommunicator(fake_library([], True), 77, 1, 2, 99, 0).compile(rec.calls) is None
     rec = CallRecorder(0, 2)
     rec.local_copy(1, 2, 3)
-    comm = NcclCommunicator(fake_library([], True), 77, 0, 2, 99, 0)
+    comm = NcclCommunicator(fake_library([], True), 77, 0, 2, 99, 0)  # no CUDA runtime to copy with
     assert comm.compile(rec.calls) is None
 
 

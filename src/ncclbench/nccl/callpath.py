@@ -165,33 +165,29 @@ class Nccl4pyCallPath:
 
     def build(self, calls: Sequence[RawCall], on_error: OnError) -> Callable[[], None]:
         lib, nccl_error = self.lib, self.module.NCCLError
-        steps = tuple((getattr(self.module, _NCCL4PY_NAMES[name]), self._args(name, args))
-                      for name, args, _comm in calls)
-        names = tuple((name, comm) for name, _args, comm in calls)
+        steps = tuple((getattr(self.module, _NCCL4PY_NAMES[name]), self._args(name, args), name, comm)
+                      for name, args, comm in calls)
 
-        def fail(exc: Any, done: int) -> BaseException:
-            fname, fcomm = names[done]
+        def fail(exc: Any, fname: str, fcomm: int | None) -> BaseException:
             return on_error(lib.error(fname, int(getattr(exc, "status", 0) or 0), fcomm))
 
         if len(steps) == 1:
-            fn, fargs = steps[0]
+            fn, fargs, fname, fcomm = steps[0]
 
             def run_one() -> None:
                 try:
                     fn(*fargs)
                 except nccl_error as exc:
-                    raise fail(exc, 0) from None
+                    raise fail(exc, fname, fcomm) from None
 
             return run_one
 
         def run_all() -> None:
-            i = 0
-            try:
-                for fn, fargs in steps:
+            for fn, fargs, fname, fcomm in steps:
+                try:  # free when nothing is raised (Python >= 3.11)
                     fn(*fargs)
-                    i += 1
-            except nccl_error as exc:
-                raise fail(exc, i) from None
+                except nccl_error as exc:
+                    raise fail(exc, fname, fcomm) from None
 
         return run_all
 

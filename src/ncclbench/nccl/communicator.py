@@ -11,6 +11,7 @@ and then raises `NcclError` naming the rank.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable
 
 from ..datatypes import DataType, RedOp, premulsum_scalar
@@ -181,16 +182,39 @@ class NcclCommunicator:
         """Turn recorded primitive calls (harness.timing.CallRecorder) into one
         closure over the library's timed-loop call path (`callpath`): every
         argument already converted, so a timed op costs the NCCL call(s) and
-        nothing else.  Returns None (use the ordinary methods) for anything
-        that needs work per call: premultiplied-sum ops, send/recv fallbacks,
-        local copies."""
-        raw = []
+        nothing else.  Local copies (hypercube's own block) become pre-bound
+        cudaMemcpyAsync calls between the NCCL runs.  Returns None (use the
+        ordinary methods) for anything that needs work per call:
+        premultiplied-sum ops, send/recv fallbacks."""
+        path = self.lib.timed_call_path()
+        parts: list[Callable[[], None]] = []
+        run: list[tuple[str, tuple, int | None]] = []
         for name, args in calls:
+            if name == "local_copy":
+                if self._copy is None:
+                    return None
+                if run:
+                    parts.append(path.build(run, self._failed))
+                    run = []
+                dst, src, nbytes = args
+                if nbytes > 0:
+                    parts.append(partial(self._copy, dst, src, nbytes, self.stream))
+                continue
             step = self._raw_step(name, args)
             if step is None:
                 return None
-            raw.append(step)
-        return self.lib.timed_call_path().build(raw, self._failed)
+            run.append(step)
+        if run:
+            parts.append(path.build(run, self._failed))
+        if len(parts) == 1:
+            return parts[0]
+        frozen = tuple(parts)
+
+        def run_parts() -> None:
+            for part in frozen:
+                part()
+
+        return run_parts
 
     def _raw_step(self, name: str, a: tuple) -> tuple[str, tuple, int | None] | None:
         """(NCCL function, its C arguments as ints, comm for the error) or None."""
