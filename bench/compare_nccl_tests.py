@@ -123,15 +123,67 @@ def combine_runs(runs: list[dict]) -> dict:
             "cmd": runs[0]["cmd"], "repeats": len(runs)}
 
 
-def run_pair(pair: list[tuple[str, list[str]]], out: Path, tag: str, env: dict, repeats: int) -> dict:
-    """Run both tools `repeats` times, alternating which goes first, and combine."""
+def run_pair(pair: list[tuple[str, list[str]]], out: Path, tag: str, env: dict,
+             repeats: int) -> dict[str, list[dict]]:
+    """Run both tools `repeats` times, alternating which goes first: name -> runs."""
     runs: dict[str, list[dict]] = {name: [] for name, _ in pair}
     for rep in range(repeats):
         order = pair if rep % 2 == 0 else list(reversed(pair))
         for name, cmd in order:
             suffix = f".{rep}" if repeats > 1 else ""
             runs[name].append(run_tool(cmd, out / f"{tag}.{name}{suffix}.txt", env))
-    return {name: combine_runs(r) for name, r in runs.items()}
+    return runs
+
+
+LOG_HEAD = re.compile(r"^# exit (-?\d+), wall ([\d.]+) s, peak GPU memory per rank (\d+) MiB")
+
+
+def read_logged_run(path: Path) -> dict:
+    """A run back from the log `run_tool` wrote (for --reanalyse)."""
+    text = path.read_text(errors="replace")
+    lines = text.splitlines()
+    m = LOG_HEAD.match(lines[1]) if len(lines) > 1 else None
+    if not m:
+        raise SystemExit(f"{path}: not a log written by this script")
+    return {"rc": int(m.group(1)), "wall_s": float(m.group(2)), "peak_mib": int(m.group(3)),
+            "rows": parse_rows(text.split("\n--- stderr ---\n")[0]), "cmd": lines[0][2:]}
+
+
+def logged_runs(out: Path, tag: str) -> dict[str, list[dict]]:
+    runs = {}
+    for name in ("nccl_tests", "ncclbench"):
+        files = sorted(out.glob(f"{tag}.{name}.[0-9]*.txt"), key=lambda f: int(f.name.split(".")[-2])) \
+            or [out / f"{tag}.{name}.txt"]
+        runs[name] = [read_logged_run(f) for f in files if f.exists()]
+    return runs
+
+
+def busbw_agreement(a: dict, b: dict, large_min: int, tol: float = 0.01) -> dict:
+    """How many (size >= large_min, placement) busbw points of run `a` lie within
+    `tol` of run `b`, and the largest relative deviation."""
+    devs = []
+    for size in set(a["rows"]) & set(b["rows"]):
+        if size < large_min:
+            continue
+        for half in ("oop", "ip"):
+            ref = b["rows"][size][f"{half}_busbw"]
+            if ref > 0:
+                devs.append(a["rows"][size][f"{half}_busbw"] / ref - 1)
+    return {"points": len(devs), "within": sum(abs(d) <= tol for d in devs),
+            "max_dev": max((abs(d) for d in devs), default=None)}
+
+
+def compare_runs(runs: dict[str, list[dict]], small_max: int, large_min: int) -> dict:
+    """Summary of one collective from both tools' runs, with the ratio of the
+    per-size medians and, given two runs or more, each tool's agreement with
+    itself (first run vs second): the noise floor the ±1 % figure sits on."""
+    ours, theirs = combine_runs(runs["ncclbench"]), combine_runs(runs["nccl_tests"])
+    entry = summarise(ours, theirs, small_max, large_min)
+    entry["busbw_agreement"] = busbw_agreement(ours, theirs, large_min)
+    for name in ("nccl_tests", "ncclbench"):
+        if len(runs[name]) >= 2:
+            entry[f"{name}_self_agreement"] = busbw_agreement(runs[name][0], runs[name][1], large_min)
+    return entry
 
 
 def summarise(a: dict, b: dict, small_max: int, large_min: int) -> dict:
@@ -161,9 +213,39 @@ def summarise(a: dict, b: dict, small_max: int, large_min: int) -> dict:
     }
 
 
+def add_graph(entry: dict, graph_runs: dict[str, list[dict]]) -> None:
+    g = compare_runs(graph_runs, 65536, 1 << 62)
+    entry["graph_small_time_delta_median_us"] = g["small_time_delta_median_us"]
+    entry["graph_rc"] = g["rc"]
+
+
+def reanalyse(out: Path, ngpus: int) -> int:
+    """Rebuild summary.json/summary.md from the logs of an earlier run in `out`."""
+    report = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "ngpus": ngpus, "reanalysed_from": str(out),
+              "runs": {}}
+    for coll in ALL:
+        runs = logged_runs(out, coll)
+        if not runs["ncclbench"] or not runs["nccl_tests"]:
+            continue
+        report["repeats"] = len(runs["ncclbench"])
+        entry = compare_runs(runs, 65536, 64 << 20)
+        graph = logged_runs(out, f"{coll}.graph")
+        if graph["ncclbench"] and graph["nccl_tests"]:
+            add_graph(entry, graph)
+        report["runs"][coll] = entry
+    if not report["runs"]:
+        raise SystemExit(f"{out}: no logs of this script found")
+    (out / "summary.json").write_text(json.dumps(report, indent=1))
+    (out / "summary.md").write_text(markdown(report))
+    print(markdown(report))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--nccl-tests-build", required=True, type=Path)
+    ap.add_argument("--nccl-tests-build", type=Path, help="nccl-tests build directory (required to run)")
+    ap.add_argument("--reanalyse", action="store_true",
+                    help="run nothing: rebuild the summary from the logs already in --out")
     ap.add_argument("--ngpus", type=int, required=True, help="processes (one GPU each)")
     ap.add_argument("--collectives", default=",".join(ALL))
     ap.add_argument("--min", default="8")
@@ -177,6 +259,10 @@ def main() -> int:
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
+    if args.reanalyse:
+        return reanalyse(args.out, args.ngpus)
+    if args.nccl_tests_build is None:
+        ap.error("--nccl-tests-build is required (or --reanalyse)")
 
     build = args.nccl_tests_build
     args.out.mkdir(parents=True, exist_ok=True)
@@ -199,16 +285,12 @@ def main() -> int:
         pair = [("nccl_tests", theirs), ("ncclbench", ours)]
         if i % 2:
             pair.reverse()
-        res = run_pair(pair, args.out, coll, env, args.repeats)
-        entry = summarise(res["ncclbench"], res["nccl_tests"], 65536, 64 << 20)
+        entry = compare_runs(run_pair(pair, args.out, coll, env, args.repeats), 65536, 64 << 20)
         if args.graph:
             gopts = ["-b", args.min, "-e", args.graph_max, "-f", "2", "-g", "1", "-G", str(args.graph)] + extra
             gpair = [("nccl_tests", mpirun + [binary] + gopts),
                      ("ncclbench", mpirun + [args.python, "-m", "ncclbench", f"{coll}_perf"] + gopts)]
-            gres = run_pair(gpair, args.out, f"{coll}.graph", env, args.repeats)
-            g = summarise(gres["ncclbench"], gres["nccl_tests"], 65536, 1 << 62)
-            entry["graph_small_time_delta_median_us"] = g["small_time_delta_median_us"]
-            entry["graph_rc"] = g["rc"]
+            add_graph(entry, run_pair(gpair, args.out, f"{coll}.graph", env, args.repeats))
         report["runs"][coll] = entry
         print(format_line(coll, entry), flush=True)
     (args.out / "summary.json").write_text(json.dumps(report, indent=1))
@@ -221,6 +303,13 @@ def _f(x, fmt="{:.4f}"):
     return "—" if x is None else fmt.format(x)
 
 
+def _agree(a: dict | None, dev: bool = False) -> str:
+    if not a or not a["points"]:
+        return "—"
+    text = f"{a['within']}/{a['points']}"
+    return f"{text}, {a['max_dev'] * 100:.1f} %" if dev else text
+
+
 def format_line(coll: str, e: dict) -> str:
     return (f"{coll:15s} busbw ratio {_f(e['busbw_ratio_min'])}..{_f(e['busbw_ratio_max'])} "
             f"small dt {_f(e['small_time_delta_median_us'], '{:+.2f}')} us "
@@ -230,13 +319,16 @@ def format_line(coll: str, e: dict) -> str:
 
 def markdown(report: dict) -> str:
     lines = [f"# ncclbench vs nccl-tests, {report['ngpus']} GPUs, {report['date']}", "",
-             "| collective | busbw ratio >= 64 MiB (min..max) | small-msg time delta, median 8 B-64 KiB (us) "
+             "| collective | busbw ratio >= 64 MiB (min..max) | points within ±1 % "
+             "| nccl-tests vs itself: within ±1 %, max dev "
+             "| small-msg time delta, median 8 B-64 KiB (us) "
              "| same with -G | sweep wall time ncclbench / nccl-tests (s) | peak GPU MiB per rank "
              "ncclbench / nccl-tests | #wrong != 0 |",
-             "|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|"]
     for coll, e in report["runs"].items():
         lines.append(
             f"| {coll} | {_f(e['busbw_ratio_min'])}..{_f(e['busbw_ratio_max'])} "
+            f"| {_agree(e.get('busbw_agreement'))} | {_agree(e.get('nccl_tests_self_agreement'), True)} "
             f"| {_f(e['small_time_delta_median_us'], '{:+.2f}')} "
             f"| {_f(e.get('graph_small_time_delta_median_us'), '{:+.2f}')} "
             f"| {e['wall_s']['ncclbench']:.1f} / {e['wall_s']['nccl_tests']:.1f} "

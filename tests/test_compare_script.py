@@ -38,3 +38,25 @@ def test_compare_script_runs_both_tools_and_writes_ratios(tmp_path, mpiexec, ncc
         assert e["ncclbench_wrong"] == []  # -c 0: every cell is N/A, none counted as wrong
     assert "| all_reduce |" in (out / "summary.md").read_text()
     assert len(list(out.glob("all_reduce.ncclbench.*.txt"))) == 2
+    # Agreement columns: each tool against itself, and ours against theirs.
+    for coll, e in doc["runs"].items():
+        for key in ("busbw_agreement", "nccl_tests_self_agreement", "ncclbench_self_agreement"):
+            a = e[key]
+            assert a["points"] == 2 and 0 <= a["within"] <= 2 and a["max_dev"] >= 0, (coll, key)
+    # --reanalyse rebuilds the same figures from the logs alone.
+    (out / "summary.json").unlink()
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "compare_nccl_tests.py"), "--reanalyse",
+                        "--ngpus", "2", "--out", str(out)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    again = json.loads((out / "summary.json").read_text())
+    for coll, e in doc["runs"].items():
+        r = again["runs"][coll]
+        for key in ("busbw_large", "small_time_delta_median_us", "busbw_agreement", "peak_mib", "rc"):
+            assert r[key] == e[key], (coll, key)
+        assert abs(r["wall_s"]["ncclbench"] - e["wall_s"]["ncclbench"]) < 0.01
+
+
+def test_reanalyse_refuses_a_directory_without_logs(tmp_path):
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "compare_nccl_tests.py"), "--reanalyse",
+                        "--ngpus", "2", "--out", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "no logs" in p.stderr
