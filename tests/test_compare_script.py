@@ -2,7 +2,6 @@
 whose binaries run ncclbench's CPU backend, under the MPICH mpiexec, 2 ranks."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path

@@ -122,3 +122,49 @@ def test_compiled_call_reports_nccl_errors_with_rank_and_aborts():
         fast()
     assert aborted == [True]
     assert "rank 3" in str(info.value)
+
+
+class GroupWorker:
+    """The part of a Worker that Placement uses, with `len(comms)` local ranks
+    (one process driving several GPUs: -g/-t)."""
+
+    def __init__(self, comms, log):
+        from types import SimpleNamespace
+
+        self.slots = [SimpleNamespace(rank=c.rank, comm=c, send=(1 << 30) * (i + 1), recv=(1 << 30) * (i + 1) + (1 << 28))
+                      for i, c in enumerate(comms)]
+        self.nranks, self.max_bytes, self.log = comms[0].nranks, 1 << 20, log
+
+    def group_start(self):
+        self.log.append(("ncclGroupStart", ()))
+
+    def group_end(self):
+        self.log.append(("ncclGroupEnd", ()))
+
+
+@pytest.mark.parametrize("name", list(COLLECTIVES))
+def test_several_ranks_per_worker_compile_into_one_group(name):
+    """-g 4 (4 local ranks of an 8-rank job): the prepared op makes the calls of
+    Placement.issue, in the same order, through the compiled path."""
+    from ncclbench.harness.timing import Placement
+
+    coll = COLLECTIVES[name]
+    f32 = DATATYPE_BY_NAME["float"]
+    op = REDOP_BY_NAME["sum"] if coll.reduces else NO_OP
+    counts = coll.counts(4096, 8, 4)
+    logs = []
+    for _ in range(2):
+        log: list = []
+        lib = fake_library(log, True)
+        comms = [NcclCommunicator(lib, 100 + r, r, 8, 200 + r, r, copy=lambda *a, _l=log: _l.append(("cudaMemcpyAsync", a)))
+                 for r in (4, 5, 6, 7)]
+        pl = Placement(GroupWorker(comms, log), coll, f32, op, 1 if coll.rooted else -1, counts, False)
+        logs.append((pl, log))
+    (direct_pl, direct), (fast_pl, compiled) = logs
+    direct_pl.issue(direct_pl.calls(3))
+    fast = fast_pl.prepared(3)
+    assert not hasattr(fast, "func"), name  # compiled, not the issue() fallback
+    fast()
+    assert compiled == direct and direct[0] == ("ncclGroupStart", ()) and direct[-1] == ("ncclGroupEnd", ())
+    handles = {args[-2] for n, args in compiled if n not in ("ncclGroupStart", "ncclGroupEnd", "cudaMemcpyAsync")}
+    assert handles == {104, 105, 106, 107}, name  # every local rank's communicator took part

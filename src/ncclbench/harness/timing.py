@@ -75,22 +75,35 @@ class Placement:
     def prepared(self, k: int) -> Callable[[], None]:
         """A zero-argument callable issuing op k, built before the clock starts.
 
-        With one rank per worker, the collective's launch is first recorded
-        as primitive calls; a communicator that can `compile` them returns a
-        closure with every argument pre-converted, so the timed loop pays the
-        backend's own call and nothing else.  Otherwise the call goes through
-        `issue` as usual."""
+        Each local rank's launch is first recorded as primitive calls; a
+        communicator that can `compile` them returns a closure with every
+        argument pre-converted, so the timed loop pays the backend's own calls
+        and nothing else.  Several ranks in this worker (-g/-t) run their
+        closures inside one group, as `issue` does.  If any rank cannot be
+        compiled, the op goes through `issue` as usual."""
         calls = self.calls(k)
-        if len(calls) == 1:
-            comm, send, recv, args = calls[0]
+        compiled: list[Callable[[], None]] = []
+        for comm, send, recv, args in calls:
             compile_calls = getattr(comm, "compile", None)
-            if compile_calls is not None:
-                recorder = CallRecorder(comm.rank, comm.nranks)
-                self.coll.launch(recorder, send, recv, args)
-                fast = compile_calls(recorder.calls)
-                if fast is not None:
-                    return fast
-        return partial(self.issue, calls)
+            if compile_calls is None:
+                return partial(self.issue, calls)
+            recorder = CallRecorder(comm.rank, comm.nranks)
+            self.coll.launch(recorder, send, recv, args)
+            fast = compile_calls(recorder.calls)
+            if fast is None:
+                return partial(self.issue, calls)
+            compiled.append(fast)
+        if len(compiled) == 1:
+            return compiled[0]
+        group_start, group_end, ranks = self.worker.group_start, self.worker.group_end, tuple(compiled)
+
+        def grouped() -> None:
+            group_start()
+            for rank_op in ranks:
+                rank_op()
+            group_end()
+
+        return grouped
 
     def prepare_data(self, seed: int) -> None:
         """Zero the receive region, then write this rank's inputs (spec §4.1)."""
