@@ -22,9 +22,9 @@ def ngpus() -> int:
     return int(os.environ.get("NCCLBENCH_TEST_NGPUS", gpu_count()))
 
 
-def run(args, tmp_path, name):
+def run(args, tmp_path, name, **extra_env):
     env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
-               NVSHMEM_DISABLE_NVLS="1", NCCLBENCH_NO_STORE="1")
+               NVSHMEM_DISABLE_NVLS="1", NCCLBENCH_NO_STORE="1", **extra_env)
     out = tmp_path / f"{name}.json"
     p = subprocess.run([sys.executable, "-m", "ncclbench", *args, "-J", str(out)], capture_output=True,
                        text=True, env=env, timeout=300)
@@ -68,3 +68,37 @@ def test_threads_and_gpus_per_thread(tmp_path):
                  tmp_path, "tg")
     assert p.stdout.count("#  Rank") == n
     assert all(r["out_of_place"]["nwrong"] == 0 for r in doc["results"])
+
+
+def all_right(doc) -> bool:
+    return bool(doc["results"]) and all(r["out_of_place"]["nwrong"] == 0 and r["in_place"]["nwrong"] in (0, None)
+                                        for r in doc["results"])
+
+
+def test_split_into_groups(tmp_path):
+    """NCCL_TESTS_SPLIT=MOD2: two communicators of n/2 ranks each, run side by side."""
+    n = ngpus()
+    if n < 4 or n % 2:
+        pytest.skip("needs an even number of GPUs, at least 4")
+    p, doc = run(["all_reduce_perf", "-b", "8", "-e", "4M", "-f", "8", "--nprocs", str(n)], tmp_path, "split",
+                 NCCL_TESTS_SPLIT="MOD2")
+    assert "Group  1" in p.stdout
+    assert all_right(doc), p.stdout
+
+
+@pytest.mark.parametrize("mode", ["1", "2"])
+def test_buffer_registration_across_processes(mode, tmp_path):
+    needs_several()
+    p, doc = run(["all_reduce_perf", "-b", "8", "-e", "16M", "-f", "16", "-R", mode, "--nprocs", str(ngpus())],
+                 tmp_path, f"reg{mode}")
+    assert all_right(doc), p.stdout
+
+
+@pytest.mark.parametrize("layout", ["procs", "gpus"])
+def test_graphs_across_gpus(layout, tmp_path):
+    """-G with a process per GPU, and with one process capturing every GPU's stream."""
+    needs_several()
+    n = str(ngpus())
+    where = ["--nprocs", n] if layout == "procs" else ["-g", n]
+    p, doc = run(["all_reduce_perf", "-b", "8", "-e", "1M", "-f", "32", "-G", "5", *where], tmp_path, f"G{layout}")
+    assert all_right(doc), p.stdout
