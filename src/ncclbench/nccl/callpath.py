@@ -3,12 +3,12 @@ cost shows in a measurement.
 
 For a small message NCCL's own enqueue (a few µs of C) is what the host
 clock sees; every call a collective makes from Python adds the binding's
-overhead on top.  Measured here (2 slow cores, a 7-argument call):
-ctypes with `argtypes` and Python ints ~0.64 µs, ctypes with arguments
-pre-converted to ctypes objects and no `argtypes` ~0.40 µs, NVIDIA's Cython
-binding `nccl4py` ~0.06 µs (dependencies.md §1.7).  alltoallv issues ten
-NCCL calls per operation on 4 ranks, so the binding decides whether the
-small-message time can match nccl-tests'.
+overhead on top.  A 7-argument ctypes call costs ~0.64 µs with `argtypes`
+and Python ints, ~0.40 µs with arguments pre-converted to ctypes objects
+(2-core dev machine); NVIDIA's Cython binding `nccl4py` ~0.06 µs
+(dependencies.md §1.7).  On 4 H200s, alltoallv (8 NCCL calls per op) cost
+9.30 µs per op through ctypes and 6.86 through nccl4py, nccl-tests ~6.9
+(bench/enqueue_cost.py; bench/results/gpu-h200x4-2026-11-21-session2.md).
 
 Two call paths build the same closures from recorded NCCL calls:
 
@@ -53,8 +53,6 @@ _NCCL4PY_NAMES = {
 class CtypesCallPath:
     """Calls through ctypes with arguments converted once (no `argtypes`:
     ctypes then passes each pre-built c_void_p/c_size_t/c_int as is)."""
-
-    name = "ctypes"
 
     def __init__(self, lib: NcclLibrary):
         self.lib = lib
@@ -112,8 +110,6 @@ class Nccl4pyCallPath:
     ~10x less overhead than ctypes).  Failures arrive as its NCCLError with
     `.status`, turned into ncclbench's `NcclError` (same message as the
     ctypes path: error string and last error come from the library)."""
-
-    name = "nccl4py"
 
     def __init__(self, lib: NcclLibrary, module: Any, version: str):
         self.lib, self.module, self.version = lib, module, version
