@@ -55,3 +55,14 @@ def test_top_level_help_and_list(ncclbench_env):
     assert p.returncode == 0
     for word in ("hypercube", "alltoallv", "f8e5m2", "mulsum", "backends"):
         assert word in p.stdout
+
+
+def test_list_names_the_timed_call_path(ncclbench_env):
+    from ncclbench.nccl.loader import wheel_library_path
+
+    if wheel_library_path() is None:
+        pytest.skip("nvidia-nccl wheel not installed")
+    p = run(dict(ncclbench_env, NCCLBENCH_CALLS="ctypes"), "list")
+    assert p.returncode == 0 and "timed NCCL calls: ctypes (pre-converted arguments)" in p.stdout
+    p = run(dict(ncclbench_env, NCCLBENCH_CALLS="cython"), "list")
+    assert "timed NCCL calls: unknown (NCCLBENCH_CALLS='cython'" in p.stdout

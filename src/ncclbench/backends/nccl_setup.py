@@ -20,7 +20,7 @@ from ..cuda.runtime import NULL_STREAM, CudaError, CudaRuntime, DeviceProps, get
 from ..errors import BenchError, ExitCode, UnsupportedError
 from ..launch.hostcomm import HostComm
 from ..nccl import runmodel
-from ..nccl.binding import NCCL_WIN_COLL_SYMMETRIC, NcclError, NcclLibrary, get_library, short_hostname
+from ..nccl.binding import NCCL_WIN_COLL_SYMMETRIC, NcclError, get_library, short_hostname
 from ..nccl.communicator import NcclCommunicator
 from .nccl_gpu import NcclSlot, NcclWorker, ProcessSetup, _free_buffers
 from .threads import ThreadTeam
@@ -40,13 +40,6 @@ def _agree(host: HostComm, error: BaseException | None) -> None:
         if r is not None:
             text, code = r
             raise BenchError(f"process {proc}: {text}", ExitCode(code))
-
-
-def timed_calls_note(lib: NcclLibrary) -> str:
-    """Banner note naming the binding of the timed loop (and why not nccl4py)."""
-    path = lib.timed_call_path()
-    why = f"; nccl4py not used: {lib.call_path_note}" if lib.call_path_note else ""
-    return f"NCCL calls in the timed loop: {path.describe()}{why}"
 
 
 def _collective_name(collective: Any) -> str:
@@ -105,7 +98,7 @@ def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Any) -> 
     if max_bytes > limit:
         max_bytes = reduced = limit
 
-    notes: list[str] = [timed_calls_note(lib)]
+    notes: list[str] = [f"NCCL calls in the timed loop: {lib.timed_calls_text()}"]
     reg_mode, note = runmodel.registration_mode(opts.local_register, lib.version_code,
                                                 lib.caps.comm_register, lib.caps.window_register)
     if note:

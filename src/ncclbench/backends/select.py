@@ -46,10 +46,22 @@ def choose_backend(requested: str, nccl_lib: str | None = None) -> tuple[str, st
     return "mpi", f"{why}: running the CPU backend (MPI collectives on host memory)"
 
 
+def timed_calls_description() -> str:
+    """Which binding the timed loop would call libnccl through (nccl/callpath.py)."""
+    try:
+        from ..nccl.binding import get_library
+
+        return get_library(None).timed_calls_text()
+    except (BenchError, ImportError, OSError) as exc:
+        return f"unknown ({exc})"
+
+
 def describe_backends() -> list[str]:
     lines = []
     ngpu = gpu_count()
     lib = nccl_available()
     lines.append(f"nccl  GPUs visible: {ngpu}; libnccl: {lib or 'not found'}")
+    if lib:
+        lines.append(f"      timed NCCL calls: {timed_calls_description()}")
     lines.append(f"mpi   mpi4py: {'installed' if mpi_available() else 'not installed'}")
     return lines

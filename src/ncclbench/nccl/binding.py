@@ -211,6 +211,12 @@ class NcclLibrary:
             self.call_path, self.call_path_note = choose_call_path(self, environ)
         return self.call_path
 
+    def timed_calls_text(self) -> str:
+        """``nccl4py 0.6.0 (Cython)``, or the ctypes path and why not nccl4py."""
+        path = self.timed_call_path()
+        why = f"; nccl4py not used: {self.call_path_note}" if self.call_path_note else ""
+        return path.describe() + why
+
     # -- loading and identity ----------------------------------------------------------
     @classmethod
     def load(cls, explicit: str | None = None, environ: dict | None = None) -> "NcclLibrary":
