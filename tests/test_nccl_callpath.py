@@ -115,3 +115,30 @@ def test_choice_follows_the_environment(lib):
 def test_library_chooses_once(lib):
     first = lib.timed_call_path({"NCCLBENCH_CALLS": "ctypes"})
     assert lib.timed_call_path({"NCCLBENCH_CALLS": "nccl4py"}) is first
+
+
+def test_nccl4py_drives_a_user_library_loaded_first(tmp_path):
+    """--nccl-lib with a copy elsewhere: loaded first, it is the one nccl4py
+    finds (cuda-pathfinder takes an already-loaded libnccl), so the timed
+    loop and ncclbench use one library.  A fresh process: loading is global."""
+    pytest.importorskip("nccl.bindings.nccl", reason="nccl4py not installed")
+    if WHEEL is None:
+        pytest.skip("nvidia-nccl wheel not installed")
+    import shutil
+    import subprocess
+    import sys
+
+    own = tmp_path / "lib" / "libnccl.so.2"
+    own.parent.mkdir()
+    shutil.copyfile(WHEEL, own)
+    code = ("from ncclbench.nccl.binding import NcclLibrary\n"
+            "from ncclbench.nccl.callpath import Nccl4pyCallPath\n"
+            f"lib = NcclLibrary.load(explicit={str(own)!r}, environ={{}})\n"
+            "path, why = Nccl4pyCallPath.open(lib)\n"
+            "maps = {l.split()[-1] for l in open('/proc/self/maps') if 'libnccl.so' in l}\n"
+            "print(lib.path, path is not None, why, sorted(maps), sep='|')\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    loaded, usable, why, maps = p.stdout.strip().split("|")
+    assert loaded == str(own) and usable == "True", why
+    assert maps == str([str(own)])  # one libnccl in the process, the user's
