@@ -9,6 +9,9 @@
 #   PHASE 2gpu:  the -b 8 -e 8G comparison on GPUs 0,1, then busbw >= 64 MiB with -n 40 on 4 GPUs
 #                for the collectives whose large sizes scatter most between runs
 # (session 1 ran an earlier version of this script: see bench/results/gpu-h200x4-2026-11-21.md)
+# The GPU image has no nccl4py: install its wheel into the python3 that runs ncclbench first
+# (`python3 -m pip install --no-deps nccl4py-*.whl`), else the timed loop falls back to ctypes
+# (`ncclbench list` prints "timed NCCL calls: ...").
 set -u
 PHASE=$1; OUT=$2; NT=$3
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
