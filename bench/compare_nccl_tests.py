@@ -197,7 +197,7 @@ def summarise(a: dict, b: dict, small_max: int, large_min: int) -> dict:
                     large.append({"size": size, "half": half,
                                   "ratio": ra[f"{half}_busbw"] / rb[f"{half}_busbw"],
                                   "ncclbench": ra[f"{half}_busbw"], "nccl_tests": rb[f"{half}_busbw"]})
-        if 0 < size <= small_max or (size == 0 and False):
+        if 0 < size <= small_max:
             small.append(ra["oop_time"] - rb["oop_time"])
     wrong = [r[k] for r in a["rows"].values() for k in ("oop_wrong", "ip_wrong") if r[k] not in ("0", "N/A")]
     return {
