@@ -168,3 +168,30 @@ def test_several_ranks_per_worker_compile_into_one_group(name):
     assert compiled == direct and direct[0] == ("ncclGroupStart", ()) and direct[-1] == ("ncclGroupEnd", ())
     handles = {args[-2] for n, args in compiled if n not in ("ncclGroupStart", "ncclGroupEnd", "cudaMemcpyAsync")}
     assert handles == {104, 105, 106, 107}, name  # every local rank's communicator took part
+
+
+def test_compiled_local_copy_uses_the_bound_copy_in_order():
+    """A worker that can pre-bind its copy (the driver call on a one-GPU worker)
+    gets it into the compiled op, between the NCCL runs, with the rank's stream."""
+    coll = COLLECTIVES["hypercube"]
+    log, bound = [], []
+
+    def bind_copy(dst, src, nbytes, stream):
+        bound.append((dst, src, nbytes, stream))
+        return lambda: log.append(("copy", dst, src, nbytes, stream))
+
+    n, rank = 4, 1
+    args = CallArgs(DATATYPE_BY_NAME["float"], NO_OP, -1, rank, n, coll.counts(4096, n, 4))
+    rec = CallRecorder(rank, n)
+    coll.launch(rec, 1 << 20, 1 << 24, args)
+    comm = NcclCommunicator(fake_library(log, True), 77, rank, n, 99, 0,
+                            copy=lambda *a: pytest.fail("the unbound copy must not be called"),
+                            bind_copy=bind_copy)
+    fast = comm.compile(rec.calls)
+    assert fast is not None and len(bound) == 1 and not log  # bound once, at compile time
+    fast()
+    fast()
+    nbytes = args.counts.param_count * 4
+    copy = ("copy", (1 << 24) + rank * nbytes, 1 << 20, nbytes, 99)
+    assert log[0] == copy and log.count(copy) == 2
+    assert [e[0] for e in log[1:log.index(copy, 1)]] == ["ncclGroupStart", "ncclSend", "ncclRecv", "ncclGroupEnd"] * 2

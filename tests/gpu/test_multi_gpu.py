@@ -102,3 +102,22 @@ def test_graphs_across_gpus(layout, tmp_path):
     where = ["--nprocs", n] if layout == "procs" else ["-g", n]
     p, doc = run(["all_reduce_perf", "-b", "8", "-e", "1M", "-f", "32", "-G", "5", *where], tmp_path, f"G{layout}")
     assert all_right(doc), p.stdout
+
+
+@pytest.mark.parametrize("graph", ["0", "5"])
+@pytest.mark.parametrize("layout", ["procs", "threads", "gpus"])
+def test_hypercube_local_copy_in_every_layout(layout, graph, tmp_path):
+    """Hypercube's own block is copied inside the timed op: by the driver's
+    pre-bound copy on a one-GPU worker (a process or a thread per GPU), by the
+    runtime call when one thread drives every GPU; eager and captured (-G).
+    Out-of-place checking fails if the copy is skipped or lands elsewhere."""
+    needs_several()
+    n = ngpus()
+    if n & (n - 1):
+        pytest.skip("hypercube needs a power-of-two rank count")
+    where = {"procs": ["--nprocs", str(n)], "threads": ["-t", str(n)], "gpus": ["-g", str(n)]}[layout]
+    p, doc = run(["hypercube_perf", "-b", "8", "-e", "4M", "-f", "8", "-G", graph, *where], tmp_path,
+                 f"hc{layout}{graph}")
+    assert p.stdout.count("#  Rank") == n
+    assert all_right(doc), p.stdout
+    assert max(int(r["size"]) for r in doc["results"]) == 4 << 20

@@ -18,7 +18,8 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from functools import partial
+from typing import Any, Callable, Sequence
 
 from ..config import BenchOptions
 from ..cuda.runtime import NULL_STREAM, CudaError, CudaRuntime, DeviceProps, get_runtime
@@ -291,6 +292,15 @@ class NcclWorker(Worker):
         """cudaMemcpyAsync device to device (a communicator's local_copy)."""
         self._bind()
         self.cuda.memcpy_dtod_async(dst, src, nbytes, stream)
+
+    def bind_copy(self, dst: int, src: int, nbytes: int, stream: int) -> Callable[[], None]:
+        """`copy_async` with its arguments bound, for a compiled timed op: the
+        driver's pre-bound copy when this worker drives one GPU (its device is
+        current in the calling thread), else the checked runtime call, which
+        also accepts another device's stream (-g N)."""
+        if len(self.slots) == 1:
+            return self.cuda.bound_dtod_copy(dst, src, nbytes, stream)
+        return partial(self.copy_async, dst, src, nbytes, stream)
 
     # -- host collectives --------------------------------------------------------------
     def barrier(self) -> None:

@@ -262,7 +262,8 @@ def _build(setup: ProcessSetup, slots: list[NcclSlot], uid: bytes, config_values
         worker = NcclWorker(setup, t, mine, init_mem, user_mem, [free2[i] for i in idx])
         for slot in mine:
             slot.comm = NcclCommunicator(lib, slot.handle, slot.rank, setup.nranks, slot.stream,
-                                         slot.device, copy=worker.copy_async, on_error=worker.abort)
+                                         slot.device, copy=worker.copy_async, on_error=worker.abort,
+                                         bind_copy=worker.bind_copy)
         workers.append(worker)
         if opts.check:
             worker.load_kernels()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ctypes
 import socket
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import BenchError, ExitCode
 
@@ -203,6 +203,39 @@ class CudaRuntime:
 
     def memcpy_dtod_async(self, dst: int, src: int, nbytes: int, stream: int) -> None:
         self._check("cudaMemcpyAsync", self.rt.cudaMemcpyAsync(dst, src, nbytes, self._kind_d2d, stream))
+
+    def bound_dtod_copy(self, dst: int, src: int, nbytes: int, stream: int) -> Callable[[], None]:
+        """A device-to-device copy with every argument bound, for the timed loop
+        (hypercube's own block): one call of the driver's cuMemcpyDtoDAsync.
+
+        Not `cudaMemcpyAsync`: cuda-bindings' runtime layer re-checks its lazy
+        initialisation and context on every call, which cost 2-5 us per copy on
+        an H200 against ~2 us for the whole copy in nccl-tests' C
+        (bench/copy_cost.py).  The driver call acts on the calling thread's
+        current context, so use it only where this rank's device is current
+        (one GPU per thread; the worker made it current at set-up)."""
+        drv = self._driver()
+        fn, failed = drv.cuMemcpyDtoDAsync, self.fail_driver
+        d, s, st = drv.CUdeviceptr(dst), drv.CUdeviceptr(src), drv.CUstream(stream)
+
+        def copy() -> None:
+            err = fn(d, s, nbytes, st)[0]
+            if err:
+                raise failed("cuMemcpyDtoDAsync", err)
+
+        return copy
+
+    def _driver(self) -> Any:
+        from cuda.bindings import driver
+
+        return driver
+
+    def fail_driver(self, call: str, err: Any) -> CudaError:
+        """A failed driver-API call, worded like `fail`."""
+        r = self._driver().cuGetErrorString(err)
+        s = r[1] if isinstance(r, tuple) and len(r) > 1 else r
+        text = s.decode(errors="replace") if isinstance(s, bytes) else str(s)
+        return CudaError(f"{_host()}: Test CUDA failure {call} '{text}'")
 
     def memcpy_htod(self, dst: int, data: bytes | bytearray | memoryview) -> None:
         """Synchronous copy of host bytes (any buffer object) to device memory."""

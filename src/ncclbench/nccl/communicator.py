@@ -24,7 +24,8 @@ class NcclCommunicator:
 
     def __init__(self, lib: NcclLibrary, handle: int, rank: int, nranks: int, stream: int,
                  device: int, copy: Callable[[int, int, int, int], None] | None = None,
-                 on_error: Callable[[], None] | None = None):
+                 on_error: Callable[[], None] | None = None,
+                 bind_copy: Callable[[int, int, int, int], Callable[[], None]] | None = None):
         self.lib = lib
         self.handle = handle  # ncclComm_t
         self.rank = rank
@@ -33,6 +34,9 @@ class NcclCommunicator:
         self.device = device
         self._copy = copy  # (dst, src, nbytes, stream): cudaMemcpyAsync device to device
         self._on_error = on_error
+        # (dst, src, nbytes, stream) -> a copy with its arguments bound, for compiled
+        # timed ops; without it they bind `copy` with functools.partial.
+        self._bind_copy = bind_copy
 
     def _failed(self, exc: NcclError) -> NcclError:
         if self._on_error is not None:
@@ -183,7 +187,7 @@ class NcclCommunicator:
         closure over the library's timed-loop call path (`callpath`): every
         argument already converted, so a timed op costs the NCCL call(s) and
         nothing else.  Local copies (hypercube's own block) become pre-bound
-        cudaMemcpyAsync calls between the NCCL runs.  Returns None (use the
+        device-to-device copies (`bind_copy`) between the NCCL runs.  Returns None (use the
         ordinary methods) for anything that needs work per call:
         premultiplied-sum ops, send/recv fallbacks."""
         path = self.lib.timed_call_path()
@@ -198,7 +202,9 @@ class NcclCommunicator:
                     run = []
                 dst, src, nbytes = args
                 if nbytes > 0:
-                    parts.append(partial(self._copy, dst, src, nbytes, self.stream))
+                    bind = self._bind_copy
+                    parts.append(bind(dst, src, nbytes, self.stream) if bind is not None
+                                 else partial(self._copy, dst, src, nbytes, self.stream))
                 continue
             step = self._raw_step(name, args)
             if step is None:
