@@ -183,7 +183,27 @@ def compare_runs(runs: dict[str, list[dict]], small_max: int, large_min: int) ->
     for name in ("nccl_tests", "ncclbench"):
         if len(runs[name]) >= 2:
             entry[f"{name}_self_agreement"] = busbw_agreement(runs[name][0], runs[name][1], large_min)
+            entry[f"{name}_busbw_spread"] = busbw_spread(runs[name], large_min)
     return entry
+
+
+def busbw_spread(runs: list[dict], large_min: int) -> float | None:
+    """One tool's run-to-run scatter: the largest (max - min) / median of busbw
+    over its runs at any size >= large_min, either half.  With three runs or
+    more it says how far apart single runs land, which the pairwise
+    agreement above (first vs second run) can understate."""
+    sizes = set.intersection(*(set(r["rows"]) for r in runs))
+    worst = None
+    for size in sizes:
+        if size < large_min:
+            continue
+        for half in ("oop", "ip"):
+            vals = [r["rows"][size][f"{half}_busbw"] for r in runs]
+            mid = statistics.median(vals)
+            if mid > 0:
+                spread = (max(vals) - min(vals)) / mid
+                worst = spread if worst is None else max(worst, spread)
+    return worst
 
 
 def summarise(a: dict, b: dict, small_max: int, large_min: int) -> dict:
@@ -303,6 +323,10 @@ def _f(x, fmt="{:.4f}"):
     return "—" if x is None else fmt.format(x)
 
 
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{x * 100:.1f} %"
+
+
 def _agree(a: dict | None, dev: bool = False) -> str:
     if not a or not a["points"]:
         return "—"
@@ -321,14 +345,16 @@ def markdown(report: dict) -> str:
     lines = [f"# ncclbench vs nccl-tests, {report['ngpus']} GPUs, {report['date']}", "",
              "| collective | busbw ratio >= 64 MiB (min..max) | points within ±1 % "
              "| nccl-tests vs itself: within ±1 %, max dev "
+             "| busbw spread over runs, max: nccl-tests / ncclbench "
              "| small-msg time delta, median 8 B-64 KiB (us) "
              "| same with -G | sweep wall time ncclbench / nccl-tests (s) | peak GPU MiB per rank "
              "ncclbench / nccl-tests | #wrong != 0 |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for coll, e in report["runs"].items():
         lines.append(
             f"| {coll} | {_f(e['busbw_ratio_min'])}..{_f(e['busbw_ratio_max'])} "
             f"| {_agree(e.get('busbw_agreement'))} | {_agree(e.get('nccl_tests_self_agreement'), True)} "
+            f"| {_pct(e.get('nccl_tests_busbw_spread'))} / {_pct(e.get('ncclbench_busbw_spread'))} "
             f"| {_f(e['small_time_delta_median_us'], '{:+.2f}')} "
             f"| {_f(e.get('graph_small_time_delta_median_us'), '{:+.2f}')} "
             f"| {e['wall_s']['ncclbench']:.1f} / {e['wall_s']['nccl_tests']:.1f} "

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Device visit for the recorded GPU figures (NVLS off). Writes tarballs/logs to OUTDIR.
 # Usage: bench/gpu_validate.sh PHASE OUTDIR NCCL_TESTS_BUILD
-#   PHASE small:  GPU test suite, copy and enqueue cost per call path, the 8 B - 64 KiB comparison
-#                 on 4 GPUs (eager, $SMALL_REPEATS (3) alternating runs; hypercube also with -G 20),
-#                 all_reduce -g 4 in one process 8 B - 1 MiB (both tools)
-#   PHASE busbw4: busbw >= 64 MiB on 4 GPUs, every collective, $REPEATS (5) alternating runs per tool
-#   PHASE two:    on GPUs 0,1 only: the 8 B - 64 KiB comparison ($SMALL_REPEATS runs), then busbw
-#                 >= 64 MiB ($REPEATS (4) runs)
-# (sessions 1 and 2 ran earlier versions: see bench/results/gpu-h200x4-2026-11-21*.md)
+#   PHASE tests:  GPU test suite, copy and enqueue cost per call path, all_reduce -g 4 in one
+#                 process 8 B - 1 MiB (both tools)                              (~6 min on 4 H200)
+#   PHASE small:  the 8 B - 64 KiB comparison, eager, $SMALL_REPEATS (3) alternating runs, on 4
+#                 GPUs (hypercube also with -G 20), then on GPUs 0,1             (~8 min)
+#   PHASE busbw4: busbw >= 64 MiB on 4 GPUs, every collective, $REPEATS (5) runs  (~11 min: split
+#                 with COLLS=a,b,... over two calls)
+#   PHASE busbw2: the same on GPUs 0,1, $REPEATS (3) runs                        (~7 min)
+# (sessions 1-3 ran earlier versions: see bench/results/gpu-h200x4-2026-11-21*.md)
 # The GPU image has no nccl4py: install its wheel into the python3 that runs ncclbench first
 # (`python3 -m pip install --no-deps nccl4py-*.whl`), else the timed loop falls back to ctypes
 # (`ncclbench list` prints "timed NCCL calls: ...").
@@ -21,32 +22,36 @@ FWD="-x NCCL_NVLS_ENABLE -x PYTHONPATH -x NCCLBENCH_NO_STORE -x PYTHONUNBUFFERED
 ALL=all_reduce,all_gather,broadcast,reduce_scatter,reduce,alltoall,alltoallv,scatter,gather,sendrecv,hypercube
 mkdir -p $OUT/w
 SMALL="--max 64K --graph 0 --repeats ${SMALL_REPEATS:-3}"
-if [ "$PHASE" = small ]; then
+COLLS=${COLLS:-$ALL}
+if [ "$PHASE" = tests ]; then
   nvidia-smi topo -m > $OUT/w/topo.txt 2>&1; python3 -m ncclbench list > $OUT/w/list.txt 2>&1; tail -3 $OUT/w/list.txt
-  timeout 200 python3 -m pytest tests/gpu -q -p no:cacheprovider > $OUT/w/gpu_tests.txt 2>&1; tail -3 $OUT/w/gpu_tests.txt
-  echo "== copy cost per call (1 process, 2000 copies of 4 B)"
-  timeout 60 python3 bench/copy_cost.py 2000 4 2>&1 | tee $OUT/w/copy_cost.jsonl
+  timeout 400 python3 -m pytest tests/gpu -q -rfs --durations=10 -p no:cacheprovider > $OUT/w/gpu_tests.txt 2>&1
+  tail -16 $OUT/w/gpu_tests.txt
+  echo "== copy cost per call (1 process; 200 copies of 4 B, under the launch queue's depth)"
+  timeout 60 python3 bench/copy_cost.py 200 4 2>&1 | tee $OUT/w/copy_cost.jsonl
   echo "== enqueue cost per call path (4 processes, 2000 ops)"
   for c in ${ENQUEUE:-hypercube alltoallv}; do
     timeout 90 $MPIRUN $FWD -np 4 python3 bench/enqueue_cost.py 2000 $c 2>&1 | grep -avE "^#|^ *$" | tail -6; done
-  timeout 250 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 4 --collectives $ALL \
-     $SMALL --out $OUT/w/small4 2>&1 | tail -14
-  timeout 40 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 4 --collectives hypercube \
-     --max 64K --graph-max 64K --out $OUT/w/small4hc 2>&1 | tail -3
   echo "== one process driving 4 GPUs: all_reduce -b 8 -e 1M -f 2 -g 4 (both tools)"
   timeout 60 $NT/all_reduce_perf -b 8 -e 1M -f 2 -g 4 > $OUT/w/g4.nccl_tests.txt 2>&1; echo nccl-tests rc=$?
   timeout 90 python3 -m ncclbench all_reduce_perf -b 8 -e 1M -f 2 -g 4 > $OUT/w/g4.ncclbench.txt 2>&1; echo ncclbench rc=$?
   for f in g4.nccl_tests g4.ncclbench; do echo "-- $f"
     grep -aE "^ +(8|1024|65536|1048576) |Avg bus|timed loop" $OUT/w/$f.txt | head -8; done
 fi
+if [ "$PHASE" = small ]; then
+  timeout 250 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 4 --collectives $COLLS \
+     $SMALL --out $OUT/w/small4 2>&1 | tail -14
+  timeout 40 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 4 --collectives hypercube \
+     --max 64K --graph-max 64K --out $OUT/w/small4hc 2>&1 | tail -3
+  CUDA_VISIBLE_DEVICES=0,1 timeout 230 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 2 \
+     --collectives $COLLS $SMALL --out $OUT/w/small2 2>&1 | tail -14
+fi
 if [ "$PHASE" = busbw4 ]; then
-  timeout 570 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 4 --collectives $ALL \
+  timeout 570 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 4 --collectives $COLLS \
      --min 64M --graph 0 --repeats ${REPEATS:-5} --out $OUT/w/busbw4 2>&1 | tail -14
 fi
-if [ "$PHASE" = two ]; then  # GPUs 0,1 only, nothing else running
-  CUDA_VISIBLE_DEVICES=0,1 timeout 230 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 2 \
-     --collectives $ALL $SMALL --out $OUT/w/small2 2>&1 | tail -14
-  CUDA_VISIBLE_DEVICES=0,1 timeout 330 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 2 \
-     --collectives $ALL --min 64M --graph 0 --repeats ${REPEATS:-4} --out $OUT/w/busbw2 2>&1 | tail -14
+if [ "$PHASE" = busbw2 ]; then  # GPUs 0,1 only, nothing else running
+  CUDA_VISIBLE_DEVICES=0,1 timeout 570 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 2 \
+     --collectives $COLLS --min 64M --graph 0 --repeats ${REPEATS:-3} --out $OUT/w/busbw2 2>&1 | tail -14
 fi
 tar -C $OUT -czf $OUT/$PHASE.tgz w && rm -rf $OUT/w

@@ -59,3 +59,20 @@ def test_reanalyse_refuses_a_directory_without_logs(tmp_path):
     p = subprocess.run([sys.executable, str(ROOT / "bench" / "compare_nccl_tests.py"), "--reanalyse",
                         "--ngpus", "2", "--out", str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert p.returncode != 0 and "no logs" in p.stderr
+
+
+def test_busbw_spread_is_the_widest_range_over_runs_at_large_sizes():
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import compare_nccl_tests as cmp
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+
+    def run(small, oop, ip):
+        return {"rows": {1024: {"oop_busbw": small, "ip_busbw": small},
+                         64 << 20: {"oop_busbw": oop, "ip_busbw": ip}}}
+
+    runs = [run(1, 100, 200), run(50, 104, 202), run(9, 98, 201)]
+    # oop: (104 - 98) / 100 = 6 %; ip: 1 %; the small size is not counted.
+    assert cmp.busbw_spread(runs, 64 << 20) == pytest.approx(0.06)
+    assert cmp.busbw_spread(runs, 1 << 40) is None

@@ -31,7 +31,7 @@ def fake_library(log: list, native: bool, fail: str | None = None) -> NcclLibrar
     flags.update(alltoall=native, gather=native, scatter=native)
     lib.caps = Capabilities(**flags)
     lib.version_code = 22809
-    lib.error = lambda function, result, comm=None: NcclError(function, result, "internal error", "")
+    lib.error = lambda function, result, comm=None: NcclError(function, result, "internal error", "", comm=comm)
     lib.call_path, lib.call_path_note = RecordingCallPath(lib, log, fail), ""
     return lib
 
@@ -40,14 +40,17 @@ class RecordingCallPath:
     """The compiled path's calls go through the library's call path: record them
     in the same (NCCL name, int args) form as the raw functions above."""
 
-    def __init__(self, lib, log, fail):
-        self.lib, self.log, self.fail = lib, log, fail
+    def __init__(self, lib, log, fail, fail_comm=None):
+        self.lib, self.log, self.fail, self.fail_comm = lib, log, fail, fail_comm
+        self.builds = 0
 
     def build(self, calls, on_error):
+        self.builds += 1
+
         def run():
             for name, args, comm in calls:
                 self.log.append((name, args))
-                if name == self.fail:
+                if name == self.fail and self.fail_comm in (None, comm):
                     raise on_error(self.lib.error(name, 3, comm))
         return run
 
@@ -135,10 +138,14 @@ class GroupWorker:
                       for i, c in enumerate(comms)]
         self.nranks, self.max_bytes, self.log = comms[0].nranks, 1 << 20, log
 
+        self.brackets = 0  # group calls made through the worker, not the compiled op
+
     def group_start(self):
+        self.brackets += 1
         self.log.append(("ncclGroupStart", ()))
 
     def group_end(self):
+        self.brackets += 1
         self.log.append(("ncclGroupEnd", ()))
 
 
@@ -168,6 +175,31 @@ def test_several_ranks_per_worker_compile_into_one_group(name):
     assert compiled == direct and direct[0] == ("ncclGroupStart", ()) and direct[-1] == ("ncclGroupEnd", ())
     handles = {args[-2] for n, args in compiled if n not in ("ncclGroupStart", "ncclGroupEnd", "cudaMemcpyAsync")}
     assert handles == {104, 105, 106, 107}, name  # every local rank's communicator took part
+    # The group brackets came from the compiled op itself, in one run of the
+    # call path (hypercube's local copies split it into runs), not from the worker.
+    assert fast_pl.worker.brackets == 0
+    runs = 1 + sum(1 for e in compiled if e[0] == "cudaMemcpyAsync")
+    assert fast_pl.worker.slots[0].comm.lib.call_path.builds == runs, name
+
+
+def test_compiled_group_reports_the_failing_rank():
+    """An NCCL failure inside a compiled -g group names the rank whose call failed
+    and aborts (the worker aborts all its communicators)."""
+    from ncclbench.harness.timing import Placement
+
+    log: list = []
+    aborted: list = []
+    lib = fake_library(log, True)
+    lib.call_path = RecordingCallPath(lib, log, "ncclAllReduce", fail_comm=106)
+    comms = [NcclCommunicator(lib, 100 + r, r, 8, 200 + r, r, on_error=lambda: aborted.append(True))
+             for r in (4, 5, 6, 7)]
+    coll = COLLECTIVES["all_reduce"]
+    pl = Placement(GroupWorker(comms, log), coll, DATATYPE_BY_NAME["float"], REDOP_BY_NAME["sum"], -1,
+                   coll.counts(4096, 8, 4), False)
+    fast = pl.prepared(0)
+    with pytest.raises(NcclError) as info:
+        fast()
+    assert "(rank 6)" in str(info.value) and aborted == [True]
 
 
 def test_compiled_local_copy_uses_the_bound_copy_in_order():

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from ..backends.base import Worker
-from ..collectives.base import CallArgs, Collective, Counts
+from ..collectives.base import CallArgs, Collective, Communicator, Counts
 from ..config import BenchOptions
 from ..datatypes import DataType, RedOp
 from .sweep import rotation_steps
@@ -82,14 +82,19 @@ class Placement:
         closures inside one group, as `issue` does.  If any rank cannot be
         compiled, the op goes through `issue` as usual."""
         calls = self.calls(k)
+        if len(calls) > 1:
+            compile_group = getattr(calls[0][0], "compile_group", None)
+            if compile_group is not None:
+                fast = compile_group([(comm, self._recorded(comm, send, recv, args))
+                                      for comm, send, recv, args in calls])
+                if fast is not None:
+                    return fast
         compiled: list[Callable[[], None]] = []
         for comm, send, recv, args in calls:
             compile_calls = getattr(comm, "compile", None)
             if compile_calls is None:
                 return partial(self.issue, calls)
-            recorder = CallRecorder(comm.rank, comm.nranks)
-            self.coll.launch(recorder, send, recv, args)
-            fast = compile_calls(recorder.calls)
+            fast = compile_calls(self._recorded(comm, send, recv, args))
             if fast is None:
                 return partial(self.issue, calls)
             compiled.append(fast)
@@ -104,6 +109,12 @@ class Placement:
             group_end()
 
         return grouped
+
+    def _recorded(self, comm: Communicator, send: int, recv: int, args: CallArgs) -> list[tuple[str, tuple]]:
+        """The primitive calls one rank's launch makes, recorded, not issued."""
+        recorder = CallRecorder(comm.rank, comm.nranks)
+        self.coll.launch(recorder, send, recv, args)
+        return recorder.calls
 
     def prepare_data(self, seed: int) -> None:
         """Zero the receive region, then write this rank's inputs (spec §4.1)."""

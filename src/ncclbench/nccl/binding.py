@@ -97,9 +97,10 @@ class NcclError(BenchError):
     """A failed NCCL call (exit status 3, like nccl-tests' NCCLCHECK)."""
 
     def __init__(self, function: str, result: int, error_string: str, last_error: str,
-                 rank: int | None = None):
+                 rank: int | None = None, comm: int | None = None):
         self.function, self.result = function, result
         self.error_string, self.last_error, self.rank = error_string, last_error, rank
+        self.comm = comm  # the ncclComm_t handle of the failed call, when it had one
         where = f" (rank {rank})" if rank is not None else ""
         super().__init__(f"{short_hostname()}: Test NCCL failure {function} "
                          f"'{error_string} / {last_error}'{where}", ExitCode.NCCL_ERROR)
@@ -107,7 +108,7 @@ class NcclError(BenchError):
     def at_rank(self, rank: int) -> "NcclError":
         if self.rank is not None:
             return self
-        return NcclError(self.function, self.result, self.error_string, self.last_error, rank)
+        return NcclError(self.function, self.result, self.error_string, self.last_error, rank, self.comm)
 
 
 @dataclass(frozen=True)
@@ -255,7 +256,7 @@ class NcclLibrary:
         return s.decode(errors="replace") if s else ""
 
     def error(self, function: str, result: int, comm: int | None = None) -> NcclError:
-        return NcclError(function, result, self.error_string(result), self.last_error(comm))
+        return NcclError(function, result, self.error_string(result), self.last_error(comm), comm=comm)
 
     def _call(self, name: str, *args, comm: int | None = None) -> None:
         fn = self._fn.get(name)

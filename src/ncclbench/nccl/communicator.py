@@ -187,40 +187,31 @@ class NcclCommunicator:
         closure over the library's timed-loop call path (`callpath`): every
         argument already converted, so a timed op costs the NCCL call(s) and
         nothing else.  Local copies (hypercube's own block) become pre-bound
-        device-to-device copies (`bind_copy`) between the NCCL runs.  Returns None (use the
-        ordinary methods) for anything that needs work per call:
+        device-to-device copies (`bind_copy`) between the NCCL runs.  Returns
+        None (use the ordinary methods) for anything that needs work per call:
         premultiplied-sum ops, send/recv fallbacks."""
-        path = self.lib.timed_call_path()
-        parts: list[Callable[[], None]] = []
-        run: list[tuple[str, tuple, int | None]] = []
-        for name, args in calls:
-            if name == "local_copy":
-                if self._copy is None:
-                    return None
-                if run:
-                    parts.append(path.build(run, self._failed))
-                    run = []
-                dst, src, nbytes = args
-                if nbytes > 0:
-                    bind = self._bind_copy
-                    parts.append(bind(dst, src, nbytes, self.stream) if bind is not None
-                                 else partial(self._copy, dst, src, nbytes, self.stream))
-                continue
-            step = self._raw_step(name, args)
-            if step is None:
-                return None
-            run.append(step)
-        if run:
-            parts.append(path.build(run, self._failed))
-        if len(parts) == 1:
-            return parts[0]
-        frozen = tuple(parts)
+        return _compile([(self, name, args) for name, args in calls])
 
-        def run_parts() -> None:
-            for part in frozen:
-                part()
+    @staticmethod
+    def compile_group(ranks: list[tuple["NcclCommunicator", list[tuple[str, tuple]]]]
+                      ) -> Callable[[], None] | None:
+        """Several local ranks' recorded calls (-g/-t) as one compiled op inside
+        one NCCL group, as nccl-tests issues them: group start, every rank's
+        calls, group end, all in one run of the call path (a Python loop over
+        pre-built calls rather than a method call per rank and per group
+        bracket: -g 4 all_reduce at 8 B was ~2 us over nccl-tests that way)."""
+        if not ranks:
+            return None
+        first = ranks[0][0]
+        items = [(first, "group_start", ())]
+        items += [(comm, name, args) for comm, calls in ranks for name, args in calls]
+        items.append((first, "group_end", ()))
+        return _compile(items)
 
-        return run_parts
+    def _bound_copy(self, dst: int, src: int, nbytes: int) -> Callable[[], None]:
+        if self._bind_copy is not None:
+            return self._bind_copy(dst, src, nbytes, self.stream)
+        return partial(self._copy, dst, src, nbytes, self.stream)
 
     def _raw_step(self, name: str, a: tuple) -> tuple[str, tuple, int | None] | None:
         """(NCCL function, its C arguments as ints, comm for the error) or None."""
@@ -258,3 +249,49 @@ class NcclCommunicator:
         if self._copy is None:
             raise UnsupportedError("local_copy needs the CUDA runtime")
         self._copy(dst, src, nbytes, self.stream)
+
+
+def _compile(items: list[tuple[NcclCommunicator, str, tuple]]) -> Callable[[], None] | None:
+    """(communicator, primitive call, args) in issue order -> one closure, or None.
+
+    Consecutive NCCL calls become one run of the call path; a local copy splits
+    the runs.  A failure is reported at the rank whose communicator made the
+    failing call (the first rank's for group brackets) after that rank's
+    worker aborted its communicators."""
+    first = items[0][0] if items else None
+    if first is None:
+        return None
+    path = first.lib.timed_call_path()
+    by_handle = {comm.handle: comm for comm, _, _ in items}
+
+    def failed(exc: NcclError) -> NcclError:
+        return by_handle.get(exc.comm, first)._failed(exc)
+
+    parts: list[Callable[[], None]] = []
+    run: list[tuple[str, tuple, int | None]] = []
+    for comm, name, args in items:
+        if name == "local_copy":
+            if comm._copy is None and comm._bind_copy is None:
+                return None  # no CUDA runtime to copy with
+            dst, src, nbytes = args
+            if nbytes > 0:
+                if run:
+                    parts.append(path.build(run, failed))
+                    run = []
+                parts.append(comm._bound_copy(dst, src, nbytes))
+            continue
+        step = comm._raw_step(name, args)
+        if step is None:
+            return None
+        run.append(step)
+    if run:
+        parts.append(path.build(run, failed))
+    if len(parts) == 1:
+        return parts[0]
+    frozen = tuple(parts)
+
+    def run_parts() -> None:
+        for part in frozen:
+            part()
+
+    return run_parts
