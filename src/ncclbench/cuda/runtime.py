@@ -208,12 +208,13 @@ class CudaRuntime:
         """A device-to-device copy with every argument bound, for the timed loop
         (hypercube's own block): one call of the driver's cuMemcpyDtoDAsync.
 
-        Not `cudaMemcpyAsync`: cuda-bindings' runtime layer re-checks its lazy
-        initialisation and context on every call, which cost 2-5 us per copy on
-        an H200 against ~2 us for the whole copy in nccl-tests' C
-        (bench/copy_cost.py).  The driver call acts on the calling thread's
-        current context, so use it only where this rank's device is current
-        (one GPU per thread; the worker made it current at set-up)."""
+        The driver call skips cuda-bindings' runtime layer and our checking
+        wrapper: 3.04 us per 4-byte copy against 3.12 (bare runtime call) and
+        3.23 (wrapped) on an H200 (bench/copy_cost.py, session 3) -- a small
+        gain; in hypercube's timed op the copy still costs ~1.4 us more than
+        nccl-tests' cudaMemcpyAsync from C (bench/results/, session 3).  It acts
+        on the calling thread's current context, so use it only where this
+        rank's device is current (one GPU per thread; the worker binds it)."""
         drv = self._driver()
         fn, failed = drv.cuMemcpyDtoDAsync, self.fail_driver
         d, s, st = drv.CUdeviceptr(dst), drv.CUdeviceptr(src), drv.CUstream(stream)

@@ -78,37 +78,21 @@ class Placement:
         Each local rank's launch is first recorded as primitive calls; a
         communicator that can `compile` them returns a closure with every
         argument pre-converted, so the timed loop pays the backend's own calls
-        and nothing else.  Several ranks in this worker (-g/-t) run their
-        closures inside one group, as `issue` does.  If any rank cannot be
-        compiled, the op goes through `issue` as usual."""
+        and nothing else.  Several ranks in this worker (-g/-t) are compiled
+        together (`compile_group`) inside one group, as `issue` runs them.  If
+        the communicator cannot compile the op, it goes through `issue`."""
         calls = self.calls(k)
-        if len(calls) > 1:
-            compile_group = getattr(calls[0][0], "compile_group", None)
+        first = calls[0][0]
+        fast = None
+        if len(calls) == 1:
+            compile_one = getattr(first, "compile", None)
+            if compile_one is not None:
+                fast = compile_one(self._recorded(*calls[0]))
+        else:
+            compile_group = getattr(first, "compile_group", None)
             if compile_group is not None:
-                fast = compile_group([(comm, self._recorded(comm, send, recv, args))
-                                      for comm, send, recv, args in calls])
-                if fast is not None:
-                    return fast
-        compiled: list[Callable[[], None]] = []
-        for comm, send, recv, args in calls:
-            compile_calls = getattr(comm, "compile", None)
-            if compile_calls is None:
-                return partial(self.issue, calls)
-            fast = compile_calls(self._recorded(comm, send, recv, args))
-            if fast is None:
-                return partial(self.issue, calls)
-            compiled.append(fast)
-        if len(compiled) == 1:
-            return compiled[0]
-        group_start, group_end, ranks = self.worker.group_start, self.worker.group_end, tuple(compiled)
-
-        def grouped() -> None:
-            group_start()
-            for rank_op in ranks:
-                rank_op()
-            group_end()
-
-        return grouped
+                fast = compile_group([(c[0], self._recorded(*c)) for c in calls])
+        return fast if fast is not None else partial(self.issue, calls)
 
     def _recorded(self, comm: Communicator, send: int, recv: int, args: CallArgs) -> list[tuple[str, tuple]]:
         """The primitive calls one rank's launch makes, recorded, not issued."""
