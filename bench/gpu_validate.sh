@@ -25,8 +25,8 @@ SMALL="--max 64K --graph 0 --repeats ${SMALL_REPEATS:-3}"
 COLLS=${COLLS:-$ALL}
 if [ "$PHASE" = tests ]; then
   nvidia-smi topo -m > $OUT/w/topo.txt 2>&1; python3 -m ncclbench list > $OUT/w/list.txt 2>&1; tail -3 $OUT/w/list.txt
-  timeout 400 python3 -m pytest tests/gpu -q -rfs --durations=10 -p no:cacheprovider > $OUT/w/gpu_tests.txt 2>&1
-  tail -16 $OUT/w/gpu_tests.txt
+  timeout 400 python3 -m pytest tests/gpu -v -rfs --durations=10 -p no:cacheprovider > $OUT/w/gpu_tests.txt 2>&1
+  grep -aE "PASSED|FAILED|ERROR|SKIPPED" $OUT/w/gpu_tests.txt | grep -avc PASSED; tail -16 $OUT/w/gpu_tests.txt
   echo "== copy cost per call (1 process; 200 copies of 4 B, under the launch queue's depth)"
   timeout 60 python3 bench/copy_cost.py 200 4 2>&1 | tee $OUT/w/copy_cost.jsonl
   echo "== enqueue cost per call path (4 processes, 2000 ops)"

@@ -26,8 +26,15 @@ def run(args, tmp_path, name, **extra_env):
     env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
                NVSHMEM_DISABLE_NVLS="1", NCCLBENCH_NO_STORE="1", **extra_env)
     out = tmp_path / f"{name}.json"
-    p = subprocess.run([sys.executable, "-m", "ncclbench", *args, "-J", str(out)], capture_output=True,
-                       text=True, env=env, timeout=300)
+    try:
+        # Bounded well below a device call: a hang fails this test with its output
+        # instead of stopping the whole suite (session 3 lost the suite's tail that way).
+        p = subprocess.run([sys.executable, "-m", "ncclbench", *args, "-J", str(out)], capture_output=True,
+                           text=True, env=env, timeout=120)
+    except subprocess.TimeoutExpired as exc:
+        said = b"".join(x if isinstance(x, bytes) else x.encode() for x in (exc.stdout, exc.stderr) if x)
+        pytest.fail(f"ncclbench {' '.join(args)} did not finish in {exc.timeout} s\n"
+                    f"{said.decode(errors='replace')}")
     assert p.returncode == 0, p.stdout + p.stderr
     return p, json.loads(out.read_text())
 
