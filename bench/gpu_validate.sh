@@ -3,6 +3,10 @@
 # Usage: bench/gpu_validate.sh PHASE OUTDIR NCCL_TESTS_BUILD
 #   PHASE tests:  GPU test suite, copy and enqueue cost per call path, all_reduce -g 4 in one
 #                 process 8 B - 1 MiB (both tools)                              (~6 min on 4 H200)
+#   PHASE probe:  hypercube's copy made each way (bench/hypercube_copy.py, 4 and 2 GPUs); hypercube
+#                 8 B - 4 KiB both tools with -C 0 and -C 1 (time, then enqueue time per op);
+#                 all_reduce -g 4 both tools; the GPU tests for -G across GPUs and hypercube's
+#                 copy in every layout                                          (~5 min)
 #   PHASE small:  the 8 B - 64 KiB comparison, eager, $SMALL_REPEATS (3) alternating runs, on 4
 #                 GPUs (hypercube also with -G 20), then on GPUs 0,1             (~8 min)
 #   PHASE busbw4: busbw >= 64 MiB on 4 GPUs, every collective, $REPEATS (5) runs  (~11 min: split
@@ -37,6 +41,26 @@ if [ "$PHASE" = tests ]; then
   timeout 90 python3 -m ncclbench all_reduce_perf -b 8 -e 1M -f 2 -g 4 > $OUT/w/g4.ncclbench.txt 2>&1; echo ncclbench rc=$?
   for f in g4.nccl_tests g4.ncclbench; do echo "-- $f"
     grep -aE "^ +(8|1024|65536|1048576) |Avg bus|timed loop" $OUT/w/$f.txt | head -8; done
+fi
+if [ "$PHASE" = probe ]; then
+  echo "== hypercube's copy made each way (JSON lines: time, enqueue, GPU time per op)"
+  for nb in 64 4096; do
+    timeout 60 $MPIRUN $FWD -np 4 python3 bench/hypercube_copy.py 200 $nb 2>&1 | grep -a '^[{(]' | tee -a $OUT/w/hypercube_copy.jsonl; done
+  CUDA_VISIBLE_DEVICES=0,1 timeout 60 $MPIRUN $FWD -np 2 python3 bench/hypercube_copy.py 200 64 2>&1 | grep -a '^[{(]' | tee -a $OUT/w/hypercube_copy.jsonl
+  echo "== hypercube 8 B - 4 KiB, 4 processes, -C 0 then -C 1 (enqueue time), both tools, twice"
+  for rep in 1 2; do for C in 0 1; do
+    timeout 40 $MPIRUN $FWD -np 4 $NT/hypercube_perf -b 8 -e 4K -f 8 -C $C > $OUT/w/hc.nt.C$C.$rep.txt 2>&1
+    timeout 60 $MPIRUN $FWD -np 4 python3 -m ncclbench hypercube_perf -b 8 -e 4K -f 8 -C $C > $OUT/w/hc.nb.C$C.$rep.txt 2>&1
+  done; done
+  for f in $OUT/w/hc.*.txt; do echo "-- $(basename $f)"; grep -aE "^ +[0-9]+ " $f | awk '{print $1, $6, $10}' | tr '\n' ';'; echo; done
+  echo "== one process driving 4 GPUs: all_reduce -b 8 -e 1M -f 2 -g 4 (both tools)"
+  timeout 60 $NT/all_reduce_perf -b 8 -e 1M -f 2 -g 4 > $OUT/w/g4.nccl_tests.txt 2>&1; echo nccl-tests rc=$?
+  timeout 90 python3 -m ncclbench all_reduce_perf -b 8 -e 1M -f 2 -g 4 > $OUT/w/g4.ncclbench.txt 2>&1; echo ncclbench rc=$?
+  for f in g4.nccl_tests g4.ncclbench; do echo "-- $f"
+    grep -aE "^ +(8|1024|65536|1048576) |Avg bus|timed loop" $OUT/w/$f.txt | head -8; done
+  timeout ${PROBE_TESTS_S:-200} python3 -m pytest tests/gpu/test_multi_gpu.py -v -rfs -p no:cacheprovider \
+     -k "graphs_across_gpus or hypercube_local_copy" > $OUT/w/gpu_tests_probe.txt 2>&1; echo pytest rc=$?
+  grep -aE "PASSED|FAILED|ERROR|SKIPPED" $OUT/w/gpu_tests_probe.txt | tail -12; tail -3 $OUT/w/gpu_tests_probe.txt
 fi
 if [ "$PHASE" = small ]; then
   timeout 250 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 4 --collectives $COLLS \

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Where does hypercube's out-of-place time go?  Run under `mpirun -np N`
+(one process per GPU, N a power of two):
+
+    python bench/hypercube_copy.py [ROUNDS] [NBYTES]
+
+Hypercube's op is a device-to-device copy of the rank's own block followed by
+log2(N) grouped send/recv rounds; nccl-tests makes the copy with
+cudaMemcpyAsync from C.  At 64 B on 4 H200s its out-of-place rows sat ~1.4 us
+above nccl-tests' while the in-place rows (no copy) did not (session 3), so
+this script times the same op with the copy made each way, timed as
+nccl-tests times (barrier, host clock around 20 ops, stream sync):
+
+  no-copy            the NCCL rounds alone (the in-place cost)
+  timed-loop         what ncclbench's timed loop runs (Placement.prepared)
+  driver:bound       CudaRuntime.bound_dtod_copy (cuda-bindings' driver call)
+  runtime:bare       cuda.bindings.runtime.cudaMemcpyAsync
+  ctypes:libcudart   the real libcudart's cudaMemcpyAsync through ctypes
+  ctypes:libcuda     libcuda's cuMemcpyDtoDAsync_v2 through ctypes
+  copy-only          the copy alone (driver:bound), no NCCL
+
+Variants alternate within each of ROUNDS rounds (default 100); rank 0 prints
+per variant the median over rounds (max over ranks within a round) of time
+per op, enqueue time per op and GPU time per op (events around the 20 ops),
+as JSON lines.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import statistics
+import sys
+import time
+
+from ncclbench.backends.nccl_gpu import create_nccl_workers
+from ncclbench.collectives import COLLECTIVES
+from ncclbench.config import BenchOptions
+from ncclbench.datatypes import DATATYPE_BY_NAME, NO_OP
+from ncclbench.harness.timing import Placement
+from ncclbench.launch.hostcomm import MpiHostComm
+from ncclbench.nccl.communicator import _compile
+
+ITERS = 20  # nccl-tests' default -n
+
+
+def _libcudart(device: int):
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+
+        lib = ctypes.CDLL(load_nvidia_dynamic_lib("cudart").abs_path)
+    except Exception:
+        return None
+    if lib.cudaSetDevice(ctypes.c_int(device)) != 0:
+        return None
+    fn = lib.cudaMemcpyAsync
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def main() -> int:
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 100
+    nbytes = int(sys.argv[2]) if len(sys.argv) > 2 else 64
+    host = MpiHostComm()
+    opts = BenchOptions(collective="hypercube", min_bytes=nbytes, max_bytes=nbytes, check=0)
+    (w,) = create_nccl_workers(opts, host, "hypercube")
+    slot, cuda = w.slots[0], w.cuda
+    comm = slot.comm
+    coll = COLLECTIVES["hypercube"]
+    f32 = DATATYPE_BY_NAME["float"]
+    counts = coll.counts(nbytes // 4, w.nranks, 4)  # nccl-tests: count = bytes / itemsize
+    pl = Placement(w, coll, f32, NO_OP, -1, counts, False)
+    recorded = pl._recorded(*pl.calls(0)[0])
+    copies = [a for n, a in recorded if n == "local_copy"]
+    assert len(copies) == 1, recorded
+    dst, src, size = copies[0]
+    rounds_only = _compile([(comm, n, a) for n, a in recorded if n != "local_copy"])
+    stream = comm.stream
+
+    bound = cuda.bound_dtod_copy(dst, src, size, stream)
+    rt, kind = cuda.rt, cuda._kind_d2d
+    c_dst, c_src, c_n, c_st = (ctypes.c_void_p(dst), ctypes.c_void_p(src), ctypes.c_size_t(size),
+                               ctypes.c_void_p(stream))
+    libcuda = ctypes.CDLL("libcuda.so.1").cuMemcpyDtoDAsync_v2
+    libcuda.restype = ctypes.c_int
+    d_args = (ctypes.c_uint64(dst), ctypes.c_uint64(src), c_n, c_st)
+    cudart = _libcudart(slot.device)
+    timed_loop = pl.prepared(0)
+
+    def with_copy(copy):
+        def op():
+            copy()
+            rounds_only()
+        return op
+
+    variants = {
+        "no-copy": rounds_only,
+        "timed-loop": timed_loop,
+        "driver:bound": with_copy(bound),
+        "runtime:bare": with_copy(lambda: rt.cudaMemcpyAsync(dst, src, size, kind, stream)),
+        "ctypes:libcuda": with_copy(lambda: libcuda(*d_args)),
+        "copy-only": bound,
+    }
+    if cudart is not None:
+        r_args = (c_dst, c_src, c_n, ctypes.c_int(3), c_st)
+        variants["ctypes:libcudart"] = with_copy(lambda: cudart(*r_args))
+    elif host.rank == 0:
+        print("(ctypes:libcudart not run: no libcudart found)", flush=True)
+
+    e0, e1 = cuda.event_create(), cuda.event_create()
+    samples: dict[str, list[tuple[float, float, float]]] = {v: [] for v in variants}
+    for v in variants.values():  # warm every path once
+        v()
+    w.wait()
+    for _ in range(rounds):
+        for name, op in variants.items():
+            w.barrier()
+            cuda.event_record(e0, stream)
+            t0 = time.perf_counter()
+            for _ in range(ITERS):
+                op()
+            t1 = time.perf_counter()
+            cuda.event_record(e1, stream)
+            w.wait()
+            t2 = time.perf_counter()
+            gpu = cuda.event_elapsed_ms(e0, e1) * 1e3 / ITERS
+            row = [host.allreduce(x, "max") for x in ((t2 - t0) / ITERS * 1e6, (t1 - t0) / ITERS * 1e6, gpu)]
+            samples[name].append(tuple(row))
+    if host.rank == 0:
+        for name, rows in samples.items():
+            print(json.dumps({
+                "variant": name, "ranks": w.nranks, "nbytes": nbytes, "copy_bytes": size, "rounds": rounds,
+                "time_us": round(statistics.median(r[0] for r in rows), 2),
+                "enqueue_us": round(statistics.median(r[1] for r in rows), 2),
+                "gpu_us": round(statistics.median(r[2] for r in rows), 2)}), flush=True)
+    for e in (e0, e1):
+        cuda.event_destroy(e)
+    w.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
