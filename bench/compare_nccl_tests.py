@@ -43,8 +43,10 @@ ROW = re.compile(r"^\s+(\d+)\s+(\d+)\s+(\S+)\s+(\S*)\s+(-?\d+)\s+(.*)$")
 
 def parse_rows(text: str) -> dict[int, dict]:
     """size -> {oop_time, oop_busbw, oop_wrong, ip_time, ip_busbw, ip_wrong} from a
-    nccl-tests-format table (either tool).  The last row of a size wins."""
-    rows = {}
+    nccl-tests-format table (either tool).  A size printed several times (`-N`
+    cycles, e.g. `--extra "-N 20"` for small-message time with 20 samples per
+    size) gets each number's median and the first nonzero #wrong."""
+    seen: dict[int, list[dict]] = {}
     for line in text.splitlines():
         if line.startswith("#"):
             continue
@@ -55,12 +57,24 @@ def parse_rows(text: str) -> dict[int, dict]:
         if len(f) < 8:
             continue
         try:
-            rows[int(m.group(1))] = {
-                "oop_time": float(f[0]), "oop_busbw": float(f[2]), "oop_wrong": f[3],
-                "ip_time": float(f[4]), "ip_busbw": float(f[6]), "ip_wrong": f[7]}
+            row = {"oop_time": float(f[0]), "oop_busbw": float(f[2]), "oop_wrong": f[3],
+                   "ip_time": float(f[4]), "ip_busbw": float(f[6]), "ip_wrong": f[7]}
         except ValueError:
             continue
-    return rows
+        seen.setdefault(int(m.group(1)), []).append(row)
+    return {size: _median_row(rows) for size, rows in seen.items()}
+
+
+def _median_row(rows: list[dict]) -> dict:
+    if len(rows) == 1:
+        return rows[0]
+    out = {}
+    for key in rows[0]:
+        if key.endswith("_wrong"):
+            out[key] = next((r[key] for r in rows if r[key] not in ("0", "N/A")), rows[0][key])
+        else:
+            out[key] = statistics.median(r[key] for r in rows)
+    return out
 
 
 class MemoryPoller(threading.Thread):

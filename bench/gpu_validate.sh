@@ -7,6 +7,8 @@
 #                 8 B - 4 KiB both tools with -C 0 and -C 1 (time, then enqueue time per op);
 #                 all_reduce -g 4 both tools; the GPU tests for -G across GPUs and hypercube's
 #                 copy in every layout                                          (~5 min)
+#   PHASE hccycles: hypercube 8 B - 64 KiB, both tools, -N 20 cycles per run (per-size medians of 20
+#                 samples), 2 runs each, on 4 GPUs then GPUs 0,1              (~2 min)
 #   PHASE small:  the 8 B - 64 KiB comparison, eager, $SMALL_REPEATS (3) alternating runs, on 4
 #                 GPUs (hypercube also with -G 20), then on GPUs 0,1             (~8 min)
 #   PHASE busbw4: busbw >= 64 MiB on 4 GPUs, every collective, $REPEATS (5) runs  (~11 min: split
@@ -61,6 +63,12 @@ if [ "$PHASE" = probe ]; then
   timeout ${PROBE_TESTS_S:-200} python3 -m pytest tests/gpu/test_multi_gpu.py -v -rfs -p no:cacheprovider \
      -k "graphs_across_gpus or hypercube_local_copy" > $OUT/w/gpu_tests_probe.txt 2>&1; echo pytest rc=$?
   grep -aE "PASSED|FAILED|ERROR|SKIPPED" $OUT/w/gpu_tests_probe.txt | tail -12; tail -3 $OUT/w/gpu_tests_probe.txt
+fi
+if [ "$PHASE" = hccycles ]; then
+  timeout 150 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 4 --collectives hypercube \
+     --max 64K --graph 0 --repeats 2 --extra "-N 20" --out $OUT/w/hc4 2>&1 | grep -a "^hypercube"
+  CUDA_VISIBLE_DEVICES=0,1 timeout 120 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 2 \
+     --collectives hypercube --max 64K --graph 0 --repeats 2 --extra "-N 20" --out $OUT/w/hc2 2>&1 | grep -a "^hypercube"
 fi
 if [ "$PHASE" = small ]; then
   timeout 250 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 4 --collectives $COLLS \

@@ -18,6 +18,8 @@ nccl-tests times (barrier, host clock around 20 ops, stream sync):
   ctypes:libcudart   the real libcudart's cudaMemcpyAsync through ctypes
   ctypes:libcuda     libcuda's cuMemcpyDtoDAsync_v2 through ctypes
   copy-only          the copy alone (driver:bound), no NCCL
+  flat:nccl4py       libcuda's copy and nccl4py's calls in one flat loop of
+                     pre-built (function, arguments) pairs: the Python floor
 
 Variants alternate within each of ROUNDS rounds (default 100); rank 0 prints
 per variant the median over rounds (max over ranks within a round) of time
@@ -101,6 +103,22 @@ def main() -> int:
         "ctypes:libcuda": with_copy(lambda: libcuda(*d_args)),
         "copy-only": bound,
     }
+    # The floor of a Python loop: one flat tuple of (function, arguments) for the
+    # copy and every NCCL call, no closures in between, no error checks.
+    path = w.lib.timed_call_path()
+    if hasattr(path, "module"):
+        from ncclbench.nccl.callpath import _NCCL4PY_NAMES
+
+        raw = [comm._raw_step(n, a) for n, a in recorded if n != "local_copy"]
+        nccl_steps = tuple((getattr(path.module, _NCCL4PY_NAMES[name]), path._args(name, args))
+                           for name, args, _c in raw)
+        flat = ((libcuda, d_args),) + nccl_steps
+
+        def flat_op():
+            for fn, a in flat:
+                fn(*a)
+
+        variants["flat:nccl4py"] = flat_op
     if cudart is not None:
         r_args = (c_dst, c_src, c_n, ctypes.c_int(3), c_st)
         variants["ctypes:libcudart"] = with_copy(lambda: cudart(*r_args))

@@ -76,3 +76,25 @@ def test_busbw_spread_is_the_widest_range_over_runs_at_large_sizes():
     # oop: (104 - 98) / 100 = 6 %; ip: 1 %; the small size is not counted.
     assert cmp.busbw_spread(runs, 64 << 20) == pytest.approx(0.06)
     assert cmp.busbw_spread(runs, 1 << 40) is None
+
+
+def _load_compare_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("compare_nccl_tests", ROOT / "bench" / "compare_nccl_tests.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_rows_repeated_by_cycles_take_the_median_and_keep_a_wrong_count():
+    mod = _load_compare_module()
+    line = "{:>12} {:>13} {:>9} {:>7} {:>7} {:>8} {:>7} {:>7} {:>7} {:>8} {:>7} {:>7} {:>7}"
+    rows = [line.format(64, 16, "float", "sum", -1, t, 0.0, 0.0, w, t + 1, 0.0, 0.0, 0)
+            for t, w in ((10.0, 0), (30.0, 3), (12.0, 0))]
+    text = "\n".join(["# header", *rows, line.format(128, 32, "float", "sum", -1, 5.0, 0.1, 0.2, 0, 6.0, 0.1, 0.2, 0)])
+    got = mod.parse_rows(text)
+    assert got[64]["oop_time"] == 12.0 and got[64]["ip_time"] == 13.0  # medians of 3 cycles
+    assert got[64]["oop_wrong"] == "3" and got[64]["ip_wrong"] == "0"
+    assert got[128] == {"oop_time": 5.0, "oop_busbw": 0.2, "oop_wrong": "0",
+                        "ip_time": 6.0, "ip_busbw": 0.2, "ip_wrong": "0"}

@@ -123,8 +123,8 @@ def test_hypercube_local_copy_in_every_layout(layout, graph, tmp_path):
     if n & (n - 1):
         pytest.skip("hypercube needs a power-of-two rank count")
     where = {"procs": ["--nprocs", str(n)], "threads": ["-t", str(n)], "gpus": ["-g", str(n)]}[layout]
-    p, doc = run(["hypercube_perf", "-b", "8", "-e", "4M", "-f", "8", "-G", graph, *where], tmp_path,
+    p, doc = run(["hypercube_perf", "-b", "8", "-e", "2M", "-f", "8", "-G", graph, *where], tmp_path,
                  f"hc{layout}{graph}")
     assert p.stdout.count("#  Rank") == n
     assert all_right(doc), p.stdout
-    assert max(int(r["size"]) for r in doc["results"]) == 4 << 20
+    assert max(int(r["size"]) for r in doc["results"]) == 2 << 20  # 8 B * 8**6
