@@ -9,6 +9,9 @@
 #                 copy in every layout                                          (~5 min)
 #   PHASE hccycles: hypercube 8 B - 64 KiB, both tools, -N 20 cycles per run (per-size medians of 20
 #                 samples), 2 runs each, on 4 GPUs then GPUs 0,1              (~2 min)
+#   PHASE fixes:  session 4's fixes on 4 GPUs: hypercube -g 4 both tools (#wrong), -G 5 with -g 4
+#                 and -g 2, hypercube_copy.py (the tool's rotated ops), hypercube -N 20 with
+#                 -c 0 and -c 1; then the GPU suite (kernels, nccl, multi-GPU) (~9 min)
 #   PHASE small:  the 8 B - 64 KiB comparison, eager, $SMALL_REPEATS (3) alternating runs, on 4
 #                 GPUs (hypercube also with -G 20), then on GPUs 0,1             (~8 min)
 #   PHASE busbw4: busbw >= 64 MiB on 4 GPUs, every collective, $REPEATS (5) runs  (~11 min: split
@@ -69,6 +72,29 @@ if [ "$PHASE" = hccycles ]; then
      --max 64K --graph 0 --repeats 2 --extra "-N 20" --out $OUT/w/hc4 2>&1 | grep -a "^hypercube"
   CUDA_VISIBLE_DEVICES=0,1 timeout 120 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 2 \
      --collectives hypercube --max 64K --graph 0 --repeats 2 --extra "-N 20" --out $OUT/w/hc2 2>&1 | grep -a "^hypercube"
+fi
+if [ "$PHASE" = fixes ]; then
+  echo "== hypercube -g 4, one process (#wrong must be 0)"
+  timeout 60 $NT/hypercube_perf -b 8 -e 2M -f 8 -g 4 > $OUT/w/hc_g4.nccl_tests.txt 2>&1; echo nccl-tests rc=$?
+  timeout 90 python3 -m ncclbench hypercube_perf -b 8 -e 2M -f 8 -g 4 > $OUT/w/hc_g4.ncclbench.txt 2>&1; echo ncclbench rc=$?
+  timeout 90 python3 -m ncclbench hypercube_perf -b 8 -e 2M -f 8 -g 4 -G 5 > $OUT/w/hc_g4G.ncclbench.txt 2>&1; echo "ncclbench -G 5 rc=$?"
+  for f in hc_g4.nccl_tests hc_g4.ncclbench hc_g4G.ncclbench; do echo "-- $f"; grep -aE "^ +[0-9]+ |Out of bounds" $OUT/w/$f.txt; done
+  for g in 2 4; do timeout 90 python3 -m ncclbench all_reduce_perf -b 8 -e 1M -f 32 -G 5 -g $g > $OUT/w/G_g$g.txt 2>&1
+    echo "-- all_reduce -G 5 -g $g rc=$?"; grep -aE "^ +[0-9]+ |Out of bounds|failure|error" $OUT/w/G_g$g.txt | head -8; done
+  echo "== hypercube_copy.py, 4 processes, 64 B"
+  timeout 60 $MPIRUN $FWD -np 4 python3 bench/hypercube_copy.py 200 64 2>&1 | grep -a '^[{(]' | tee $OUT/w/hypercube_copy.jsonl
+  echo "== hypercube 8 B - 4 KiB -N 20, 4 processes: nccl-tests, ncclbench -c 1, ncclbench -c 0"
+  timeout 60 $MPIRUN $FWD -np 4 $NT/hypercube_perf -b 8 -e 4K -f 8 -N 20 > $OUT/w/hcN.nt.txt 2>&1
+  for c in 1 0; do timeout 90 $MPIRUN $FWD -np 4 python3 -m ncclbench hypercube_perf -b 8 -e 4K -f 8 -N 20 -c $c > $OUT/w/hcN.nb.c$c.txt 2>&1; done
+  python3 -c "
+import sys; sys.path.insert(0, 'bench'); import compare_nccl_tests as c
+for f in sys.argv[1:]:
+    rows = c.parse_rows(open(f).read())
+    print(f.split('/')[-1], ' '.join(f\"{s}:{r['oop_time']:.2f}/{r['ip_time']:.2f}\" for s, r in sorted(rows.items())))
+" $OUT/w/hcN.*.txt
+  timeout ${SUITE_S:-340} python3 -m pytest tests/gpu/test_kernels_gpu.py tests/gpu/test_nccl_gpu.py tests/gpu/test_multi_gpu.py \
+     -v -rfs --durations=8 -p no:cacheprovider > $OUT/w/gpu_tests.txt 2>&1; echo pytest rc=$?
+  grep -aE "FAILED|ERROR" $OUT/w/gpu_tests.txt | head -12; tail -12 $OUT/w/gpu_tests.txt
 fi
 if [ "$PHASE" = small ]; then
   timeout 250 python3 bench/compare_nccl_tests.py --nccl-tests-build $NT --ngpus 4 --collectives $COLLS \

@@ -18,6 +18,8 @@ nccl-tests times (barrier, host clock around 20 ops, stream sync):
   ctypes:libcudart   the real libcudart's cudaMemcpyAsync through ctypes
   ctypes:libcuda     libcuda's cuMemcpyDtoDAsync_v2 through ctypes
   copy-only          the copy alone (driver:bound), no NCCL
+  timed-loop:rotated ops 0..19 as the tool issues them (own closures, rotated
+                     buffer pointers) instead of op 0 twenty times
   flat:nccl4py       libcuda's copy and nccl4py's calls in one flat loop of
                      pre-built (function, arguments) pairs: the Python floor
 
@@ -30,6 +32,7 @@ as JSON lines.
 from __future__ import annotations
 
 import ctypes
+import gc
 import json
 import statistics
 import sys
@@ -125,17 +128,25 @@ def main() -> int:
     elif host.rank == 0:
         print("(ctypes:libcudart not run: no libcudart found)", flush=True)
 
+    # The tool's timed loop issues ops 0..19, each its own closure over its own
+    # rotated buffer pointers (spec §2.9); every variant above repeats op 0.
+    rotated = [pl.prepared(k) for k in range(ITERS)]
+    runs = {name: [op] * ITERS for name, op in variants.items()}
+    runs["timed-loop:rotated"] = rotated
+
     e0, e1 = cuda.event_create(), cuda.event_create()
-    samples: dict[str, list[tuple[float, float, float]]] = {v: [] for v in variants}
-    for v in variants.values():  # warm every path once
-        v()
+    gc.disable()  # as in the tool's timed loop
+    samples: dict[str, list[tuple[float, float, float]]] = {v: [] for v in runs}
+    for ops in runs.values():  # warm every path once
+        for op in ops:
+            op()
     w.wait()
     for _ in range(rounds):
-        for name, op in variants.items():
+        for name, ops in runs.items():
             w.barrier()
             cuda.event_record(e0, stream)
             t0 = time.perf_counter()
-            for _ in range(ITERS):
+            for op in ops:
                 op()
             t1 = time.perf_counter()
             cuda.event_record(e1, stream)

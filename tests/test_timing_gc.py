@@ -65,3 +65,53 @@ def test_gc_is_off_inside_the_clock_and_restored(was_enabled):
     finally:
         gc.enable()
     assert comm.gc_during_timed_ops == [False] * 7 and wrong == 0 and m.time_us >= 0
+
+
+class CapturingWorker(ProbeWorker):
+    """Records the capture calls; its compiled op fails on the 3rd call."""
+
+    def __init__(self, comm):
+        super().__init__(comm)
+        self.log: list[str] = []
+
+    def begin_capture(self):
+        self.log.append("begin")
+
+    def end_capture(self):
+        self.log.append("end")
+        return "graph"
+
+    def abandon_capture(self):
+        self.log.append("abandon")
+
+    def launch_graph(self, graph, times):
+        self.log.append(f"launch x{times}")
+
+    def destroy_graph(self, graph):
+        self.log.append("destroy")
+
+
+class FailingComm(ProbeComm):
+    def compile(self, calls):
+        def op():
+            self.gc_during_timed_ops.append(gc.isenabled())
+            if len(self.gc_during_timed_ops) == 3:
+                raise RuntimeError("NCCL failure inside the capture")
+        return op
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_failure_inside_a_capture_ends_the_capture_before_cleanup(fails):
+    comm = FailingComm() if fails else ProbeComm()
+    worker = CapturingWorker(comm)
+    coll = COLLECTIVES["all_reduce"]
+    pl = Placement(worker, coll, DATATYPE_BY_NAME["float"], REDOP_BY_NAME["sum"], -1,
+                   coll.counts(256, 1, 4), False)
+    opts = BenchOptions(iters=5, check=0, cudagraph=4)
+    if fails:
+        with pytest.raises(RuntimeError, match="inside the capture"):
+            measure(worker, pl, opts)
+        assert worker.log == ["begin", "abandon"]
+    else:
+        measure(worker, pl, opts)
+        assert worker.log == ["begin", "end", "launch x4", "destroy"]

@@ -109,6 +109,10 @@ class Worker(ABC):
     def end_capture(self) -> Any:
         raise UnsupportedError(f"CUDA graphs (-G) are not supported by the {self.backend_name} backend")
 
+    def abandon_capture(self) -> None:
+        """End a capture that an error interrupted, dropping what it caught, so
+        the cleanup after the error does not run on capturing streams."""
+
     def launch_graph(self, graph: Any, times: int) -> None:
         raise UnsupportedError(f"CUDA graphs (-G) are not supported by the {self.backend_name} backend")
 

@@ -18,7 +18,6 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, Callable, Sequence
 
 from ..config import BenchOptions
@@ -288,19 +287,30 @@ class NcclWorker(Worker):
         if multi:
             cuda.set_device(self.slots[0].device)
 
-    def copy_async(self, dst: int, src: int, nbytes: int, stream: int) -> None:
-        """cudaMemcpyAsync device to device (a communicator's local_copy)."""
+    def copy_async(self, dst: int, src: int, nbytes: int, stream: int, device: int | None = None) -> None:
+        """cudaMemcpyAsync device to device (a communicator's local_copy).  With
+        several GPUs in this thread, `device` (the rank's GPU) is made current
+        first, as nccl-tests sets each GPU before its rank's calls."""
         self._bind()
+        if self._multi_device and device is not None:
+            self.cuda.set_device(device)
         self.cuda.memcpy_dtod_async(dst, src, nbytes, stream)
 
-    def bind_copy(self, dst: int, src: int, nbytes: int, stream: int) -> Callable[[], None]:
+    def bind_copy(self, dst: int, src: int, nbytes: int, stream: int,
+                  device: int | None = None) -> Callable[[], None]:
         """`copy_async` with its arguments bound, for a compiled timed op: the
-        driver's pre-bound copy when this worker drives one GPU (its device is
-        current in the calling thread), else the checked runtime call, which
-        also accepts another device's stream (-g N)."""
-        if len(self.slots) == 1:
-            return self.cuda.bound_dtod_copy(dst, src, nbytes, stream)
-        return partial(self.copy_async, dst, src, nbytes, stream)
+        driver's pre-bound copy (cuMemcpyDtoDAsync acts in the current context,
+        so with several GPUs in this thread the rank's device is set first)."""
+        copy = self.cuda.bound_dtod_copy(dst, src, nbytes, stream)
+        if not self._multi_device or device is None:
+            return copy
+        set_device = self.cuda.set_device
+
+        def copy_on_device() -> None:
+            set_device(device)
+            copy()
+
+        return copy_on_device
 
     # -- host collectives --------------------------------------------------------------
     def barrier(self) -> None:
@@ -383,15 +393,34 @@ class NcclWorker(Worker):
             self.cuda.begin_capture(slot.stream, thread_local)
 
     def end_capture(self) -> NcclGraph:
-        """End capture on every local stream and instantiate the graphs."""
+        """End capture on every local stream, then instantiate the graphs.  All
+        captures end first, as in nccl-tests: instantiating while another of
+        this thread's streams still captures is refused ('operation not
+        permitted when stream is capturing', seen with -G and -g 4)."""
         graph = NcclGraph()
+        ended = []
         for slot in self.slots:
             if self._multi_device:
                 self.cuda.set_device(slot.device)
-            g = self.cuda.end_capture(slot.stream)
+            ended.append((slot, self.cuda.end_capture(slot.stream)))
+        for slot, g in ended:
+            if self._multi_device:
+                self.cuda.set_device(slot.device)
             graph.parts.append((slot.device, slot.stream, g, self.cuda.graph_instantiate(g)))
         self._bind(force=True)
         return graph
+
+    def abandon_capture(self) -> None:
+        for slot in self.slots:
+            try:
+                if self._multi_device:
+                    self.cuda.set_device(slot.device)
+                g = self.cuda.end_capture(slot.stream)
+                if g:
+                    self.cuda.graph_destroy(g)
+            except CudaError:  # not capturing, or invalidated: nothing to keep
+                pass
+        self._bind(force=True)
 
     def launch_graph(self, graph: NcclGraph, times: int) -> None:
         cuda, multi = self.cuda, self._multi_device

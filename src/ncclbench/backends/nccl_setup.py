@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
+from functools import partial
 from typing import Any, Sequence
 
 from ..config import BenchOptions
@@ -262,8 +263,9 @@ def _build(setup: ProcessSetup, slots: list[NcclSlot], uid: bytes, config_values
         worker = NcclWorker(setup, t, mine, init_mem, user_mem, [free2[i] for i in idx])
         for slot in mine:
             slot.comm = NcclCommunicator(lib, slot.handle, slot.rank, setup.nranks, slot.stream,
-                                         slot.device, copy=worker.copy_async, on_error=worker.abort,
-                                         bind_copy=worker.bind_copy)
+                                         slot.device, copy=partial(worker.copy_async, device=slot.device),
+                                         on_error=worker.abort,
+                                         bind_copy=partial(worker.bind_copy, device=slot.device))
         workers.append(worker)
         if opts.check:
             worker.load_kernels()

@@ -67,10 +67,12 @@ class Placement:
         if len(calls) == 1:
             launch(*calls[0])
             return
-        self.worker.group_start()
-        for c in calls:
-            launch(*c)
-        self.worker.group_end()
+        comms = [c[0] for c in calls]
+        for i, name, args in rounds_across_ranks([self._recorded(*c) for c in calls]):
+            if i is None:
+                getattr(self.worker, name)()
+            else:
+                getattr(comms[i], name)(*args)
 
     def prepared(self, k: int) -> Callable[[], None]:
         """A zero-argument callable issuing op k, built before the clock starts.
@@ -79,8 +81,8 @@ class Placement:
         communicator that can `compile` them returns a closure with every
         argument pre-converted, so the timed loop pays the backend's own calls
         and nothing else.  Several ranks in this worker (-g/-t) are compiled
-        together (`compile_group`) inside one group, as `issue` runs them.  If
-        the communicator cannot compile the op, it goes through `issue`."""
+        together (`compile_group`) in the order `issue` uses.  If the
+        communicator cannot compile the op, it goes through `issue`."""
         calls = self.calls(k)
         first = calls[0][0]
         fast = None
@@ -91,7 +93,8 @@ class Placement:
         else:
             compile_group = getattr(first, "compile_group", None)
             if compile_group is not None:
-                fast = compile_group([(c[0], self._recorded(*c)) for c in calls])
+                order = rounds_across_ranks([self._recorded(*c) for c in calls])
+                fast = compile_group([(first if i is None else calls[i][0], name, args) for i, name, args in order])
         return fast if fast is not None else partial(self.issue, calls)
 
     def _recorded(self, comm: Communicator, send: int, recv: int, args: CallArgs) -> list[tuple[str, tuple]]:
@@ -115,6 +118,50 @@ class Placement:
             expected = self.coll.expected_fills(a, seed, self.in_place)
             total += w.count_wrong(slot, recv, a.counts.recv_count, expected, a.dtype, a.op)
         return total
+
+
+def rounds_across_ranks(per_rank: list[list[tuple[str, tuple]]]) -> list[tuple[int | None, str, tuple]]:
+    """Several local ranks' recorded calls (-g/-t) in the order one thread
+    issues them: (rank index, call, args), with (None, "group_start"/"group_end",
+    ()) for the enclosing NCCL group.
+
+    nccl-tests wraps all of a thread's ranks in one group (spec §2.1).  That is
+    this function's result for every collective that makes one NCCL round (a
+    call, or one group of calls).  Hypercube makes log2(N) grouped rounds, each
+    sending what the previous one received: inside one enclosing group NCCL
+    would run them as one (nested groups launch at the outermost end), racing
+    round 2's sends against round 1's receives (nccl-tests' -g 4 hypercube
+    reports #wrong).  So each rank's calls are cut into rounds (a call or a
+    group at nesting depth 0; local copies are rounds of their own) and round r
+    of every rank is issued together: inside one group when it has NCCL calls,
+    bare when it has only copies."""
+    rounds_of = [_rounds(calls) for calls in per_rank]
+    out: list[tuple[int | None, str, tuple]] = []
+    for r in range(max((len(x) for x in rounds_of), default=0)):
+        step = [(i, name, args) for i, rounds in enumerate(rounds_of) if r < len(rounds)
+                for name, args in rounds[r]]
+        if all(name == "local_copy" for _, name, _ in step):
+            out += step
+        else:
+            out += [(None, "group_start", ()), *step, (None, "group_end", ())]
+    return out
+
+
+def _rounds(calls: list[tuple[str, tuple]]) -> list[list[tuple[str, tuple]]]:
+    rounds: list[list[tuple[str, tuple]]] = []
+    depth, current = 0, []
+    for name, args in calls:
+        current.append((name, args))
+        if name == "group_start":
+            depth += 1
+        elif name == "group_end":
+            depth -= 1
+        if depth == 0:
+            rounds.append(current)
+            current = []
+    if current:  # an unbalanced group: keep it whole
+        rounds.append(current)
+    return rounds
 
 
 class CallRecorder:
@@ -176,43 +223,50 @@ def _timed_and_checked(worker: Worker, placement: Placement, opts: BenchOptions,
     wait, barrier = worker.wait, worker.barrier
     group_start, group_end = worker.group_start, worker.group_end
 
-    if graph_launches:
+    graph, capturing = None, bool(graph_launches)
+    if capturing:
         worker.begin_capture()
-    start = time.perf_counter()
-    coll_only = 0.0
-    if z == 0 and agg == 1 and timer is None:
-        # The common case: nothing between the calls but the calls.
-        for op in ops:
-            op()
-        iters_left = 0
-    else:
-        iters_left = iters
-    for it in range(iters_left):
-        t0 = time.perf_counter() if z == 3 else 0.0
-        if agg > 1:
-            group_start()
-        if timer is not None:
-            timer.record(it)
-        for a in range(agg):
-            ops[it * agg + a]()
-            if z == 1:
+    try:
+        start = time.perf_counter()
+        coll_only = 0.0
+        if z == 0 and agg == 1 and timer is None:
+            # The common case: nothing between the calls but the calls.
+            for op in ops:
+                op()
+            iters_left = 0
+        else:
+            iters_left = iters
+        for it in range(iters_left):
+            t0 = time.perf_counter() if z == 3 else 0.0
+            if agg > 1:
+                group_start()
+            if timer is not None:
+                timer.record(it)
+            for a in range(agg):
+                ops[it * agg + a]()
+                if z == 1:
+                    wait()
+                    barrier()
+                elif z == 2:
+                    wait()
+            if agg > 1:
+                group_end()
+            if z == 3:
                 wait()
+                span = time.perf_counter() - t0
+                coll_only += span
+                host_samples.append(span * 1e6)
                 barrier()
-            elif z == 2:
-                wait()
-        if agg > 1:
-            group_end()
-        if z == 3:
-            wait()
-            span = time.perf_counter() - t0
-            coll_only += span
-            host_samples.append(span * 1e6)
-            barrier()
-    if timer is not None:
-        timer.record(iters)
-    graph = None
-    if graph_launches:
-        graph = worker.end_capture()
+        if timer is not None:
+            timer.record(iters)
+        if capturing:
+            graph = worker.end_capture()
+            capturing = False
+    except BaseException:
+        if capturing:  # leave no stream capturing for the cleanup that follows
+            worker.abandon_capture()
+        raise
+    if graph is not None:
         worker.barrier()
         start = time.perf_counter()
         worker.launch_graph(graph, graph_launches)

@@ -193,19 +193,13 @@ class NcclCommunicator:
         return _compile([(self, name, args) for name, args in calls])
 
     @staticmethod
-    def compile_group(ranks: list[tuple["NcclCommunicator", list[tuple[str, tuple]]]]
-                      ) -> Callable[[], None] | None:
-        """Several local ranks' recorded calls (-g/-t) as one compiled op inside
-        one NCCL group, as nccl-tests issues them: group start, every rank's
-        calls, group end, all in one run of the call path (a Python loop over
-        pre-built calls rather than a method call per rank and per group
-        bracket: -g 4 all_reduce at 8 B was ~2 us over nccl-tests that way)."""
-        if not ranks:
-            return None
-        first = ranks[0][0]
-        items = [(first, "group_start", ())]
-        items += [(comm, name, args) for comm, calls in ranks for name, args in calls]
-        items.append((first, "group_end", ()))
+    def compile_group(items: list[tuple["NcclCommunicator", str, tuple]]) -> Callable[[], None] | None:
+        """Several local ranks' recorded calls (-g/-t), already in issue order with
+        their enclosing group brackets (`harness.timing.rounds_across_ranks`;
+        brackets carry any local communicator), as one compiled op: one run of
+        the call path per stretch of NCCL calls, a Python loop over pre-built
+        calls rather than a method call per rank and per group bracket (-g 4
+        all_reduce at 8 B was ~2 us over nccl-tests that way)."""
         return _compile(items)
 
     def _bound_copy(self, dst: int, src: int, nbytes: int) -> Callable[[], None]:
