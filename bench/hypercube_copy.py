@@ -20,6 +20,8 @@ nccl-tests times (barrier, host clock around 20 ops, stream sync):
   copy-only          the copy alone (driver:bound), no NCCL
   timed-loop:rotated ops 0..19 as the tool issues them (own closures, rotated
                      buffer pointers) instead of op 0 twenty times
+  between:STEPS      timed-loop:rotated after what the tool does between
+                     timed loops (untimed op; -c 1's check and fill; parts)
   flat:nccl4py       libcuda's copy and nccl4py's calls in one flat loop of
                      pre-built (function, arguments) pairs: the Python floor
 
@@ -67,7 +69,8 @@ def main() -> int:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 100
     nbytes = int(sys.argv[2]) if len(sys.argv) > 2 else 64
     host = MpiHostComm()
-    opts = BenchOptions(collective="hypercube", min_bytes=nbytes, max_bytes=nbytes, check=0)
+    # check=1: the checking kernels are loaded, for the "between:" variants
+    opts = BenchOptions(collective="hypercube", min_bytes=nbytes, max_bytes=nbytes, check=1)
     (w,) = create_nccl_workers(opts, host, "hypercube")
     slot, cuda = w.slots[0], w.cuda
     comm = slot.comm
@@ -131,18 +134,46 @@ def main() -> int:
     # The tool's timed loop issues ops 0..19, each its own closure over its own
     # rotated buffer pointers (spec §2.9); every variant above repeats op 0.
     rotated = [pl.prepared(k) for k in range(ITERS)]
-    runs = {name: [op] * ITERS for name, op in variants.items()}
-    runs["timed-loop:rotated"] = rotated
+    runs = {name: (None, [op] * ITERS) for name, op in variants.items()}
+    runs["timed-loop:rotated"] = (None, rotated)
+
+    # What the tool does between two timed loops, before the barrier (spec §3.1):
+    # with -c 0 only the untimed op; with -c 1 also the previous placement's
+    # check and this one's input fill (session 4: -c 1 timed ~0.6 us/op slower).
+    def untimed():
+        pl.issue(pl.calls(0))
+        w.wait()
+
+    def check_run():
+        pl.prepare_data(1)
+        untimed()
+        host.allreduce(pl.count_wrong(1), "sum")
+
+    def fill():
+        pl.prepare_data(99)
+
+    def count():
+        pl.count_wrong(1)
+
+    def allreduce():
+        host.allreduce(0, "sum")
+
+    for name, steps in {"untimed": [untimed], "check+fill+untimed": [check_run, fill, untimed],
+                        "fill+untimed": [fill, untimed], "count+untimed": [count, untimed],
+                        "allreduce+untimed": [allreduce, untimed]}.items():
+        runs[f"between:{name}"] = (steps, rotated)
 
     e0, e1 = cuda.event_create(), cuda.event_create()
     gc.disable()  # as in the tool's timed loop
     samples: dict[str, list[tuple[float, float, float]]] = {v: [] for v in runs}
-    for ops in runs.values():  # warm every path once
+    for _, ops in runs.values():  # warm every path once
         for op in ops:
             op()
     w.wait()
     for _ in range(rounds):
-        for name, ops in runs.items():
+        for name, (before, ops) in runs.items():
+            for step in before or ():
+                step()
             w.barrier()
             cuda.event_record(e0, stream)
             t0 = time.perf_counter()
