@@ -198,8 +198,12 @@ def measure(worker: Worker, placement: Placement, opts: BenchOptions,
     # Everything the timed loop needs is built first, so that ranks leave the
     # barrier below together and go straight into the first call.
     ops = [placement.prepared(k) for k in range(iters * agg)]
-    # One untimed operation: an extra warm-up that also settles lazy connections.
-    placement.issue(placement.calls(0))
+    # One untimed operation (op 0, spec §3.1 step 2): an extra warm-up that also
+    # settles lazy connections.  It runs through the very callable the clock will
+    # time first, so that path is warm: after -c 1's checking between two timed
+    # loops, warming through `issue` left hypercube's timed ops ~0.9 us slower
+    # than with -c 0 (nccl-tests: ~0.4; bench/results session 4).
+    ops[0]()
     worker.wait()
     worker.barrier()
 
