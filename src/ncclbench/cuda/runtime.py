@@ -209,12 +209,12 @@ class CudaRuntime:
         (hypercube's own block): one call of the driver's cuMemcpyDtoDAsync.
 
         The driver call skips cuda-bindings' runtime layer and our checking
-        wrapper: 3.04 us per 4-byte copy against 3.12 (bare runtime call) and
-        3.23 (wrapped) on an H200 (bench/copy_cost.py, session 3) -- a small
-        gain; in hypercube's timed op the copy still costs ~1.4 us more than
-        nccl-tests' cudaMemcpyAsync from C (bench/results/, session 3).  It acts
-        on the calling thread's current context, so use it only where this
-        rank's device is current (one GPU per thread; the worker binds it)."""
+        wrapper.  Its host cost (~3.5 us on an H200) is the driver's own and the
+        same as nccl-tests' cudaMemcpyAsync from C or the real libcudart called
+        through ctypes: within 0.2 us in hypercube's timed op
+        (bench/hypercube_copy.py, bench/results/ session 4).  It acts on the
+        calling thread's current context: with several GPUs in one thread the
+        worker sets the rank's device before it (NcclWorker.bind_copy)."""
         drv = self._driver()
         fn, failed = drv.cuMemcpyDtoDAsync, self.fail_driver
         d, s, st = drv.CUdeviceptr(dst), drv.CUdeviceptr(src), drv.CUstream(stream)
