@@ -34,7 +34,7 @@ import time
 from ncclbench.cuda.runtime import get_runtime
 
 
-def _real_libcudart(device: int):
+def real_libcudart(device: int):
     """(cudaMemcpyAsync, kind D2D) of the system's libcudart, or None."""
     try:
         from cuda.pathfinder import load_nvidia_dynamic_lib
@@ -63,7 +63,7 @@ def main() -> int:
     drv = ctypes.CDLL("libcuda.so.1").cuMemcpyDtoDAsync_v2
     drv.restype = ctypes.c_int
     d_args = (ctypes.c_uint64(dst), ctypes.c_uint64(src), ctypes.c_size_t(nbytes), c_stream)
-    real = _real_libcudart(0)
+    real = real_libcudart(0)
 
     def checked():
         for _ in range(n):

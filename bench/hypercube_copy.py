@@ -48,21 +48,9 @@ from ncclbench.harness.timing import Placement
 from ncclbench.launch.hostcomm import MpiHostComm
 from ncclbench.nccl.communicator import _compile
 
+from copy_cost import real_libcudart  # bench/ is this script's directory
+
 ITERS = 20  # nccl-tests' default -n
-
-
-def _libcudart(device: int):
-    try:
-        from cuda.pathfinder import load_nvidia_dynamic_lib
-
-        lib = ctypes.CDLL(load_nvidia_dynamic_lib("cudart").abs_path)
-    except Exception:
-        return None
-    if lib.cudaSetDevice(ctypes.c_int(device)) != 0:
-        return None
-    fn = lib.cudaMemcpyAsync
-    fn.restype = ctypes.c_int
-    return fn
 
 
 def main() -> int:
@@ -92,7 +80,8 @@ def main() -> int:
     libcuda = ctypes.CDLL("libcuda.so.1").cuMemcpyDtoDAsync_v2
     libcuda.restype = ctypes.c_int
     d_args = (ctypes.c_uint64(dst), ctypes.c_uint64(src), c_n, c_st)
-    cudart = _libcudart(slot.device)
+    real = real_libcudart(slot.device)
+    cudart = real[0] if real else None
     timed_loop = pl.prepared(0)
 
     def with_copy(copy):
