@@ -64,3 +64,17 @@ def test_unbalanced_or_empty_recordings():
     order = rounds_across_ranks([[("group_start", ()), ("send", (1,))], [("recv", (2,))]])
     assert order == [(None, "group_start", ()), (0, "group_start", ()), (0, "send", (1,)), (1, "recv", (2,)),
                      (None, "group_end", ())]
+
+
+def test_banner_note_only_where_rounds_would_merge():
+    from ncclbench.harness.timing import rounds_note
+
+    hc = COLLECTIVES["hypercube"]
+    (note,) = rounds_note(hc, 8, 4)
+    assert "3 NCCL rounds per op" in note and "-g 4" in note and "nccl-tests" in note
+    assert rounds_note(hc, 8, 1) == []  # a thread per rank: its groups are its own
+    assert rounds_note(hc, 2, 2) == []  # one round: nothing to merge
+    assert rounds_note(hc, 6, 2) == []  # not a power of two: hypercube does not run
+    for name in COLLECTIVES:
+        if name != "hypercube":
+            assert rounds_note(COLLECTIVES[name], 8, 4) == [], name

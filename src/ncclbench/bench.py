@@ -13,6 +13,7 @@ from .collectives import lookup
 from .config import BenchOptions
 from .errors import BenchError, ExitCode
 from .harness.runner import filter_combinations, run_workers
+from .harness.timing import rounds_note
 from .launch.spawn import strip_nprocs
 from .results import RunInfo, RunSummary
 
@@ -202,6 +203,7 @@ def run_here(opts: BenchOptions, backend: str, launch, note: str | None) -> int:
             # a peer died: abort our communicators so no rank stays stuck in a device wait
             host.add_failure_callback(lambda *_: [w.abort() for w in workers])
         notes += filter_combinations(opts, lookup(opts.collective), workers[0])
+        notes += rounds_note(lookup(opts.collective), workers[0].nranks, len(workers[0].slots))
         info = run_info(opts, backend, workers, host, notes)
         store = None
         if workers[0].is_reporter:

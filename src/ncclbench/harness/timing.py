@@ -147,6 +147,28 @@ def rounds_across_ranks(per_rank: list[list[tuple[str, tuple]]]) -> list[tuple[i
     return out
 
 
+def rounds_note(coll: Collective, nranks: int, ranks_per_thread: int) -> list[str]:
+    """A banner note when one thread drives several ranks (-g N) of a collective
+    that makes several NCCL rounds per op: ncclbench then issues one group per
+    round (`rounds_across_ranks`), so its times are of a different, correct op
+    than nccl-tests' merged one, and a user comparing the two should know."""
+    if ranks_per_thread <= 1 or coll.check_nranks(nranks):  # one rank per thread, or not run
+        return []
+    from ..datatypes import DATATYPE_BY_NAME, NO_OP, REDOP_BY_NAME
+
+    rec = CallRecorder(0, nranks)
+    op = REDOP_BY_NAME["sum"] if coll.reduces else NO_OP
+    counts = coll.counts(1024, nranks, 4)
+    coll.launch(rec, 1 << 20, 1 << 21, CallArgs(DATATYPE_BY_NAME["float"], op, 0 if coll.rooted else -1,
+                                                0, nranks, counts))
+    nccl_rounds = sum(1 for r in _rounds(rec.calls) if any(name != "local_copy" for name, _ in r))
+    if nccl_rounds <= 1:
+        return []
+    return [f"{coll.name}: {nccl_rounds} NCCL rounds per op; with -g {ranks_per_thread} each round is one "
+            f"NCCL group across this thread's GPUs (nccl-tests merges the rounds into one group, whose "
+            f"results it reports wrong)"]
+
+
 def _rounds(calls: list[tuple[str, tuple]]) -> list[list[tuple[str, tuple]]]:
     rounds: list[list[tuple[str, tuple]]] = []
     depth, current = 0, []
