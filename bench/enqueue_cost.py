@@ -27,7 +27,8 @@ from ncclbench.backends.nccl_gpu import create_nccl_workers
 from ncclbench.collectives import COLLECTIVES
 from ncclbench.config import BenchOptions
 from ncclbench.datatypes import DATATYPE_BY_NAME, NO_OP, REDOP_BY_NAME
-from ncclbench.harness.timing import CallRecorder, Placement
+from ncclbench.harness.recording import CallRecorder
+from ncclbench.harness.timing import Placement
 from ncclbench.launch.hostcomm import MpiHostComm
 from ncclbench.nccl.callpath import CtypesCallPath, Nccl4pyCallPath
 

@@ -9,7 +9,7 @@ import pytest
 from ncclbench.collectives import COLLECTIVES
 from ncclbench.collectives.base import CallArgs
 from ncclbench.datatypes import DATATYPE_BY_NAME, NO_OP, REDOP_BY_NAME
-from ncclbench.harness.timing import CallRecorder
+from ncclbench.harness.recording import CallRecorder
 from ncclbench.nccl.binding import Capabilities, NcclError, NcclLibrary
 from ncclbench.nccl.communicator import NcclCommunicator
 

@@ -13,7 +13,7 @@ from .collectives import lookup
 from .config import BenchOptions
 from .errors import BenchError, ExitCode
 from .harness.runner import filter_combinations, run_workers
-from .harness.timing import rounds_note
+from .harness.recording import rounds_note
 from .launch.spawn import strip_nprocs
 from .results import RunInfo, RunSummary
 
