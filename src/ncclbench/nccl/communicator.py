@@ -195,7 +195,7 @@ class NcclCommunicator:
     @staticmethod
     def compile_group(items: list[tuple["NcclCommunicator", str, tuple]]) -> Callable[[], None] | None:
         """Several local ranks' recorded calls (-g/-t), already in issue order with
-        their enclosing group brackets (`harness.timing.rounds_across_ranks`;
+        their enclosing group brackets (`harness.recording.rounds_across_ranks`;
         brackets carry any local communicator), as one compiled op: one run of
         the call path per stretch of NCCL calls, a Python loop over pre-built
         calls rather than a method call per rank and per group bracket (-g 4
