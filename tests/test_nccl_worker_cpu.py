@@ -155,3 +155,73 @@ def test_two_thread_workers_share_host_collectives():
     assert out[0][0] == out[1][0] == 4.0
     assert [d.rank for d in out[0][1]] == [0, 1] and [d.device for d in out[0][1]] == [0, 1]
     assert out[0][2] and not out[1][2]
+
+
+class CaptureCuda(FakeCuda):
+    """Records capture, instantiate and copy calls with the device current then."""
+
+    def __init__(self, fail_end_on: int | None = None):
+        super().__init__()
+        self.log: list[tuple] = []
+        self.current, self.capturing, self.fail_end_on = 0, set(), fail_end_on
+
+    def set_device(self, d):
+        super().set_device(d)
+        self.current = d
+
+    def begin_capture(self, stream, thread_local=True):
+        self.capturing.add(stream)
+        self.log.append(("begin", stream))
+
+    def end_capture(self, stream):
+        from ncclbench.cuda.runtime import CudaError
+
+        if stream not in self.capturing or stream == self.fail_end_on:
+            self.capturing.discard(stream)
+            raise CudaError("not capturing")
+        self.capturing.discard(stream)
+        self.log.append(("end", stream))
+        return 1000 + stream
+
+    def graph_instantiate(self, graph):
+        # CUDA refuses this while any of the thread's streams still captures.
+        assert not self.capturing, "instantiated while a stream was capturing"
+        self.log.append(("instantiate", graph))
+        return 2000 + graph
+
+    def graph_destroy(self, graph):
+        self.log.append(("destroy", graph))
+
+    def bound_dtod_copy(self, dst, src, nbytes, stream):
+        return lambda: self.log.append(("copy", stream, self.current))
+
+
+def test_graphs_of_several_gpus_are_instantiated_after_every_capture_ended():
+    cuda = CaptureCuda()
+    worker = make_worker(cuda, FakeLib(), ngpus=4)
+    worker.begin_capture()
+    graph = worker.end_capture()
+    kinds = [k for k, _ in cuda.log]
+    assert kinds == ["begin"] * 4 + ["end"] * 4 + ["instantiate"] * 4
+    assert [p[3] for p in graph.parts] == [2000 + 1000 + 200 + g for g in range(4)]
+
+
+def test_abandoned_capture_ends_every_stream_and_drops_the_graphs():
+    cuda = CaptureCuda(fail_end_on=201)  # one stream's capture already invalidated
+    worker = make_worker(cuda, FakeLib(), ngpus=3)
+    worker.begin_capture()
+    worker.abandon_capture()
+    assert not cuda.capturing
+    assert ("destroy", 1200) in cuda.log and ("destroy", 1202) in cuda.log
+    assert cuda.current == 0  # the worker's first GPU is current again
+
+
+def test_bound_copy_sets_the_ranks_device_when_a_thread_drives_several():
+    cuda = CaptureCuda()
+    worker = make_worker(cuda, FakeLib(), ngpus=2)
+    copies = [worker.bind_copy(1, 2, 3, 200 + g, device=g) for g in (1, 0, 1)]
+    for c in copies:
+        c()
+    assert [e for e in cuda.log if e[0] == "copy"] == [("copy", 201, 1), ("copy", 200, 0), ("copy", 201, 1)]
+    single = make_worker(CaptureCuda(), FakeLib(), ngpus=1)
+    assert single.bind_copy(1, 2, 3, 200, device=0).__name__ == "<lambda>"  # one GPU: the bare bound copy
