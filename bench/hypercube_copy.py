@@ -80,8 +80,7 @@ def main() -> int:
     libcuda = ctypes.CDLL("libcuda.so.1").cuMemcpyDtoDAsync_v2
     libcuda.restype = ctypes.c_int
     d_args = (ctypes.c_uint64(dst), ctypes.c_uint64(src), c_n, c_st)
-    real = real_libcudart(slot.device)
-    cudart = real[0] if real else None
+    cudart, d2d = real_libcudart(slot.device) or (None, None)
     timed_loop = pl.prepared(0)
 
     def with_copy(copy):
@@ -115,7 +114,7 @@ def main() -> int:
 
         variants["flat:nccl4py"] = flat_op
     if cudart is not None:
-        r_args = (c_dst, c_src, c_n, ctypes.c_int(3), c_st)
+        r_args = (c_dst, c_src, c_n, d2d, c_st)
         variants["ctypes:libcudart"] = with_copy(lambda: cudart(*r_args))
     elif host.rank == 0:
         print("(ctypes:libcudart not run: no libcudart found)", flush=True)
