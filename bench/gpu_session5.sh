@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Device visits of session 5 (2026-11-24), one GPU (nvidia-h100-x1). NVLink SHARP off.
+# Usage: bench/gpu_session5.sh PHASE OUTDIR NCCL_TESTS_BUILD
+#   facts:     what the machine is: nvidia-smi (-q, topo -m, nvlink -s), NVML fields, sysfs NICs,
+#              CPU/NUMA/frequency settings; NCCL INFO logs of both tools at one rank (fixtures for
+#              the explain log parser and the importer: ALL subsystems to a file, INIT+TUNING+COLL
+#              interleaved with the table, NCCL_ALGO/PROTO forced)                    (~40 s)
+#   stability: issue 14 diagnosis at the commit it runs: alternating runs of both tools, the
+#              NO_STORE variant, pinned to the GPU's NUMA-local cores; all 11 collectives'
+#              small-message time; start time and RSS of an 8 B - 1 GiB sweep         (~6 min)
+# The nccl-tests build is not part of this project (built from NVIDIA's repository on the device).
+set -u
+PHASE=$1; OUT=$2; NT=$3
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD/src PYTHONUNBUFFERED=1 NCCLBENCH_DB=/tmp/ncclbench-s5.sqlite
+W=$OUT/w; mkdir -p $W
+ALL=all_reduce,all_gather,broadcast,reduce_scatter,reduce,alltoall,alltoallv,scatter,gather,sendrecv,hypercube
+if [ "$PHASE" = facts ]; then
+  nvidia-smi > $W/nvidia-smi.txt 2>&1; nvidia-smi -q > $W/nvidia-smi-q.txt 2>&1
+  nvidia-smi topo -m > $W/topo-m.txt 2>&1; nvidia-smi nvlink -s > $W/nvlink-s.txt 2>&1
+  nvidia-smi nvlink -c > $W/nvlink-c.txt 2>&1
+  python3 bench/nvml_dump.py > $W/nvml.json 2>&1; head -c 1500 $W/nvml.json; echo
+  { for d in /sys/class/infiniband/*/ports/*; do echo "$d: $(cat $d/rate $d/state $d/link_layer 2>&1 | tr '\n' '|')"; done
+    for n in /sys/class/net/*; do echo "$n: speed=$(cat $n/speed 2>&1) oper=$(cat $n/operstate 2>&1) dev=$(readlink -f $n/device 2>&1)"; done
+    lsmod 2>&1 | grep -E "nvidia|peermem|ib_|mlx" ; ls /sys/kernel/mm/memory_peers 2>&1
+    lscpu; cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor 2>&1
+    ls /sys/devices/system/cpu/cpu0/cpuidle 2>&1; cat /proc/cmdline; nproc; free -g
+    for b in $(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader); do
+      b=$(echo $b | tr 'A-F' 'a-f' | sed 's/^0000\(....\)/\1/'); echo "gpu $b local_cpulist=$(cat /sys/bus/pci/devices/$b/local_cpulist 2>&1) numa=$(cat /sys/bus/pci/devices/$b/numa_node 2>&1)"; done
+  } > $W/host.txt 2>&1; tail -5 $W/host.txt
+  python3 -m ncclbench list > $W/list.txt 2>&1; python3 -m ncclbench --version >> $W/list.txt 2>&1; cat $W/list.txt
+  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=ALL NCCL_DEBUG_FILE=$W/nccl-all.%h.%p.log \
+    python3 -m ncclbench all_reduce_perf -b 8 -e 1M -f 4 > $W/ncclbench-all.txt 2>&1
+  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING,COLL $NT/all_reduce_perf -b 8 -e 1M -f 4 > $W/nt-interleaved.txt 2>&1
+  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV,TUNING NCCL_ALGO=Ring NCCL_PROTO=Simple NCCL_P2P_DISABLE=1 \
+    $NT/all_reduce_perf -b 8 -e 64K -f 8 > $W/nt-forced.txt 2>&1
+  NCCL_DEBUG=INFO $NT/reduce_scatter_perf -b 8 -e 1M -f 4 > $W/nt-info-rs.txt 2>&1
+  wc -l $W/*.log $W/nt-*.txt
+fi
+if [ "$PHASE" = stability ]; then
+  B=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader | head -1 | tr 'A-F' 'a-f' | sed 's/^0000\(....\)/\1/')
+  CPUS=$(cat /sys/bus/pci/devices/$B/local_cpulist 2>/dev/null || echo 0-$(($(nproc)-1)))
+  echo "GPU $B local cpus $CPUS"
+  python3 bench/stability.py --nccl-tests-build $NT --collectives all_reduce,reduce_scatter,scatter \
+    --args "-b 8 -e 64K -f 4" --runs ${RUNS:-12} --variant nostore:NCCLBENCH_NO_STORE=1 --out $W/stab-3 2>>$W/stab.err
+  python3 bench/stability.py --nccl-tests-build $NT --collectives all_reduce,reduce_scatter,scatter \
+    --args "-b 8 -e 64K -f 4" --runs ${RUNS:-12} --wrap "taskset -c $CPUS" --out $W/stab-3-pinned 2>>$W/stab.err
+  python3 bench/stability.py --nccl-tests-build $NT --collectives $ALL --args "-b 8 -e 128K -f 2" \
+    --runs 3 --out $W/stab-11 2>>$W/stab.err
+  python3 bench/stability.py --nccl-tests-build $NT --collectives all_reduce --args "-b 8 -e 1G -f 4" \
+    --runs 5 --out $W/stab-start 2>>$W/stab.err
+fi

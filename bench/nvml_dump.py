@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Dump what NVML answers on this machine, call by call, as JSON (errors kept as
+strings): the raw material the topology reader's fakes are checked against.
+
+  python bench/nvml_dump.py > nvml.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def main() -> int:
+    try:
+        import pynvml as nv
+    except ImportError as exc:
+        print(json.dumps({"error": f"nvidia-ml-py not installed: {exc}"}))
+        return 0
+    out: dict = {}
+
+    def ask(key: str, fn, *args):
+        try:
+            v = fn(*args)
+            if isinstance(v, bytes):
+                v = v.decode()
+            out_dev[key] = v if isinstance(v, (int, float, str, list, dict, type(None))) else repr(v)
+        except Exception as exc:  # NVML answers NOT_SUPPORTED etc. per call
+            out_dev[key] = f"error: {type(exc).__name__}: {exc}"
+
+    nv.nvmlInit()
+    out["driver"] = nv.nvmlSystemGetDriverVersion()
+    out["nvml_version"] = nv.nvmlSystemGetNVMLVersion()
+    out["cuda_driver"] = nv.nvmlSystemGetCudaDriverVersion_v2()
+    n = nv.nvmlDeviceGetCount()
+    out["devices"] = []
+    for i in range(n):
+        h = nv.nvmlDeviceGetHandleByIndex(i)
+        out_dev: dict = {"index": i}
+        ask("name", nv.nvmlDeviceGetName, h)
+        ask("cuda_cc", nv.nvmlDeviceGetCudaComputeCapability, h)
+        ask("pci_bus_id", lambda hh: nv.nvmlDeviceGetPciInfo(hh).busId, h)
+        ask("pcie_gen_cur", nv.nvmlDeviceGetCurrPcieLinkGeneration, h)
+        ask("pcie_gen_max", nv.nvmlDeviceGetMaxPcieLinkGeneration, h)
+        ask("pcie_gen_gpu_max", nv.nvmlDeviceGetGpuMaxPcieLinkGeneration, h)
+        ask("pcie_width_cur", nv.nvmlDeviceGetCurrPcieLinkWidth, h)
+        ask("pcie_width_max", nv.nvmlDeviceGetMaxPcieLinkWidth, h)
+        ask("numa_node", getattr(nv, "nvmlDeviceGetNumaNodeId", lambda hh: "absent"), h)
+        links = {}
+        for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
+            entry = {}
+            for key, fn in (("state", nv.nvmlDeviceGetNvLinkState), ("version", nv.nvmlDeviceGetNvLinkVersion),
+                            ("remote_type", getattr(nv, "nvmlDeviceGetNvLinkRemoteDeviceType", None))):
+                if fn is None:
+                    continue
+                try:
+                    entry[key] = fn(h, link)
+                except Exception as exc:
+                    entry[key] = f"error: {type(exc).__name__}: {exc}"
+            links[link] = entry
+        out_dev["nvlinks"] = links
+        fields = {}
+        for fid in (90, 91):
+            try:
+                vals = nv.nvmlDeviceGetFieldValues(h, [fid])
+                v = vals[0]
+                fields[fid] = {"nvmlReturn": v.nvmlReturn, "value": int(v.value.uiVal)}
+            except Exception as exc:
+                fields[fid] = f"error: {type(exc).__name__}: {exc}"
+        out_dev["fields"] = fields
+        out["devices"].append(out_dev)
+    nv.nvmlShutdown()
+    json.dump(out, sys.stdout, indent=1, default=str)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
