@@ -6,7 +6,7 @@ Two numbers, median of several trials:
   128-byte id, collect their preflight facts (no GPU), gather them to rank 0 and
   pass a barrier.  Timed from "go" to the last rank done.  This is the cost of
   the rendezvous itself.  Target: < 2 s.
-* end to end: `python -m ncclbench.launch.preflight --nprocs 64` wall time,
+* end to end: `python -m ncclbench preflight --nprocs 64` wall time,
   which adds 64 Python interpreter starts and imports (on 2 cores these
   dominate).
 
@@ -90,7 +90,7 @@ def rendezvous_trial(n: int) -> dict:
 def end_to_end_trial(n: int) -> float:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]))
     t = time.perf_counter()
-    run = subprocess.run([sys.executable, "-m", "ncclbench.launch.preflight", "--nprocs", str(n)], env=env,
+    run = subprocess.run([sys.executable, "-m", "ncclbench", "preflight", "--nprocs", str(n)], env=env,
                          capture_output=True, text=True, timeout=300)
     wall = time.perf_counter() - t
     if run.returncode != 0 or run.stdout.count("#  Rank ") != n:
@@ -126,7 +126,7 @@ def main() -> int:
         "nprocs": a.nprocs,
         "commands": {
             "rendezvous": f"python bench/rendezvous_scale.py --nprocs {a.nprocs} --trials {a.trials}",
-            "end_to_end": f"python -m ncclbench.launch.preflight --nprocs {a.nprocs}",
+            "end_to_end": f"python -m ncclbench preflight --nprocs {a.nprocs}",
         },
         "what": {
             "rendezvous_s": "from 'go' (all ranks started and imported) to the last rank past TcpHostComm + 128-byte "

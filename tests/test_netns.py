@@ -23,7 +23,7 @@ from netns_hosts import netns_hosts
 
 pytestmark = pytest.mark.netns
 
-PREFLIGHT = [PY, "-m", "ncclbench.launch.preflight"]
+PREFLIGHT = [PY, "-m", "ncclbench", "preflight"]
 WORKER = [PY, str(TESTS / "rdzv_worker.py")]
 
 

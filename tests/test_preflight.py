@@ -128,7 +128,7 @@ def test_collect_rank_facts_here():
 
 # -- the command, for real ------------------------------------------------------------------
 
-PREFLIGHT = ["-m", "ncclbench.launch.preflight"]
+PREFLIGHT = ["-m", "ncclbench", "preflight"]
 
 
 def test_preflight_single_process():

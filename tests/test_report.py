@@ -17,7 +17,7 @@ from ncclbench.errors import UnsupportedError
 from ncclbench.report import plots
 from ncclbench.report.html import build_report, write_report
 from ncclbench.report.progress import ProgressReporter, expected_rows, sweep_sizes
-from ncclbench.store.cli import run_store_command
+from ncclbench.commands import main as run_store_command
 from ncclbench.store.importers import load_file
 
 FIX = Path(__file__).parent / "fixtures" / "nccl_tests_output"

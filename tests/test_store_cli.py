@@ -1,4 +1,4 @@
-"""`ncclbench history | show | import | baseline` through run_store_command."""
+"""`ncclbench history | show | import | baseline` through the command dispatcher."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ncclbench.store.cli import add_subcommands, run_store_command
+from ncclbench.commands import main as run_store_command
 
 FIX = Path(__file__).parent / "fixtures" / "nccl_tests_output"
 AR = FIX / "all_reduce_1proc_4gpu.txt"
@@ -141,14 +141,3 @@ def test_db_option_beats_env(db, tmp_path, capsys):
     explicit = tmp_path / "explicit.sqlite"
     assert run_store_command(["import", "--db", str(explicit), str(AR)]) == 0
     assert explicit.exists() and not db.exists()
-
-
-def test_add_subcommands_sets_func_on_every_command():
-    import argparse
-    p = argparse.ArgumentParser()
-    sub = p.add_subparsers(dest="command")
-    add_subcommands(sub)
-    for argv in (["history"], ["show", "1"], ["import", "f"], ["compare", "a", "b"],
-                 ["check", "r", "--against", "n"], ["baseline", "list"], ["report", "1"]):
-        args = p.parse_args(argv)
-        assert callable(args.func), argv

@@ -1,5 +1,6 @@
-"""Running one benchmark command: parse, choose backend and launch, build the
-workers and reporters, run the sweep, and turn the outcome into an exit code."""
+"""Running one benchmark in this process: form the job, build the workers and
+reporters, run the sweep, and turn the outcome into an exit code.  (Where the
+run happens, and its command line, is `commands/_benchmark.py`'s business.)"""
 
 from __future__ import annotations
 
@@ -8,16 +9,15 @@ import sys
 import time
 
 from . import __version__
-from .backends.select import choose_backend, gpu_count
 from .collectives import lookup
 from .config import BenchOptions
-from .errors import BenchError, ExitCode
+from .errors import BenchError, ExitCode, print_error
 from .harness.runner import filter_combinations, run_workers
 from .harness.recording import rounds_note
-from .launch.spawn import strip_nprocs
 from .results import RunInfo, RunSummary
 
-SELF_LAUNCH_ENV = "NCCLBENCH_SELF_LAUNCHED"
+SELF_LAUNCH_ENV = "NCCLBENCH_SELF_LAUNCHED"  # set on ranks ncclbench started one per GPU
+BACKEND_NOTE_ENV = "NCCLBENCH_BACKEND_NOTE"  # the parent's line on why it chose the backend
 
 
 def exit_code_for(summary: RunSummary | None) -> int:
@@ -26,56 +26,6 @@ def exit_code_for(summary: RunSummary | None) -> int:
     if summary.out_of_bounds or summary.gate_ok is False:
         return int(ExitCode.DATA_ERRORS)
     return int(ExitCode.OK)
-
-
-def self_launch_count(opts: BenchOptions) -> int:
-    """Processes to start on this host when no launcher is present: one per
-    visible GPU (divided by the GPUs each process drives), like `mpirun -np N`."""
-    if os.environ.get("NCCL_TESTS_DEVICE") is not None:
-        return 1
-    per_process = max(1, opts.nthreads * opts.ngpus)
-    n = gpu_count()
-    return n // per_process if n >= 2 * per_process else 1
-
-
-def run_bench(program: str, args: list[str]) -> int:
-    from .options import HelpRequested, parse_bench_args
-
-    try:
-        opts = parse_bench_args(program, args)
-    except HelpRequested as h:
-        print(h.text, end="", flush=True)
-        return int(h.exit_code)
-    backend, note = choose_backend(opts.backend, opts.nccl_lib)
-    opts.backend = backend
-
-    from .launch.detect import detect_launch
-
-    launch = detect_launch()
-    child_args = [program] + strip_nprocs(args)
-    if "--backend" not in " ".join(args):
-        child_args += ["--backend", backend]
-    if opts.nprocs and launch.kind == "single":
-        return spawn(backend, opts.nprocs, child_args, note)
-    if backend == "nccl" and launch.kind == "single" and opts.nprocs is None:
-        n = self_launch_count(opts)
-        if n > 1:
-            return spawn(backend, n, child_args, None, self_launched=True)
-    return run_here(opts, backend, launch, note)
-
-
-def spawn(backend: str, nprocs: int, child_args: list[str], note: str | None,
-          self_launched: bool = False) -> int:
-    from .launch.spawn import LocalSpawnLauncher, spawn_mpiexec
-
-    env = dict(os.environ)
-    if note:
-        env["NCCLBENCH_BACKEND_NOTE"] = note
-    if self_launched:
-        env[SELF_LAUNCH_ENV] = str(nprocs)
-    if backend == "mpi":
-        return spawn_mpiexec(nprocs, child_args, env=env)
-    return LocalSpawnLauncher(nprocs, child_args, env=env).run()
 
 
 def make_workers(opts: BenchOptions, backend: str, host):
@@ -185,7 +135,7 @@ def run_here(opts: BenchOptions, backend: str, launch, note: str | None) -> int:
     from .launch.bootstrap import make_host_comm
 
     notes = []
-    note = note or os.environ.get("NCCLBENCH_BACKEND_NOTE")
+    note = note or os.environ.get(BACKEND_NOTE_ENV)
     if note:
         notes.append(note)
     if os.environ.get(SELF_LAUNCH_ENV):
@@ -218,10 +168,10 @@ def run_here(opts: BenchOptions, backend: str, launch, note: str | None) -> int:
             code = max(code, store.check_baseline(opts.baseline))
         return code
     except BenchError as exc:
-        print(f"ncclbench: {exc.message}", file=sys.stderr, flush=True)
+        code = print_error(exc)
         if host.size > 1 and not exc.all_ranks:
-            host.abort(int(exc.code))  # the others may be waiting for us: end the job
-        return int(exc.code)
+            host.abort(code)  # the others may be waiting for us: end the job
+        return code
     finally:
         if reporter is not None:
             reporter.close()

@@ -8,7 +8,9 @@ the code.  No traceback ever reaches the user for an anticipated failure.
 
 from __future__ import annotations
 
+import sys
 from enum import IntEnum
+from typing import TextIO
 
 
 class ExitCode(IntEnum):
@@ -48,3 +50,10 @@ class UnsupportedError(BenchError):
 
     def __init__(self, message: str):
         super().__init__(message, ExitCode.NOT_IMPLEMENTED)
+
+
+def print_error(exc: BenchError, stream: TextIO | None = None) -> int:
+    """The one way an anticipated failure reaches the user: `ncclbench: <message>`
+    as one line on stderr.  Returns the exit status to end with."""
+    print(f"ncclbench: {exc.message}", file=sys.stderr if stream is None else stream, flush=True)
+    return int(exc.code)

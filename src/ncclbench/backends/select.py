@@ -8,6 +8,9 @@ import os
 
 from ..errors import BenchError
 
+# Set by a parent that starts ranks: the backend it chose, used for `--backend auto`.
+BACKEND_ENV = "NCCLBENCH_BACKEND"
+
 
 def gpu_count() -> int:
     """Visible CUDA devices, 0 when there is no driver, no GPU or no cuda-bindings."""
@@ -37,8 +40,9 @@ def choose_backend(requested: str, nccl_lib: str | None = None) -> tuple[str, st
     """(backend, note): the backend to use and a line explaining an automatic choice."""
     if requested in ("nccl", "mpi"):
         return requested, None
-    if os.environ.get("NCCLBENCH_BACKEND") in ("nccl", "mpi"):
-        return os.environ["NCCLBENCH_BACKEND"], None
+    inherited = os.environ.get(BACKEND_ENV)
+    if inherited in ("nccl", "mpi"):
+        return inherited, None
     ngpu = gpu_count()
     if ngpu and nccl_available(nccl_lib):
         return "nccl", None

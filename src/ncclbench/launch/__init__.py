@@ -20,7 +20,7 @@ _EXPORTS = {
     "RankFacts": "facts", "GpuFact": "facts", "collect_rank_facts": "facts",
     "Finding": "preflight", "check_facts": "preflight", "format_rank_table": "preflight",
     "format_host_lines": "preflight", "local_ranks": "preflight",
-    "run_preflight": "preflight", "assigned_gpus": "preflight",
+    "run_checks": "preflight", "assigned_gpus": "preflight",
 }
 
 __all__ = sorted(_EXPORTS)

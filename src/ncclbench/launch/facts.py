@@ -83,6 +83,29 @@ def driver_version() -> str | None:
 _DRIVER_MARKS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/dxg")  # Linux driver, or WSL2's
 
 
+def _cuda_version(cu: Any) -> str | None:
+    """cuDriverGetVersion as '12.8' (needs no cuInit)."""
+    import ctypes
+
+    version = ctypes.c_int(0)
+    if cu.cuDriverGetVersion(ctypes.byref(version)) == 0 and version.value:
+        return f"{version.value // 1000}.{version.value % 1000 // 10}"
+    return None
+
+
+def cuda_driver_version() -> str | None:
+    """The CUDA version the installed driver supports ('12.8'), None without a
+    driver.  Cheap: opens libcuda, initialises no GPU."""
+    if not any(os.path.exists(p) for p in _DRIVER_MARKS):
+        return None
+    import ctypes
+
+    try:
+        return _cuda_version(ctypes.CDLL("libcuda.so.1"))
+    except OSError:
+        return None
+
+
 def _cuda_gpus() -> tuple[list[GpuFact], str | None, str]:
     """(GPUs, CUDA driver version like '12.8', note)."""
     if not any(os.path.exists(p) for p in _DRIVER_MARKS):
@@ -94,10 +117,7 @@ def _cuda_gpus() -> tuple[list[GpuFact], str | None, str]:
     except OSError:
         return [], None, "no NVIDIA driver (libcuda.so.1 not found)"
     rc = cu.cuInit(0)
-    version = ctypes.c_int(0)
-    cuda_version = None
-    if cu.cuDriverGetVersion(ctypes.byref(version)) == 0 and version.value:
-        cuda_version = f"{version.value // 1000}.{version.value % 1000 // 10}"
+    cuda_version = _cuda_version(cu)
     if rc != 0:
         return [], cuda_version, f"cuInit failed (CUresult {rc}{', no CUDA device' if rc == 100 else ''})"
     count = ctypes.c_int(0)

@@ -12,7 +12,6 @@ trap.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -20,7 +19,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..errors import ArgumentError, BenchError, ExitCode
+from ..errors import BenchError, ExitCode
+from .detect import LaunchInfo
 from .facts import SHM_MIN_BYTES, RankFacts
 from .rendezvous import format_ranks
 
@@ -238,76 +238,31 @@ def format_host_lines(facts: Sequence[RankFacts]) -> list[str]:
     return lines
 
 
-# -- the command -------------------------------------------------------------------------
+# -- the check, for real ---------------------------------------------------------------------
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 255, no usage dump
-        raise ArgumentError(f"preflight: {message}")
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="ncclbench preflight", description=(
-        "Form the job as a benchmark would (under mpirun, srun, torchrun, RANK/WORLD_SIZE, or --nprocs) and "
-        "check it without running collectives; prints the host/rank/GPU table and exits non-zero on a trap."))
-    p.add_argument("-g", "--ngpus", type=int, default=1, help="GPUs per thread (as the benchmark's -g)")
-    p.add_argument("-t", "--nthreads", type=int, default=1, help="threads per process (as -t)")
-    p.add_argument("-T", "--timeout", type=float, default=0.0, help="seconds to wait for every rank "
-                   "(default NCCLBENCH_RDZV_TIMEOUT or 60)")
-    p.add_argument("--backend", choices=("auto", "nccl", "mpi"), default="auto")
-    p.add_argument("--nprocs", type=int, default=None, help="start N local processes (no launcher needed)")
-    p.add_argument("--json", dest="json_path", default=None, help="also write facts and findings to PATH")
-    p.add_argument("--nccl-lib", default=None, help="libnccl to report the version of")
-    return p
-
-
-def run_preflight(argv: Sequence[str], *, module: str = "ncclbench.launch.preflight",
-                  subcommand: Sequence[str] = ()) -> int:
-    """`ncclbench preflight [-g N] [-t N] [-T s] [--backend B] [--nprocs N] [--json PATH]`.
-    Returns the exit status.  With --nprocs (and no launcher around) it starts N
-    local processes of `python -m <module> <subcommand> ...` that run the checks."""
-    try:
-        args = _parser().parse_args(list(argv))
-        if args.ngpus < 1 or args.nthreads < 1:
-            raise ArgumentError("preflight: -g and -t must be at least 1")
-        from .detect import detect_launch
-
-        info = detect_launch()
-        if args.nprocs is not None and info.kind == "single":
-            if args.nprocs < 1:
-                raise ArgumentError("preflight: --nprocs must be at least 1")
-            from .spawn import LocalSpawnLauncher, spawn_mpiexec, strip_nprocs
-
-            rest = list(subcommand) + strip_nprocs(argv)
-            if args.backend == "mpi":
-                return spawn_mpiexec(args.nprocs, rest, module=module)
-            return LocalSpawnLauncher(args.nprocs, rest, module=module).run()
-        return _run_checks(args, info)
-    except BenchError as e:
-        print(f"ncclbench preflight: {e.message}", file=sys.stderr, flush=True)
-        return int(e.code)
-
-
-def _run_checks(args: argparse.Namespace, info) -> int:
+def run_checks(info: LaunchInfo, *, timeout_s: float | None = None, backend: str = "auto",
+               gpus_per_rank: int = 1, nccl_lib: str | None = None, json_path: str | None = None) -> int:
+    """Form the job described by `info` as a benchmark would, gather every rank's
+    facts and print the verdict at rank 0.  Collective: every rank calls it.
+    Returns the exit status (0 clean, 6 on a trap), the same on every rank."""
     from .bootstrap import host_comm_name, make_host_comm
     from .facts import collect_rank_facts
 
-    comm = make_host_comm(info, args.timeout or None, prefer_mpi=args.backend == "mpi",
-                          require_mpi=args.backend == "mpi")
+    comm = make_host_comm(info, timeout_s, prefer_mpi=backend == "mpi", require_mpi=backend == "mpi")
     try:
         uid = comm.bcast(os.urandom(128) if comm.rank == 0 else None, 0)  # the NCCL unique id's trip
         if not isinstance(uid, bytes) or len(uid) != 128:
             raise BenchError("the 128-byte broadcast arrived damaged", ExitCode.INTERNAL)
         comm.barrier()
-        facts = collect_rank_facts(info, hostcomm=host_comm_name(comm), nccl_lib=args.nccl_lib,
-                                   probe_nccl=None if args.backend != "mpi" else info.local_rank == 0)
+        facts = collect_rank_facts(info, hostcomm=host_comm_name(comm), nccl_lib=nccl_lib,
+                                   probe_nccl=None if backend != "mpi" else info.local_rank == 0)
         gathered = comm.gather(facts, 0)
         code = 0
         if comm.rank == 0:
             assert gathered is not None
-            gpr = args.ngpus * args.nthreads
-            require = {"nccl": True, "mpi": False}.get(args.backend)
-            findings = check_facts(gathered, info.size, gpr, require)
-            code = _report(gathered, findings, info, host_comm_name(comm), gpr, args.json_path)
+            require = {"nccl": True, "mpi": False}.get(backend)
+            findings = check_facts(gathered, info.size, gpus_per_rank, require)
+            code = _report(gathered, findings, info, host_comm_name(comm), gpus_per_rank, json_path)
         code = comm.bcast(code, 0)
         comm.barrier()
         return int(code)
@@ -315,7 +270,7 @@ def _run_checks(args: argparse.Namespace, info) -> int:
         comm.close()
 
 
-def _report(facts: list[RankFacts], findings: list[Finding], info, hostcomm: str, gpr: int,
+def _report(facts: list[RankFacts], findings: list[Finding], info: LaunchInfo, hostcomm: str, gpr: int,
             json_path: str | None) -> int:
     hosts = len({f.host_key for f in facts})
     print(f"# ncclbench preflight: {len(facts)} process(es) on {hosts} host(s); launcher: {info.launcher}; "
@@ -343,6 +298,3 @@ def _report(facts: list[RankFacts], findings: list[Finding], info, hostcomm: str
         return int(ExitCode.INVALID_USAGE)
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(run_preflight(sys.argv[1:]))

@@ -1,0 +1,59 @@
+"""`ncclbench baseline set NAME RUN | list | rm NAME`: named runs for `check` and `--baseline`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import ArgumentError
+from ._runs import add_db_option, db_path, open_store
+from .base import CommandParser
+
+NAME = "baseline"
+HELP = "name runs as baselines for `check` and `--baseline`"
+
+
+def add_arguments(parser: CommandParser) -> None:
+    add_db_option(parser)
+    actions = parser.add_subparsers(dest="action", required=True, metavar="{set,list,rm}",
+                                    parser_class=CommandParser)
+    a = actions.add_parser("set", help="set NAME to RUN")
+    a.add_argument("name", metavar="NAME")
+    a.add_argument("run", metavar="RUN")
+    a.add_argument("--note", default=None)
+    actions.add_parser("list", help="list baselines")
+    a = actions.add_parser("rm", help="remove a baseline")
+    a.add_argument("name", metavar="NAME")
+    for ap in actions.choices.values():
+        add_db_option(ap, default=argparse.SUPPRESS)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..store.db import ResultStore
+
+    if args.action == "list":
+        path = db_path(args)
+        if not path.exists():
+            print(f"ncclbench: no baselines: no result store at {path}", file=sys.stderr)
+            return 0
+        with ResultStore(path, create=False) as store:
+            items = store.list_baselines()
+            if not items:
+                print(f"ncclbench: no baselines set in {path}", file=sys.stderr)
+                return 0
+            for name, rid, created, note in items:
+                h = store.get_run_header(rid)
+                print(f"{name:<20}  run {rid:<5}  {h.program:<20}  set {created[:19]}"
+                      + (f"  {note}" if note else ""))
+        return 0
+    if not db_path(args).exists():
+        raise ArgumentError(f"no result store at {db_path(args)} (nothing recorded yet)")
+    with open_store(args) as store:
+        if args.action == "set":
+            rid = store.resolve(args.run)
+            store.set_baseline(args.name, rid, args.note)
+            print(f"baseline '{args.name}' = run {rid}")
+        else:
+            store.delete_baseline(args.name)
+            print(f"baseline '{args.name}' removed")
+    return 0

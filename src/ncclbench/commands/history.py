@@ -1,0 +1,70 @@
+"""`ncclbench history`: the stored runs, newest first (text table or JSON)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from ._runs import add_db_option, db_path
+from .base import CommandParser
+
+NAME = "history"
+HELP = "list stored runs, newest first"
+
+
+def add_arguments(parser: CommandParser) -> None:
+    add_db_option(parser)
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--limit", type=int, default=20, help="show at most N runs (0 = all; default 20)")
+    parser.add_argument("--program", help="only runs of this test (e.g. all_reduce_perf)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..store import stats
+    from ..store.db import ResultStore
+
+    path = db_path(args)
+    if not path.exists():
+        headers, runs_summ, baselines = [], {}, {}
+    else:
+        with ResultStore(path, create=False) as store:
+            headers = store.list_runs(limit=args.limit, program=args.program)
+            runs_summ = {h.id: stats.run_summary(store.get_run(h.id).rows) for h in headers}
+            baselines = {}
+            for name, rid, _, _ in store.list_baselines():
+                baselines.setdefault(rid, []).append(name)
+    if args.format == "json":
+        out = []
+        for h in headers:
+            plateau, lat = runs_summ[h.id]
+            out.append({"id": h.id, "created_at": h.created_at, "start_time": h.start_time,
+                        "status": h.status, "program": h.program, "collective": h.collective,
+                        "nranks": h.nranks, "hosts": h.hosts, "gpus": h.gpus, "rows": h.nrows,
+                        "plateau_busbw": plateau, "latency_us": lat, "source": h.source,
+                        "source_path": h.source_path, "argv": h.argv,
+                        "baselines": baselines.get(h.id, [])})
+        print(json.dumps(out, indent=1))
+        return 0
+    if not headers:
+        print(f"ncclbench: no runs recorded in {path}" + (" matching " + args.program
+              if args.program else ""), file=sys.stderr)
+        return 0
+    fmt = "%5s  %-19s  %-11s  %-20s  %5s  %-20s  %4s  %9s  %8s  %s"
+    print(fmt % ("ID", "DATE", "STATUS", "TEST", "RANKS", "GPU", "ROWS", "PLAT GB/s", "LAT us",
+                 "SOURCE / BASELINE"))
+    for h in headers:
+        plateau, lat = runs_summ[h.id]
+        gpu = sorted(set(h.gpus))
+        gpu_s = (gpu[0] + (f" +{len(gpu) - 1}" if len(gpu) > 1 else "")) if gpu else "-"
+        src = "ncclbench" if h.source == "ncclbench" else \
+            f"{h.source.split(':')[-1]}:{os.path.basename(h.source_path or '')}"
+        if h.id in baselines:
+            src += "  [" + ", ".join(baselines[h.id]) + "]"
+        date = (h.start_time or h.created_at.replace("T", " "))[:19]
+        print((fmt % (h.id, date, h.status, h.program[:20], h.nranks or "-", gpu_s[:20], h.nrows,
+                      "-" if plateau is None else f"{plateau:.2f}",
+                      "-" if lat is None else f"{lat:.2f}", src)).rstrip())
+    print(f"# {stats.PLATEAU_DEFINITION}; {stats.LATENCY_DEFINITION} (out-of-place, first series)")
+    return 0

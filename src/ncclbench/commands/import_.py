@@ -1,0 +1,31 @@
+"""`ncclbench import FILE...`: nccl-tests text logs and -J JSON files into the store."""
+
+from __future__ import annotations
+
+import argparse
+
+from ._runs import add_db_option, open_store
+from .base import CommandParser
+
+NAME = "import"
+HELP = "import nccl-tests text logs and -J JSON files into the store"
+
+
+def add_arguments(parser: CommandParser) -> None:
+    add_db_option(parser)
+    parser.add_argument("files", metavar="FILE", nargs="+")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..store.importers import ImportedRun, load_file
+    from ..store.reporter import store_imported
+
+    parsed: list[ImportedRun] = []
+    for f in args.files:
+        parsed += load_file(f)  # all files parse before anything is written
+    with open_store(args, create=True) as store:
+        done = store_imported(store, parsed)
+    for imported, rid, new in done:
+        what = f"run {rid}" if new else f"already stored as run {rid}"
+        print(f"{imported.label}: {what} ({imported.info.program}, {len(imported.rows)} rows, {imported.status})")
+    return 0

@@ -1,0 +1,58 @@
+"""`ncclbench preflight`: the launch check, the "MPI hello world" maintainers
+ask for.  The checks themselves are `ncclbench.launch.preflight`; this module
+reads the command line and, with `--nprocs N` and no launcher around, starts
+N local ranks of the same command."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..errors import ArgumentError
+from .base import PROGRAM, CommandParser
+
+NAME = "preflight"
+HELP = "check the launch (ranks, hosts, GPUs, versions, env traps) without running collectives"
+
+
+def add_arguments(parser: CommandParser) -> None:
+    parser.description = (
+        "Form the job as a benchmark would (under mpirun, srun, torchrun, RANK/WORLD_SIZE, or --nprocs) and "
+        "check it without running collectives; prints the host/rank/GPU table and exits non-zero on a trap.")
+    parser.add_argument("-g", "--ngpus", type=int, default=1, help="GPUs per thread (as the benchmark's -g)")
+    parser.add_argument("-t", "--nthreads", type=int, default=1, help="threads per process (as -t)")
+    parser.add_argument("-T", "--timeout", type=float, default=0.0, help="seconds to wait for every rank "
+                        "(default NCCLBENCH_RDZV_TIMEOUT or 60)")
+    parser.add_argument("--backend", choices=("auto", "nccl", "mpi"), default="auto")
+    parser.add_argument("--nprocs", type=int, default=None, help="start N local processes (no launcher needed)")
+    parser.add_argument("--json", dest="json_path", default=None, help="also write facts and findings to PATH")
+    parser.add_argument("--nccl-lib", default=None, help="libnccl to report the version of")
+
+
+def child_argv(args: argparse.Namespace) -> list[str]:
+    """The command line of each started rank: this one without --nprocs."""
+    argv = [NAME, "-g", str(args.ngpus), "-t", str(args.nthreads), "-T", repr(args.timeout),
+            "--backend", args.backend]
+    if args.json_path is not None:
+        argv += ["--json", args.json_path]
+    if args.nccl_lib is not None:
+        argv += ["--nccl-lib", args.nccl_lib]
+    return argv
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..launch.detect import detect_launch
+    from ..launch.preflight import run_checks
+
+    if args.ngpus < 1 or args.nthreads < 1:
+        raise ArgumentError("preflight: -g and -t must be at least 1")
+    info = detect_launch()
+    if args.nprocs is not None and info.kind == "single":
+        if args.nprocs < 1:
+            raise ArgumentError("preflight: --nprocs must be at least 1")
+        from ..launch.spawn import LocalSpawnLauncher, spawn_mpiexec
+
+        if args.backend == "mpi":
+            return spawn_mpiexec(args.nprocs, child_argv(args), module=PROGRAM)
+        return LocalSpawnLauncher(args.nprocs, child_argv(args), module=PROGRAM).run()
+    return run_checks(info, timeout_s=args.timeout or None, backend=args.backend,
+                      gpus_per_rank=args.ngpus * args.nthreads, nccl_lib=args.nccl_lib, json_path=args.json_path)

@@ -1,0 +1,43 @@
+"""`ncclbench show RUN`: a stored or imported run, reprinted as the nccl-tests table."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..store.db import StoredRun
+from ..store.importers import ImportedRun
+from ._runs import REF_HELP, RunRefs, add_db_option
+from .base import CommandParser
+
+NAME = "show"
+HELP = "reprint a stored run as the nccl-tests table"
+
+
+def add_arguments(parser: CommandParser) -> None:
+    add_db_option(parser)
+    parser.add_argument("run", metavar="RUN", help=REF_HELP)
+
+
+def show_text(run: StoredRun | ImportedRun) -> str:
+    """A stored or imported run as the nccl-tests text it printed, through the live
+    formatter (`ncclbench.output.text.render_run`; no footer for an interrupted run).
+    The `# Writing JSON output to` line comes back for runs that printed it, not for
+    runs read from the JSON file itself."""
+    from ..output.text import render_run
+
+    opts = run.options
+    json_path = None
+    if opts.json_enabled and run.info.extra.get("format") != "json":
+        json_path = opts.output_file
+    return render_run(run.info, opts, run.rows, run.summary, json_path=json_path)
+
+
+def run(args: argparse.Namespace) -> int:
+    with RunRefs(args) as refs:
+        stored = refs.get(args.run)
+    sys.stdout.write(show_text(stored))
+    if stored.status != "complete":
+        print(f"ncclbench: {stored.label} is {stored.status} ({len(stored.rows)} rows recorded)",
+              file=sys.stderr)
+    return 0
