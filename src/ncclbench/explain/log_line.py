@@ -1,0 +1,87 @@
+"""One line of NCCL's debug log: its prefix taken apart, the message kept whole.
+
+NCCL builds every log line in a 1024-byte buffer (`src/debug.cc`,
+`ncclDebugLog`, every tag v2.18.1-1 .. v2.30.7-1) as
+
+    [timestamp] host:pid:tid [cudaDev] NCCL INFO <message>
+    [timestamp] host:pid:tid [cudaDev] file.cc:line NCCL WARN <message>
+    [timestamp] host:pid:tid [cudaDev] <ms> file.cc:line NCCL TRACE <message>
+    host:pid:tid NCCL CALL <message>
+
+The timestamp exists from 2.26 (`NCCL_DEBUG_TIMESTAMP_FORMAT`, default
+`[%F %T] `, applied to WARN only unless NCCL_DEBUG_TIMESTAMP_LEVELS says
+otherwise); 2.30 adds `(function)` after WARN's `file:line`.  WARN lines start
+with an extra newline.  A message longer than the buffer is cut at 1023
+characters.  `NCCL_DEBUG=VERSION` prints `NCCL version ...` with no prefix.
+
+The prefix is searched for anywhere in the line, not only at its start: what
+stands before it is a timestamp, a launcher's tag, or -- when NCCL and the
+program share one stdout -- the start of a table row the log line was glued
+to (`LogLine.before`).  The host field of such a glued line may have picked
+up the row's last characters; `output.demux` resolves that with the host
+names of the unglued lines.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+NCCL_LINE_MAX = 1023  # characters before the newline when NCCL truncated the line
+
+_HOST = r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) "
+_INFO = re.compile(_HOST + r"\[(?P<dev>-?\d+)\] NCCL INFO ?(?P<msg>.*)$")
+_WARN = re.compile(_HOST + r"\[(?P<dev>-?\d+)\] (?P<where>\S+:\d+)(?: \([^)]*\))? NCCL WARN ?(?P<msg>.*)$")
+_TRACE = re.compile(_HOST + r"\[(?P<dev>-?\d+)\] [-\d.]+ (?P<where>\S+:\d+) NCCL TRACE ?(?P<msg>.*)$")
+_CALL = re.compile(_HOST + r"NCCL CALL ?(?P<msg>.*)$")
+_VERSION_ONLY = re.compile(r"^(?P<before>(?:\[[^\]]*\] ?)?)(?P<msg>NCCL version \S+.*)$")
+_STAMP = re.compile(r"\[[^\]]*\] ?$")
+_LEVELS = (("INFO", _INFO), ("WARN", _WARN), ("TRACE", _TRACE), ("CALL", _CALL))
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """A line NCCL wrote: where from, at which level, and the message."""
+
+    level: str  # INFO / WARN / TRACE / CALL / VERSION
+    msg: str
+    host: str | None = None
+    pid: int | None = None
+    tid: int | None = None
+    dev: int | None = None
+    before: str = ""  # text in front of the prefix (timestamp, tag, glued row text)
+    truncated: bool = False  # the line is as long as NCCL's buffer allows: probably cut
+
+    @property
+    def source(self) -> tuple[str | None, int | None]:
+        """(host, pid): one process's log stream."""
+        return self.host, self.pid
+
+
+def read_log_line(line: str) -> LogLine | None:
+    """The NCCL log line in `line` (prefix anywhere in it), or None if there is none."""
+    line = line.rstrip("\r\n")
+    if "NCCL " not in line:
+        return None
+    if " NCCL " in line:
+        for level, regex in _LEVELS:
+            if f"NCCL {level}" not in line:
+                continue
+            m = regex.search(line)
+            if m:
+                g = m.groupdict()
+                before = line[:m.start()]
+                stamp = _STAMP.search(before)  # NCCL's own timestamp counts towards its buffer
+                written = len(line) - m.start() + (len(stamp.group(0)) if stamp else 0)
+                return LogLine(
+                    level=level, msg=g["msg"], host=g["host"], pid=int(g["pid"]), tid=int(g["tid"]),
+                    dev=int(g["dev"]) if g.get("dev") is not None else None,
+                    before=before, truncated=written >= NCCL_LINE_MAX)
+    m = _VERSION_ONLY.match(line)
+    if m:
+        return LogLine(level="VERSION", msg=m.group("msg"), before=m.group("before"))
+    return None
+
+
+def is_log_line(line: str) -> bool:
+    return read_log_line(line) is not None
