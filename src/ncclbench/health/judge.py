@@ -1,0 +1,195 @@
+"""Judging one round: robust statistics over the fleet in this run.
+
+A group's bandwidth is compared with the other groups of the same shape in
+the same run: the median is the reference and the spread is the median
+absolute deviation scaled to a standard deviation (1.4826 * MAD), which a
+few slow groups cannot drag.  Run-to-run noise is never zero, so a spread
+that comes out tiny (every group within a hair of the median) is floored at
+a fraction of the median, as together's find_stragglers does with
+max(stdev, 0.5 % of the median) - otherwise a 0.3 % wobble would read as a
+dozen sigma.  Latency is judged the same way, higher being worse, with a
+larger floor (small-message times move by several per cent between
+processes: bench/results/gpu-h200x4-2026-11-21-session4.md).
+
+A stored baseline for the cluster is a second reference: it is reported
+beside the fleet's (z against the baseline) and, when fewer groups answered
+than a fleet statistic needs, it is the reference.  With neither, a group
+is "not judged" - an unknown is said to be unknown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+MAD_TO_SIGMA = 1.4826  # MAD of a normal distribution times this = its standard deviation
+
+OK, SLOW, NO_ANSWER, WRONG, UNJUDGED = "ok", "slow", "no answer", "wrong results", "not judged"
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    suspect_z: float = 3.5  # a group this far below the reference is measured again
+    confirm_z: float = 3.5  # a second measurement this far below confirms the fault
+    bw_floor: float = 0.005  # spread floor, fraction of the median (together: 0.5 %)
+    lat_floor: float = 0.05  # latency spread floor, fraction of the median
+    min_groups: int = 5  # fewer answering groups make no fleet reference
+    fleet_fault_fraction: float = 0.25  # more groups than this slow: a fleet-wide problem, not a node
+
+
+@dataclass(frozen=True)
+class Reference:
+    center: float
+    spread: float  # after the floor
+    n: int  # groups it was computed from
+    source: str  # "fleet" or "baseline"
+    raw_spread: float = 0.0  # before the floor
+
+    def z(self, values: np.ndarray | float) -> np.ndarray:
+        return (np.asarray(values, dtype=float) - self.center) / self.spread
+
+    def describe(self, unit: str) -> str:
+        return f"{self.source} median {self.center:.4g} {unit}, spread {self.spread:.3g} (n={self.n})"
+
+
+def robust_reference(values: Sequence[float] | np.ndarray, floor: float, min_groups: int = 5,
+                     source: str = "fleet") -> Reference | None:
+    """Median and floored 1.4826*MAD of the finite values; None below min_groups."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if v.size < max(1, min_groups):
+        return None
+    center = float(np.median(v))
+    raw = MAD_TO_SIGMA * float(np.median(np.abs(v - center)))
+    spread = max(raw, floor * abs(center), 1e-12)
+    return Reference(center, spread, int(v.size), source, raw)
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A stored reference per group shape: {shape: (busbw median, spread)}, same for latency."""
+
+    busbw: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    lat_us: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    name: str = "baseline"
+
+    def reference(self, shape: str, metric: str, floor: float) -> Reference | None:
+        table = self.busbw if metric == "busbw" else self.lat_us
+        if shape not in table:
+            return None
+        center, spread = table[shape]
+        return Reference(center, max(spread, floor * abs(center)), 0, f"baseline {self.name}", spread)
+
+
+@dataclass
+class RoundResult:
+    """What one round measured, one entry per group (NaN: no answer or not measured)."""
+
+    busbw: np.ndarray  # GB/s at the bandwidth size
+    lat_us: np.ndarray  # µs at the latency size
+    wrong: np.ndarray  # wrong elements found by the bit-exact check (0 when clean)
+    errors: dict[int, str] = field(default_factory=dict)  # group -> why it gave no answer
+    wall_s: float = 0.0
+
+    @classmethod
+    def empty(cls, n: int) -> "RoundResult":
+        return cls(np.full(n, np.nan), np.full(n, np.nan), np.zeros(n, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class References:
+    busbw: Reference | None
+    lat_us: Reference | None
+    base_busbw: Reference | None = None
+    base_lat_us: Reference | None = None
+
+    @property
+    def judged(self) -> bool:
+        return self.busbw is not None
+
+
+def references(values_bw: np.ndarray, values_lat: np.ndarray, shape: str, thr: Thresholds,
+               baseline: Baseline | None = None) -> References:
+    """The fleet references of one group shape, the baseline's beside them.  When the
+    fleet is too small for its own statistic, the baseline takes its place."""
+    bw = robust_reference(values_bw, thr.bw_floor, thr.min_groups)
+    lat = robust_reference(values_lat, thr.lat_floor, thr.min_groups)
+    base_bw = baseline.reference(shape, "busbw", thr.bw_floor) if baseline else None
+    base_lat = baseline.reference(shape, "lat_us", thr.lat_floor) if baseline else None
+    return References(bw or base_bw, lat or base_lat, base_bw, base_lat)
+
+
+@dataclass
+class Score:
+    """The verdict on each group of one round."""
+
+    status: list[str]  # OK / SLOW / NO_ANSWER / WRONG / UNJUDGED per group
+    z_bw: np.ndarray
+    z_lat: np.ndarray
+    why: list[str]  # one line of evidence per group ("" when ok)
+
+    def bad(self) -> np.ndarray:
+        return np.array([s in (SLOW, NO_ANSWER, WRONG) for s in self.status], dtype=bool)
+
+
+def score(result: RoundResult, refs: References, limit_z: float) -> Score:
+    """Each group against the references: slow when busbw z < -limit or latency z > +limit."""
+    n = len(result.busbw)
+    bw = np.asarray(result.busbw, dtype=float)
+    lat = np.asarray(result.lat_us, dtype=float)
+    z_bw = refs.busbw.z(bw) if refs.busbw else np.full(n, np.nan)
+    z_lat = refs.lat_us.z(lat) if refs.lat_us else np.full(n, np.nan)
+    no_answer = ~np.isfinite(bw)
+    if result.errors:
+        no_answer[list(result.errors)] = True
+    wrong = ~no_answer & (np.asarray(result.wrong) > 0)
+    with np.errstate(invalid="ignore"):
+        slow_bw = z_bw < -limit_z
+        slow_lat = np.isfinite(z_lat) & (z_lat > limit_z)
+    slow = ~no_answer & ~wrong & (slow_bw | slow_lat) if refs.busbw else np.zeros(n, dtype=bool)
+    status = np.full(n, OK, dtype=object)
+    if refs.busbw is None:
+        status[:] = UNJUDGED
+    status[slow] = SLOW
+    status[wrong] = WRONG
+    status[no_answer] = NO_ANSWER
+    why = [""] * n
+    for i in np.flatnonzero(status != OK):
+        if no_answer[i]:
+            why[i] = result.errors.get(int(i), "no answer")
+        elif wrong[i]:
+            why[i] = f"{int(result.wrong[i])} wrong elements (bit-exact check)"
+        elif status[i] == UNJUDGED:
+            why[i] = "no reference: too few groups of this shape for fleet statistics and no baseline"
+        else:
+            parts = []
+            if slow_bw[i]:
+                parts.append(f"busbw {bw[i]:.4g} GB/s, z {z_bw[i]:+.1f} vs {refs.busbw.describe('GB/s')}")
+            if slow_lat[i]:
+                parts.append(f"latency {lat[i]:.4g} us, z {z_lat[i]:+.1f} vs {refs.lat_us.describe('us')}")
+            why[i] = "; ".join(parts)
+    return Score(list(status), z_bw, z_lat, why)
+
+
+def fleet_shift(refs: References, thr: Thresholds, shape: str) -> str | None:
+    """A line when this run's fleet median sits well below the stored baseline (every
+    group slow at once is a fleet-wide change - a driver, NCCL version, fabric setting -,
+    not a node fault, and fleet-relative z-scores cannot see it)."""
+    fleet, base = refs.busbw, refs.base_busbw
+    if fleet is None or base is None or fleet.source != "fleet":
+        return None
+    z = (fleet.center - base.center) / base.spread
+    if z < -thr.confirm_z:
+        drop = 100.0 * (1 - fleet.center / base.center)
+        return (f"{shape}: fleet median busbw {fleet.center:.4g} GB/s is {drop:.1f} % below {base.source} "
+                f"({base.center:.4g} GB/s, z {z:+.1f}): a fleet-wide change, not one component")
+    return None
+
+
+def percent_of(expected: Mapping[str, float] | None, shape: str, value: float) -> float | None:
+    """value as % of the expected ceiling of its shape (the explain model), when known."""
+    if not expected or shape not in expected or not np.isfinite(value) or expected[shape] <= 0:
+        return None
+    return 100.0 * value / expected[shape]

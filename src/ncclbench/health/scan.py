@@ -1,0 +1,184 @@
+"""A whole health scan: the phases in order, each to its verdict, then one report.
+
+`run_scan` knows nothing about how a round is measured: it hands each round
+to a `run_round` callable (the simulated fabric in `simulate`, real
+communicators in `runtime`) and gets one `RoundResult` back.  So the
+schedule, the judgement and the localization the simulator is scored on
+are exactly the code the real scan runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .findings import NO_ANSWER_C, NO_ANSWER_V, Finding, drain_hosts, merge
+from .fleet import Fleet
+from .judge import Baseline, RoundResult, Thresholds
+from .localize import PairScan, RepeatScan
+from .schedule import PAIR_SHAPES, PHASES, Group, Round, intra_groups, local_groups, make_round, rail_groups
+
+
+@dataclass(frozen=True)
+class ScanConfig:
+    phases: tuple[str, ...] = PHASES
+    pair_shape: str = "rails"
+    all_pairs: bool = False
+    max_pair_rounds: int = 3
+    thresholds: Thresholds = Thresholds()
+    baseline: Baseline | None = None
+    expected: Mapping[str, float] | None = None  # ceiling per group shape (the explain model), when known
+
+    def __post_init__(self) -> None:
+        bad = [p for p in self.phases if p not in PHASES]
+        if bad:
+            raise ValueError(f"unknown phase(s) {', '.join(bad)}; phases are {', '.join(PHASES)}")
+        if self.pair_shape not in PAIR_SHAPES:
+            raise ValueError(f"pair shape must be one of {', '.join(PAIR_SHAPES)}")
+
+
+@dataclass
+class RoundLog:
+    name: str
+    purpose: str
+    groups: int
+    answered: int
+    wall_s: float
+
+
+@dataclass
+class HealthReport:
+    fleet: Fleet
+    findings: list[Finding]
+    notes: list[str]
+    rounds: list[RoundLog]
+    host_status: dict[str, str]  # host -> faulty / suspect / healthy / not tested
+    references: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def confirmed(self) -> list[Finding]:
+        return [f for f in self.findings if f.confirmed]
+
+    @property
+    def faults_found(self) -> bool:
+        return bool(self.confirmed)
+
+    @property
+    def drain(self) -> list[str]:
+        return drain_hosts(self.findings)
+
+    @property
+    def wall_s(self) -> float:
+        return sum(r.wall_s for r in self.rounds)
+
+    def to_json(self) -> dict:
+        return {
+            "hosts": list(self.fleet.hosts),
+            "gpus_per_host": [self.fleet.gpus(h) for h in range(self.fleet.nhosts)],
+            "faults_found": self.faults_found,
+            "drain": self.drain,
+            "findings": [f.to_json() for f in self.findings],
+            "host_status": self.host_status,
+            "notes": list(self.notes),
+            "rounds": [vars(r) for r in self.rounds],
+            "references": self.references,
+        }
+
+
+RunRound = Callable[[Round], RoundResult]
+
+
+def run_scan(fleet: Fleet, config: ScanConfig, run_round: RunRound,
+             dead_hosts: Callable[[], Mapping[int, str]] | None = None,
+             expected_hosts: list[str] | None = None) -> HealthReport:
+    """Run every applicable phase through `run_round`; `dead_hosts()` says which hosts
+    the runtime saw die (host index -> rank, pid), so later rounds leave them out."""
+    notes = fleet.problems(expected_hosts)
+    scans, skipped = _phase_scans(fleet, config)
+    notes.extend(skipped)
+    logs: list[RoundLog] = []
+    dead: dict[int, str] = {}
+    for scan in scans:
+        while True:
+            for h, why in (dead_hosts() if dead_hosts else {}).items():
+                dead.setdefault(h, why)
+            for h, why in dead.items():
+                scan.mark_dead(h, why)
+            rnd = scan.next_round()
+            if rnd is None:
+                break
+            rnd = _without_dead(rnd, dead)
+            if not rnd.groups:
+                break
+            result = run_round(rnd)
+            logs.append(RoundLog(rnd.name, rnd.purpose, len(rnd.groups),
+                                 int(np.isfinite(result.busbw).sum()), result.wall_s))
+            scan.record(rnd, result)
+    for h, why in (dead_hosts() if dead_hosts else {}).items():
+        dead.setdefault(h, why)
+    raw: list[Finding] = []
+    tested: set[int] = set()
+    for scan in scans:
+        raw.extend(scan.findings())
+        tested |= scan.tested_hosts()
+    raw.extend(Finding(NO_ANSWER_C, (fleet.hosts[h],), NO_ANSWER_V, evidence=[why]) for h, why in dead.items())
+    findings = merge(raw)
+    status = _host_status(fleet, findings, tested)
+    if expected_hosts:
+        for h in expected_hosts:
+            status.setdefault(h, "not tested")
+    refs = {shape: {"busbw": vars(r.busbw) if r.busbw else None, "lat_us": vars(r.lat_us) if r.lat_us else None}
+            for scan in scans for shape, r in scan.refs.items()}
+    return HealthReport(fleet, findings, notes, logs, status, refs)
+
+
+def _phase_scans(fleet: Fleet, cfg: ScanConfig) -> tuple[list, list[str]]:
+    scans: list = []
+    skipped: list[str] = []
+    common = dict(thr=cfg.thresholds, baseline=cfg.baseline, expected=cfg.expected)
+    for phase in cfg.phases:
+        if phase == "local":
+            scans.append(RepeatScan(fleet, "local", local_groups(fleet), **common))
+        elif phase == "intra":
+            groups = intra_groups(fleet)
+            if groups:
+                scans.append(RepeatScan(fleet, "intra", groups, **common))
+            else:
+                skipped.append("intra phase skipped: no host has two GPUs or more")
+        elif phase == "rail":
+            groups = rail_groups(fleet)
+            if groups:
+                scans.append(RepeatScan(fleet, "rail", groups, **common))
+            elif fleet.nhosts >= 2:
+                skipped.append("rail phase skipped: no GPU slot is present on two hosts")
+        elif phase == "pairs" and fleet.nhosts >= 2:
+            scans.append(PairScan(fleet, shape=cfg.pair_shape, max_rounds=cfg.max_pair_rounds,
+                                  all_pairs=cfg.all_pairs, **common))
+    return scans, skipped
+
+
+def _without_dead(rnd: Round, dead: Mapping[int, str]) -> Round:
+    if not dead:
+        return rnd
+    groups = []
+    for g in rnd.groups:
+        if not set(g.hosts) & set(dead):
+            groups.append(g)
+        elif g.phase == "rail":
+            members = tuple(m for m in g.members if m[0] not in dead)
+            if len(members) >= 2:
+                groups.append(Group(g.phase, members, g.rail))
+    return make_round(rnd.phase, rnd.index, rnd.purpose, groups)
+
+
+def _host_status(fleet: Fleet, findings: list[Finding], tested: set[int]) -> dict[str, str]:
+    status = {name: ("healthy" if h in tested else "not tested") for h, name in enumerate(fleet.hosts)}
+    for f in findings:
+        for name in f.hosts:
+            if f.confirmed:
+                status[name] = "faulty"
+            elif status.get(name) != "faulty":
+                status[name] = "suspect"
+    return status

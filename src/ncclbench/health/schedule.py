@@ -1,0 +1,154 @@
+"""Phases of a health scan as rounds of disjoint groups that run at the same time.
+
+One job holds every rank; each round splits it into groups (communicators
+split from the world one) that share no GPU, so all groups of a round run
+at once and a round costs about one group's time whatever the fleet size:
+
+* local  - every GPU alone (the single-GPU path: a 1-rank all_reduce is a
+           device copy), judged over every GPU of the fleet;
+* intra  - all GPUs of one host (NVLink / PCIe), judged over hosts;
+* rail   - GPU slot i of every host (one NIC rail across the fabric),
+           judged over rails;
+* pairs  - hosts in disjoint pairs.  With the default "rails" shape a pair
+           is split into one 2-rank group per rail ({A:i, B:i}), so every
+           NIC of both hosts is measured on its own; the "full" shape runs
+           one group with all GPUs of both hosts.  Later rounds re-pair
+           suspects with hosts already shown healthy (`localize`).
+
+All pairs as a round-robin tournament (`round_robin`, SuperBench's pair-wise
+pattern) is available on request for small fleets: n-1 rounds instead of 2-3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+from .fleet import Fleet
+
+PHASES = ("local", "intra", "rail", "pairs")
+PAIR_SHAPES = ("rails", "full")
+
+
+@dataclass(frozen=True)
+class Group:
+    """One communicator of a round: (host index, GPU slot) members."""
+
+    phase: str
+    members: tuple[tuple[int, int], ...]
+    rail: int | None = None  # rail groups and rail-split pairs: the GPU slot
+
+    @cached_property
+    def hosts(self) -> tuple[int, ...]:
+        return tuple(dict.fromkeys(h for h, _ in self.members))
+
+    @cached_property
+    def shape(self) -> str:
+        """Groups of one shape are comparable: they pool into one fleet reference."""
+        hosts = self.hosts
+        return f"{self.phase}:{len(hosts)}x{len(self.members) // max(1, len(hosts))}"
+
+    def label(self, fleet: Fleet) -> str:
+        names = [fleet.hosts[h] for h in self.hosts]
+        if self.phase == "local":
+            return f"{names[0]} gpu {self.members[0][1]}"
+        if self.phase == "rail":
+            return f"rail {self.rail} ({len(names)} hosts)"
+        text = "+".join(names)
+        return f"{text} rail {self.rail}" if self.rail is not None else text
+
+
+@dataclass(frozen=True)
+class Round:
+    phase: str
+    index: int  # 1-based within its phase
+    purpose: str  # "fleet" (everyone), "localize" (re-pair suspects), "confirm" (re-run suspects)
+    groups: tuple[Group, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.phase} r{self.index}"
+
+    def colors(self, fleet: Fleet) -> list[int]:
+        """Per world rank: the index of its group in this round, -1 when idle
+        (the color for MPI_Comm_split / ncclCommSplit; -1 -> MPI_UNDEFINED /
+        NCCL_SPLIT_NOCOLOR)."""
+        out = [-1] * fleet.world_size
+        for g, group in enumerate(self.groups):
+            for h, s in group.members:
+                out[fleet.rank_of(h, s)] = g
+        return out
+
+
+def local_groups(fleet: Fleet) -> list[Group]:
+    return [Group("local", ((h, s),)) for h in range(fleet.nhosts) for s in range(fleet.gpus(h))]
+
+
+def intra_groups(fleet: Fleet) -> list[Group]:
+    """One group per host that has at least two GPUs."""
+    return [Group("intra", tuple((h, s) for s in range(fleet.gpus(h))))
+            for h in range(fleet.nhosts) if fleet.gpus(h) >= 2]
+
+
+def rail_groups(fleet: Fleet) -> list[Group]:
+    """GPU slot r of every host that has one; only rails present on two hosts or more."""
+    out = []
+    for r in range(fleet.max_gpus):
+        members = tuple((h, r) for h in range(fleet.nhosts) if fleet.gpus(h) > r)
+        if len(members) >= 2:
+            out.append(Group("rail", members, rail=r))
+    return out
+
+
+def pair_groups(fleet: Fleet, pairs: Sequence[tuple[int, int]], shape: str = "rails") -> list[Group]:
+    """The groups of host pairs: one 2-rank group per common rail, or one group per pair."""
+    if shape not in PAIR_SHAPES:
+        raise ValueError(f"pair shape must be one of {PAIR_SHAPES}, not {shape!r}")
+    out = []
+    for a, b in pairs:
+        if shape == "rails":
+            for r in range(min(fleet.gpus(a), fleet.gpus(b))):
+                out.append(Group("pairs", ((a, r), (b, r)), rail=r))
+        else:
+            members = tuple((a, s) for s in range(fleet.gpus(a))) + tuple((b, s) for s in range(fleet.gpus(b)))
+            out.append(Group("pairs", members))
+    return out
+
+
+def disjoint_pairs(hosts: Sequence[int]) -> tuple[list[tuple[int, int]], int | None]:
+    """Neighbours in the given order, (0,1), (2,3), ...; an odd count leaves the last host out."""
+    pairs = [(hosts[i], hosts[i + 1]) for i in range(0, len(hosts) - 1, 2)]
+    leftover = hosts[-1] if len(hosts) % 2 else None
+    return pairs, leftover
+
+
+def round_robin(hosts: Sequence[int]) -> list[list[tuple[int, int]]]:
+    """Every pair exactly once, in rounds of disjoint pairs (the circle method):
+    n-1 rounds for an even count, n rounds (one host sits out each) for an odd one."""
+    items: list[int | None] = list(hosts)
+    if len(items) < 2:
+        return []
+    if len(items) % 2:
+        items.append(None)
+    n = len(items)
+    rounds = []
+    for _ in range(n - 1):
+        pairs = []
+        for i in range(n // 2):
+            a, b = items[i], items[n - 1 - i]
+            if a is not None and b is not None:
+                pairs.append((a, b) if a < b else (b, a))
+        rounds.append(pairs)
+        items = [items[0], items[-1], *items[1:-1]]  # keep the first, rotate the rest
+    return rounds
+
+
+def make_round(phase: str, index: int, purpose: str, groups: Sequence[Group]) -> Round:
+    used: set[tuple[int, int]] = set()
+    for g in groups:
+        for m in g.members:
+            if m in used:
+                raise ValueError(f"{phase} round {index}: GPU {m} is in two groups")
+            used.add(m)
+    return Round(phase, index, purpose, tuple(groups))

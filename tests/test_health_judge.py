@@ -1,0 +1,69 @@
+"""health.judge: robust fleet references, the spread floor, scoring each group."""
+
+import numpy as np
+import pytest
+
+from ncclbench.health.judge import (MAD_TO_SIGMA, NO_ANSWER, OK, SLOW, UNJUDGED, WRONG, Baseline, References,
+                                    RoundResult, Thresholds, fleet_shift, percent_of, references,
+                                    robust_reference, score)
+
+
+def test_median_and_scaled_mad_ignore_missing_values():
+    ref = robust_reference([10.0, 11.0, 12.0, np.nan, 13.0, 14.0], floor=0.0, min_groups=5)
+    assert ref.center == 12.0 and ref.n == 5
+    assert ref.spread == pytest.approx(MAD_TO_SIGMA * 1.0)
+
+
+def test_a_few_outliers_do_not_move_the_reference():
+    values = np.r_[np.linspace(47.5, 48.5, 97), [10.0, 0.5, 30.0]]
+    ref = robust_reference(values, floor=0.005)
+    assert ref.center == pytest.approx(48.0, abs=0.02)
+    assert ref.spread < 0.5  # a plain stdev would be ~6 here
+    assert ref.z(30.0) < -30
+
+
+def test_tiny_spread_is_floored_relative_to_the_median():
+    ref = robust_reference([100.0] * 9 + [100.01], floor=0.005)
+    assert ref.raw_spread == 0.0 and ref.spread == pytest.approx(0.5)
+    assert float(ref.z(99.0)) == pytest.approx(-2.0)  # 1 % below is 2 sigma, not infinitely many
+
+
+def test_too_few_groups_make_no_reference():
+    assert robust_reference([1.0, 2.0, 3.0, 4.0], floor=0.0, min_groups=5) is None
+
+
+def test_score_statuses_and_their_evidence():
+    refs = References(robust_reference([48.0] * 10, 0.005), robust_reference([20.0] * 10, 0.05))
+    res = RoundResult(np.array([48.1, 43.0, np.nan, 48.0, 48.0, 48.0]), np.array([20.0, 20.0, np.nan, 30.0, 20.0, 20.0]),
+                      np.array([0, 0, 0, 0, 12, 0]), {5: "rank 9 (host h3, pid 77) died"})
+    sc = score(res, refs, limit_z=3.5)
+    assert sc.status == [OK, SLOW, NO_ANSWER, SLOW, WRONG, NO_ANSWER]
+    assert "busbw 43 GB/s, z -20.8" in sc.why[1] and "fleet median 48 GB/s" in sc.why[1]
+    assert "latency 30 us" in sc.why[3] and "busbw" not in sc.why[3]
+    assert sc.why[4] == "12 wrong elements (bit-exact check)"
+    assert sc.why[5] == "rank 9 (host h3, pid 77) died"
+    assert sc.why[0] == "" and list(sc.bad()) == [False, True, True, True, True, True]
+
+
+def test_without_any_reference_a_group_is_not_judged():
+    res = RoundResult(np.array([1.0, 50.0]), np.array([1.0, 1.0]), np.zeros(2, dtype=int))
+    sc = score(res, References(None, None), 3.5)
+    assert sc.status == [UNJUDGED, UNJUDGED] and "no reference" in sc.why[0]
+
+
+def test_baseline_stands_in_for_a_small_fleet_and_reveals_a_fleet_wide_drop():
+    thr = Thresholds()
+    base = Baseline({"pairs:2x1": (48.0, 0.3)}, name="good")
+    small = references(np.array([40.0, 40.5]), np.array([20.0, 20.0]), "pairs:2x1", thr, base)
+    assert small.busbw.source == "baseline good" and small.busbw.center == 48.0
+    big = references(np.full(20, 43.0), np.full(20, 20.0), "pairs:2x1", thr, base)
+    assert big.busbw.source == "fleet"
+    line = fleet_shift(big, thr, "pairs:2x1")
+    assert line is not None and "10.4 % below baseline good" in line
+    assert fleet_shift(references(np.full(20, 47.9), np.full(20, 20.0), "pairs:2x1", thr, base), thr, "x") is None
+
+
+def test_percent_of_expected_only_when_the_ceiling_is_known():
+    assert percent_of({"pairs:2x1": 50.0}, "pairs:2x1", 45.0) == pytest.approx(90.0)
+    assert percent_of(None, "pairs:2x1", 45.0) is None
+    assert percent_of({"intra:1x8": 370.0}, "pairs:2x1", 45.0) is None

@@ -1,0 +1,168 @@
+"""health.localize and health.scan on a deterministic fake fabric: each kind of
+fault is named exactly, with its evidence, in a bounded number of rounds, and a
+healthy fleet or a one-off dip produces no finding."""
+
+import pytest
+
+from health_helpers import FakeFabric
+from ncclbench.health.judge import Baseline
+from ncclbench.health.findings import GPU, LINK, NO_ANSWER_C, NODE_INTRA, NODE_NIC, RAIL, SUSPECT_V, drain_hosts
+from ncclbench.health.fleet import Fleet
+from ncclbench.health.scan import ScanConfig, run_scan
+
+
+def scan(fleet, fabric, **cfg):
+    return run_scan(fleet, ScanConfig(**cfg), fabric)
+
+
+def confirmed(report):
+    return [(f.component, f.hosts, f.detail, f.verdict) for f in report.findings if f.confirmed]
+
+
+def pair_rounds(fabric):
+    return [r.name for r in fabric.rounds if r.phase == "pairs"]
+
+
+def test_healthy_fleet_has_no_finding_and_runs_one_round_per_phase():
+    fleet = Fleet.uniform(16, 8)
+    fabric = FakeFabric()
+    rep = scan(fleet, fabric)
+    assert rep.findings == [] and not rep.faults_found and rep.drain == []
+    assert [r.name for r in fabric.rounds] == ["local r1", "intra r1", "rail r1", "pairs r1"]
+    assert set(rep.host_status.values()) == {"healthy"}
+
+
+def test_slow_node_nic_is_pinned_to_the_node_with_two_partners():
+    fleet = Fleet.uniform(16, 8)
+    fabric = FakeFabric(nic={(5, None): 0.9})
+    rep = scan(fleet, fabric)
+    assert confirmed(rep) == [(NODE_NIC, ("node05",), "all rails", "slow")]
+    f = rep.findings[0]
+    assert f.measured == pytest.approx(43.2, abs=0.3) and f.expected == pytest.approx(48.0, abs=0.3)
+    assert f.z < -3.5
+    assert any(e.startswith("pairs r1: node04+node05: 8 of 8 rails slow") for e in f.evidence)
+    assert any(e.startswith("pairs r2: node05+") for e in f.evidence)  # a second, healthy partner
+    assert pair_rounds(fabric) == ["pairs r1", "pairs r2"]
+    assert rep.drain == ["node05"] and rep.host_status["node04"] == "healthy"
+
+
+def test_one_slow_nic_rail_is_named_with_its_rail():
+    fleet = Fleet.uniform(16, 8)
+    rep = scan(fleet, FakeFabric(nic={(9, 3): 0.9}))
+    kinds = confirmed(rep)
+    assert kinds == [(NODE_NIC, ("node09",), "rail 3", "slow")]
+    # the fabric-wide rail-3 group was slow too: reported as evidence of the NIC, not as a second fault
+    assert any("rail 3 across the fabric was slow too" in e for e in rep.findings[0].evidence)
+
+
+def test_slow_link_is_pinned_to_the_link_in_three_rounds_and_drains_no_host():
+    fleet = Fleet.uniform(16, 8)
+    fabric = FakeFabric(link={frozenset({2, 3}): 0.9})
+    rep = scan(fleet, fabric)
+    assert confirmed(rep) == [(LINK, ("node02", "node03"), "all rails", "slow")]
+    assert pair_rounds(fabric) == ["pairs r1", "pairs r2", "pairs r3"]
+    assert rep.drain == []
+    ev = rep.findings[0].evidence
+    assert any(e.startswith("pairs r3: node02+node03") for e in ev) and any("node02 is fine with" in e for e in ev)
+
+
+def test_a_one_off_dip_is_not_reported():
+    fleet = Fleet.uniform(16, 8)
+    dip = {("pairs r1", ((6, 2), (7, 2))): 0.85, ("local r1", ((1, 4),)): 0.8}
+    fabric = FakeFabric(dips=dip)
+    rep = scan(fleet, fabric)
+    assert rep.findings == []
+    assert "pairs r2" in pair_rounds(fabric) and "local r2" in [r.name for r in fabric.rounds]  # re-measured
+
+
+def test_dead_host_is_no_answer_and_its_partners_are_cleared():
+    fleet = Fleet.uniform(8, 4)
+    rep = scan(fleet, FakeFabric(dead={6}))
+    assert confirmed(rep) == [(NO_ANSWER_C, ("node6",), "", "no answer")]
+    assert rep.host_status["node7"] == "healthy" and rep.drain == ["node6"]
+
+
+def test_odd_host_out_of_round_one_is_tested_later_and_can_be_convicted():
+    fleet = Fleet.uniform(9, 4)
+    fabric = FakeFabric(nic={(8, None): 0.85})
+    rep = scan(fleet, fabric)
+    assert confirmed(rep) == [(NODE_NIC, ("node8",), "all rails", "slow")]
+    assert pair_rounds(fabric) == ["pairs r1", "pairs r2", "pairs r3"]
+    healthy = scan(fleet, FakeFabric())
+    assert healthy.confirmed == [] and healthy.host_status["node8"] == "healthy"
+    # 4 rails are too few for a fleet statistic of the rail phase: said so, not guessed
+    assert [(f.verdict, f.detail) for f in healthy.findings] == [("not judged", "rail phase")]
+
+
+def test_slow_gpu_explains_its_slow_intra_node_group():
+    fleet = Fleet.uniform(8, 4)
+    rep = scan(fleet, FakeFabric(gpu={(3, 2): 0.8}))
+    assert confirmed(rep) == [(GPU, ("node3",), "gpu 2", "slow")]
+    assert any("also node intra" in e for e in rep.findings[0].evidence)
+
+
+def test_slow_nvlink_without_a_slow_gpu_is_the_node_intra():
+    fleet = Fleet.uniform(8, 4)
+    rep = scan(fleet, FakeFabric(intra={2: 0.9}))
+    assert confirmed(rep) == [(NODE_INTRA, ("node2",), "4 GPUs", "slow")]
+
+
+def test_a_rail_slow_everywhere_is_the_fabric_not_every_node():
+    fleet = Fleet.uniform(16, 8)
+    rep = scan(fleet, FakeFabric(nic={(h, 4): 0.9 for h in range(16)}))
+    assert [(f.component, f.detail) for f in rep.confirmed] == [(RAIL, "rail 4")]
+    assert rep.drain == []
+
+
+def test_two_hosts_one_bad_cannot_be_told_apart_and_say_so():
+    fleet = Fleet.uniform(2, 4)
+    base = Baseline({"pairs:2x1": (48.0, 0.3)})
+    rep = scan(fleet, FakeFabric(nic={(1, None): 0.8}), baseline=base, phases=("pairs",))
+    assert rep.confirmed == []  # slow against the baseline, but no healthy partner to tell which side
+    assert {f.verdict for f in rep.findings if f.component == NODE_NIC} == {SUSPECT_V}
+    assert {h for f in rep.findings if f.component == NODE_NIC for h in f.hosts} == {"node0", "node1"}
+
+
+def test_all_pairs_tournament_names_a_node_and_a_link():
+    fleet = Fleet.uniform(6, 2)
+    fabric = FakeFabric(nic={(1, None): 0.85}, link={frozenset({3, 5}): 0.85})
+    rep = scan(fleet, fabric, all_pairs=True, phases=("pairs",))
+    assert sorted(confirmed(rep)) == [(LINK, ("node3", "node5"), "all rails", "slow"),
+                                      (NODE_NIC, ("node1",), "all rails", "slow")]
+    assert len(pair_rounds(fabric)) == 5 + 1  # n-1 tournament rounds, one to confirm the link
+
+
+def test_runtime_named_dead_host_is_left_out_of_later_rounds():
+    fleet = Fleet.uniform(6, 2)
+    fabric = FakeFabric(dead={4})
+    seen = {}
+
+    def dead_hosts():
+        return {4: "rank 8 (host node4, pid 4242) died"} if fabric.rounds else {}
+
+    rep = run_scan(fleet, ScanConfig(), fabric, dead_hosts=dead_hosts)
+    later = [r for r in fabric.rounds[1:]]
+    assert all(4 not in g.hosts for r in later for g in r.groups)
+    f = [f for f in rep.findings if f.component == NO_ANSWER_C]
+    assert len(f) == 1 and f[0].hosts == ("node4",) and any("pid 4242" in e for e in f[0].evidence)
+    assert rep.confirmed == f and seen == {}
+
+
+def test_one_gpu_runs_the_single_gpu_path_only():
+    fleet = Fleet.from_rank_hosts(["solo"])
+    fabric = FakeFabric()
+    rep = scan(fleet, fabric)
+    assert [r.name for r in fabric.rounds] == ["local r1"]
+    assert "only the single-GPU path" in rep.notes[0]
+    # one group is too few for a fleet reference: said, not guessed
+    assert [f.verdict for f in rep.findings] == ["not judged"]
+
+
+def test_drain_list_takes_node_faults_only():
+    fleet = Fleet.uniform(16, 8)
+    rep = scan(fleet, FakeFabric(nic={(5, None): 0.9}, link={frozenset({2, 3}): 0.9}))
+    assert sorted(c for c, *_ in confirmed(rep)) == [LINK, NODE_NIC]
+    assert drain_hosts(rep.findings) == ["node05"]
+
+
+from ncclbench.health.scan import run_scan  # noqa: E402  (used above through scan())
