@@ -1,0 +1,9 @@
+"""Judging a run: what the hardware allows, what NCCL did, and the traps that make clusters slow.
+
+Library code only (no command wiring here): what NCCL said it did (`nccl_log`),
+topology facts read from NVML and sysfs (`topology`, `nvml_reader`,
+`sysfs_reader`, gathered by `gather`; `simulated` fakes a host for tests), the
+expected ceiling per collective from NCCL's own bandwidth model (`ceiling`), a
+verdict on a measured plateau (`verdict`), and named traps with evidence and
+a fix (`traps`).  Every fact may be unknown, and then says why.
+"""

@@ -1,0 +1,55 @@
+"""One host's topology facts: NVML for the GPUs, sysfs for everything else.
+
+Cheap enough to run on every rank at start, beside the preflight facts (NVML
+init plus a few hundred small file reads; no CUDA context, no collective), and
+the function behind a future `ncclbench topo`.  The NVML module and the sysfs
+root are parameters so that tests and the published-systems table run the very
+same code against fakes.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from . import nvml_reader, sysfs_reader
+from .topology import HostTopology
+
+_DEFAULT = object()
+
+
+def gather_host_topology(nvml: Any = _DEFAULT, root: str = "/", host: str | None = None) -> HostTopology:
+    """Read this host's facts.  `nvml`: the pynvml module (default: import it; None: skip
+    NVML and say so), `root`: where /sys and /proc are."""
+    facts = HostTopology(host=host or socket.gethostname().split(".")[0])
+    if nvml is _DEFAULT:
+        nvml, why = nvml_reader.load_nvml()
+        if nvml is None:
+            facts.unknown["nvml"] = why
+    elif nvml is None:
+        facts.unknown["nvml"] = "NVML not probed"
+    if nvml is not None:
+        facts.gpus, facts.gpu_gpu, why = nvml_reader.read_gpus(nvml)
+        if why:
+            facts.unknown["nvml"] = why
+    for g in facts.gpus:
+        if g.pci_bus_id is None:
+            continue
+        node, why = sysfs_reader.numa_node(root, g.pci_bus_id)
+        g.numa_node = node
+        if why:
+            g.unknown["numa_node"] = why
+        if any(v is None for v in (g.pcie.gen, g.pcie.gen_max, g.pcie.width, g.pcie.width_max)):
+            link, _ = sysfs_reader.read_pci_link(root, g.pci_bus_id)  # NVML did not say: sysfs may
+            for attr in ("gen", "gen_max", "width", "width_max"):
+                if getattr(g.pcie, attr) is None and getattr(link, attr) is not None:
+                    setattr(g.pcie, attr, getattr(link, attr))
+                    g.unknown.pop(f"pcie.{attr}", None)
+    facts.nics, why = sysfs_reader.read_nics(root)
+    if why:
+        facts.unknown["nics"] = why
+    facts.interfaces = sysfs_reader.read_interfaces(root)
+    facts.gdr = sysfs_reader.read_gdr(root)
+    facts.gpu_nic = sysfs_reader.gpu_nic_localities(root, facts.gpus, facts.nics)
+    facts.cpu_vendor = sysfs_reader.cpu_vendor(root)
+    return facts
