@@ -1,0 +1,162 @@
+"""Writing a tune result in the forms people and libraries read.
+
+* the report: per size, the default against the best candidate (gain,
+  noise, rounds won); per band, the setting to use;
+* environment lines: `NCCL_ALGO=...`, `MPIR_CVAR_..._ALGORITHM=...`.  An
+  environment variable holds for every message size, so a band's lines are
+  exact only for that band; the tuner config is the per-size form;
+* NCCL's example tuner plugin config (ext-tuner/example, NCCL 2.27+; in
+  plugins/tuner/example from 2.30): CSV lines
+  `collective,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks`.
+  Facts of its parser (plugin.c at v2.28.9) these lines respect: only lines
+  starting with '#' are comments (a header row would be read as an
+  allreduce line), fgets reads 256-byte lines, unknown names silently become
+  allreduce/ring/simple, and before matching it sets `*nChannels = 1`, so
+  channels=-1 (documented as "keep NCCL's default") gives ONE channel; 0 is
+  written instead, which NCCL 2.22+ reads as "keep its own channel count"
+  (src/enqueue.cc: `nMaxChannels == 0 ? info->nMaxChannels : nMaxChannels`);
+* JSON: `TuneResult.to_json` plus the verdicts and bands.
+"""
+
+from __future__ import annotations
+
+from ..store.stats import human_size
+from . import nccl_rules
+from .judge import Band, plugin_ranges
+from .result import TuneResult
+
+
+def pct(x: float) -> str:
+    return f"{x * 100:+.1f}%"
+
+
+def band_text(b: Band) -> str:
+    span = human_size(b.lo) if b.lo == b.hi else f"{human_size(b.lo)} .. {human_size(b.hi)}"
+    return span
+
+
+def env_lines_for(result: TuneResult, label: str) -> list[str]:
+    """`NAME=value` lines that select candidate `label` ([] for the default)."""
+    return [f"{k}={v}" for k, v in result.candidate(label).env]
+
+
+def band_settings(result: TuneResult) -> list[dict]:
+    """One entry per band: range, winner, env lines, gains."""
+    out = []
+    blist = result.bands()
+    for b, (lo, hi) in zip(blist, plugin_ranges(blist)):
+        cand = result.candidate(b.winner)
+        out.append({"lo": b.lo, "hi": b.hi, "range": [lo, hi], "winner": b.winner,
+                    "env": env_lines_for(result, b.winner), "config": dict(cand.config),
+                    "sizes": list(b.sizes), "median_gain": b.median_gain, "min_gain": b.min_gain})
+    return out
+
+
+def env_file(result: TuneResult) -> str:
+    """Shell-sourceable lines, one block per band that beat the default."""
+    lines = [f"# ncclbench tune {result.collective}: {result.library}, {result.nranks} ranks, "
+             f"{result.nnodes} node(s)",
+             "# An environment variable holds for every message size: use the block of the",
+             "# size range that matters to you (the tuner config sets each range on its own)."]
+    wins = [s for s in band_settings(result) if s["winner"] != "default"]
+    if not wins:
+        lines.append("# no setting beat the library's default by more than the measured noise")
+    for s in wins:
+        lines.append(f"# {human_size(s['lo'])} .. {human_size(s['hi'])}: {s['winner']}, "
+                     f"median gain {pct(s['median_gain'])}")
+        lines += [f"export {e}" for e in s["env"]]
+        if s["config"]:
+            lines.append("# and ncclConfig_t " + ", ".join(f"{k}={v}" for k, v in s["config"].items())
+                         + " (no environment variable sets these per communicator)")
+    return "\n".join(lines) + "\n"
+
+
+def tuner_config(result: TuneResult) -> tuple[str, list[str]]:
+    """(CSV text for NCCL's example tuner plugin, notes on bands it cannot express).
+
+    Only NCCL results of the five functions NCCL tunes have lines; a band
+    whose winner leaves algorithm or protocol to NCCL cannot be written
+    (the plugin needs both), and a default band needs no line."""
+    notes: list[str] = []
+    head = [f"# ncclbench tune {result.collective}: {result.library}, {result.nranks} ranks, "
+            f"{result.nnodes} node(s), {result.datatype}",
+            "# NCCL example tuner plugin (NCCL_TUNER_PLUGIN=<libnccl-tuner-example.so>,",
+            "# NCCL_TUNER_CONFIG_FILE=<this file>). Columns:",
+            "# collective,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks",
+            "# channels 0 = NCCL's own count (-1 would mean 1 channel in this plugin)"]
+    if result.backend != "nccl" or result.collective not in nccl_rules.PLUGIN_COLLECTIVE:
+        return "", [f"no tuner config: it is NCCL's, for {', '.join(nccl_rules.PLUGIN_COLLECTIVE)} only"]
+    body = []
+    for s in band_settings(result):
+        if s["winner"] == "default":
+            continue
+        c = result.candidate(s["winner"])
+        if c.algo is None or c.proto is None:
+            notes.append(f"{human_size(s['lo'])} .. {human_size(s['hi'])}: {c.label} leaves the "
+                         f"{'algorithm' if c.algo is None else 'protocol'} to NCCL; the example plugin "
+                         "needs both, so this band has no line (use its env lines)")
+            continue
+        lo, hi = s["range"]
+        body.append(",".join(str(x) for x in (
+            nccl_rules.PLUGIN_COLLECTIVE[result.collective], lo, hi, nccl_rules.PLUGIN_ALGORITHM[c.algo],
+            nccl_rules.PLUGIN_PROTOCOL[c.proto], c.ctas or 0, result.nnodes, result.nranks)))
+    if not body:
+        head.append("# no band beat NCCL's default by more than the measured noise: no lines")
+    return "\n".join(head + body) + "\n", notes
+
+
+def report_lines(result: TuneResult) -> list[str]:
+    """The human-readable summary printed at the end of a tune."""
+    out = [f"# ncclbench tune {result.collective}: {result.library}, {result.nranks} ranks on "
+           f"{result.nnodes} node(s), {result.datatype} {result.op}",
+           f"# {len(result.candidates) - 1} candidates + default, {result.rounds} interleaved rounds per "
+           f"size, {result.iters_per_round} timed iterations per round, out-of-place; wall time "
+           f"{result.wall_s:.1f} s"]
+    for note in result.notes:
+        out.append(f"# {note}")
+    by_reason: dict[str, list[str]] = {}
+    for s in result.skipped:
+        by_reason.setdefault(s.reason, []).append(s.label)
+    for reason, labels in by_reason.items():
+        out.append(f"# skipped {', '.join(labels)}: {reason}")
+    for d in result.dropped:
+        out.append(f"# dropped {d.label}: {d.reason}")
+    na: dict[tuple[str, str], list[int]] = {}
+    for n in result.not_applicable:
+        na.setdefault((n.label, n.reason), []).append(n.size)
+    for (label, reason), sizes in na.items():
+        out.append(f"# {label} not measured at {', '.join(human_size(s) for s in sorted(sizes))}: {reason}")
+    out.append("#")
+    out.append(f"# {'size':>10} {'default us':>11} {'best':>24} {'best us':>10} {'gain':>8} "
+               f"{'noise':>7} {'wins':>5}  verdict")
+    for v in result.verdicts():
+        if v.best == "default":
+            verdict = "default is fastest"
+        elif v.claimed:
+            verdict = "faster"
+        else:
+            verdict = "within noise" if v.gain <= v.noise else "not consistent"
+        out.append(f"# {human_size(v.size):>10} {v.default_us:11.2f} {v.best:>24} {v.best_us:10.2f} "
+                   f"{pct(v.gain):>8} {v.noise * 100:6.1f}% {v.wins:>2}/{v.rounds:<2}  {verdict}")
+    out.append("#")
+    out.append("# per size band:")
+    for s in band_settings(result):
+        span = f"{human_size(s['lo'])} .. {human_size(s['hi'])}"
+        if s["winner"] == "default":
+            out.append(f"#   {span:<22} keep the default (nothing beat it beyond the noise)")
+        else:
+            out.append(f"#   {span:<22} {s['winner']}: median gain {pct(s['median_gain'])}, "
+                       f"least {pct(s['min_gain'])} over {len(s['sizes'])} size(s); "
+                       + (" ".join(s["env"]) or "(ncclConfig_t only)"))
+    return out
+
+
+def result_json(result: TuneResult) -> dict:
+    """The result with its judgement, for the -J-like JSON file."""
+    doc = result.to_json()
+    doc["verdicts"] = [vars(v) | {"winner": v.winner} for v in result.verdicts()]
+    doc["bands"] = band_settings(result)
+    text, notes = tuner_config(result)
+    doc["tuner_config"] = text or None
+    doc["tuner_config_notes"] = notes
+    return doc
