@@ -220,3 +220,22 @@ def test_fixture_per_size_view_of_2_28():
     ar = per_size_choices(f, "AllReduce")
     assert ar[0] == (8, 8, "Ring", "LL", 2) and ar[1] == (1024, 1024, "Symmetric", None, 4)
     assert ar[-1] == (4194304, 134217728, "Ring", "Simple", 16)
+
+
+REAL = FIX / "h100-1rank-2.28.9"  # real NCCL 2.28.9 logs from the 1-GPU machine (see its README)
+
+
+@pytest.mark.parametrize("name", ["ncclbench-all-subsys.log", "nccl-tests-interleaved-init-tuning-coll.txt",
+                                  "nccl-tests-forced-ring-simple-p2pdisable.txt", "nccl-tests-info-reduce-scatter.txt"])
+def test_real_one_rank_logs(name):
+    """One rank on a VM without IB: Socket fallback, 64 channels, and no model table or per-call line (none
+    exists at one rank -- said so, not left as a generic gap)."""
+    f = parse_nccl_log((REAL / name).read_text())
+    assert (f.version, f.net_plugin, f.nranks, f.nnodes, f.nchannels) == ("2.28.9", "Socket", 1, 1, 64)
+    assert [(d.index, d.transport, d.name, d.address) for d in f.net_devices] == [(0, "Socket", "eth0", "192.0.2.2<0>")]
+    assert "Failed to initialize NET plugin IB" in f.net_plugin_log
+    assert f.tuning_table == {} and f.per_call == [] and f.unparsed == [] and f.warnings == []
+    assert any(u.startswith("model table: none with one rank") for u in f.unknown)
+    assert any(u.startswith("per-call algorithm: none with one rank") for u in f.unknown)
+    if "p2pdisable" in name:
+        assert f.p2p_disabled and f.p2p_disabled_reason == "NCCL_P2P_DISABLE=1"

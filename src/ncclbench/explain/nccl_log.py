@@ -184,8 +184,6 @@ class _Reader:
         if ln.level != "INFO":
             return
         msg = ln.msg
-        if ln.truncated:
-            self.note(f"line cut at NCCL's 1024-byte limit, read as far as it goes: {msg[:80]}...")
         for handler in (self.version, self.network, self.net_devices, self.connection, self.channels,
                         self.table, self.per_call, self.env):
             if handler(msg, ln):
@@ -244,6 +242,8 @@ class _Reader:
             for mm in F.SOCKET_DEV.finditer(m.group("devs")):
                 dev = self.device(ln.host, int(mm.group("idx")), "Socket")
                 dev.name, dev.address = mm.group("name"), mm.group("addr")
+            if ln.truncated:
+                self.note("NET/Socket interface list cut short: interfaces after the last one listed are unknown")
             return True
         if m := F.IB_SPEED.match(msg):
             self.speeds[(ln.host, m.group("name"))] = int(m.group("speed"))
@@ -507,11 +507,17 @@ def _unknown(f: NcclLogFacts) -> list[str]:
                    "or NCCL never set up its network)")
     if f.nchannels is None:
         out.append("channels: no '<n> coll channels' line (INIT subsystem)")
+    one_rank = f.nranks == 1
     if not f.tuning_table:
-        out.append("model table: no TUNING table (printed at init by each communicator's rank 0 when "
-                   "NCCL_DEBUG_SUBSYS includes TUNING)")
+        if one_rank:
+            out.append("model table: none with one rank (graph/tuning.cc returns before the table when nRanks <= 1)")
+        else:
+            out.append("model table: no TUNING table (printed at init by each communicator's rank 0 when "
+                       "NCCL_DEBUG_SUBSYS includes TUNING)")
     if not f.per_call:
-        if vt is not None and vt[:2] < (2, 20):
+        if one_rank:
+            out.append("per-call algorithm: none with one rank (NCCL copies locally, no algorithm is chosen)")
+        elif vt is not None and vt[:2] < (2, 20):
             out.append(f"per-call algorithm: NCCL {f.version} release builds print no per-call choice")
         else:
             out.append("per-call algorithm: no per-call TUNING line (printed by rank 0 while TUNING is on)")
@@ -538,6 +544,28 @@ def parse_nccl_log(text: str) -> NcclLogFacts:
 
 def parse_nccl_lines(lines: Iterable[str]) -> NcclLogFacts:
     return parse_nccl_log("\n".join(lines))
+
+
+# ------------------------------------------------------------------ stored with a run
+
+STORED_LINES_MAX = 20000
+
+
+def stored_log(lines: list[str], facts: NcclLogFacts) -> dict:
+    """What a run keeps of NCCL's log: the lines (up to a cap) and the facts read from all of them.
+
+    The lines let `explain` read them again with a newer reader; past the cap
+    only the facts (taken from every line) are kept whole.
+    """
+    kept = list(lines[:STORED_LINES_MAX])
+    return {"lines": kept, "omitted_lines": max(0, len(lines) - len(kept)), "facts": facts.to_dict()}
+
+
+def facts_from_stored(stored: dict) -> NcclLogFacts:
+    """The facts of a stored log: read again from its lines when all were kept, else as stored."""
+    if stored.get("lines") and not stored.get("omitted_lines"):
+        return parse_nccl_lines(stored["lines"])
+    return NcclLogFacts.from_dict(stored.get("facts") or {})
 
 
 # ------------------------------------------------------------------ several ranks

@@ -55,7 +55,8 @@ PLUGIN_INTERNAL = re.compile(
     r"^NET/Plugin ?: (?:No plugin found|.*[Uu]sing internal (?:network plugin|implementation))")
 # Any plugin-loading line, kept as evidence ("External network plugin %s is unsupported",
 # "Failed to initialize NET plugin %s", "NET/Plugin: Could not find: ...", ...).
-PLUGIN_EVENT = re.compile(r"^NET/Plugin|network plugin|NET plugin")
+PLUGIN_EVENT = re.compile(r"^(?:NET/Plugin|Failed to initialize NET plugin|Initialized NET plugin|Assigned NET plugin|"
+                          r"Successfully loaded external network plugin|External network plugin)")
 PLUGIN_ASSIGNED = re.compile(r"^Assigned NET plugin (?P<name>.+?) to comm")  # 2.27+
 
 # transport/net_ib.cc "NET/IB : Using%s %s; OOB %s:%s" with " [%d]%s:%d/%s" per device
