@@ -1,0 +1,551 @@
+"""Expected bus bandwidth per collective, from the topology and NCCL's own bandwidth model.
+
+The model is physical: links, their rates, and the constants NCCL itself uses
+to plan (read in NCCL's source at the tags named; nothing here is fitted to
+measurements).  For each run it names the binding bound - NVLink, PCIe, or the
+NICs of a node - its physical line rate, and the realistic ceiling NCCL can
+reach through it with the algorithm it uses (or would pick), with the
+reasoning in one line.
+
+NCCL's constants (NVIDIA/nccl):
+* NVLink GB/s per link (src/graph/topo.h, ncclTopoNVLinkBw): SM60 18, SM70 20,
+  SM80 20, SM86 12, SM90 20.6 (20.0 before v2.20.3-1), SM100 40.1 (40.0 in
+  v2.26.2-1 .. v2.27.3-1).  A GPU's NVLink edge is links x that.
+* PCIe: width x kvDictPciGen / 80 with kvDictPciGen 15/30/60/120/240/480 for
+  Gen1..Gen6 (src/graph/topo.cc v2.28.9-1, ncclTopoAddPci): Gen4 x16 = 24 GB/s.
+* NIC: sysfs speed Mb/s / 8000 (topo.cc, ncclTopoAddNet), and per channel at
+  most the largest entry of the search's inter-node speed array not above it
+  (src/graph/search.cc v2.28.9-1: speedArrayInter tops at 48, sm90 at 48, sm100
+  at 96): a 400 Gb/s NIC plans at 48 GB/s, 200 Gb/s at 24, 100 Gb/s at 12.
+* NVLS (src/graph/tuning.cc v2.28.9-1, ncclTopoTuneModel): per-channel bw x
+  nvlsEfficiency (Hopper 0.85, Blackwell 0.74) x (nCh-1)/nCh x 2 for all_reduce
+  ("pipelines two operations").  The NVLS search (search.cc,
+  ncclTopoSearchTryNvls) charges each GPU's switch link (n+1) x the channel bw
+  over n channels, so the continuous form is
+  GPU NVLink bw x efficiency x 2(n-1)/(n+1); NCCL quantises the channel bw to
+  its intra speed array (sm90 {60,50,40,...}, sm100 {90,80,70,...}) and that
+  quantised figure decides whether it picks NVLS over Ring.
+* Tree all_reduce x 0.92 (tuning.cc "busBw*.92"); with 2 nodes a tree's NIC
+  traffic is halved (each node is a leaf of one of the two trees), the same
+  x2 NCCL applies to NVLSTree on 2 nodes ("Handle 2 node case of NVLSTree").
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Mapping, Sequence
+
+from .nccl_env import ALGORITHMS, NCCL_FUNC, allowed_algorithms, env_set, nccl_list_match
+from .nccl_log import NcclLogFacts, format_bytes, per_size_choices
+from .topology import HostTopology, NicPort, pcie_line_rate
+
+# -- NCCL's constants -------------------------------------------------------------------
+
+_PCI_GEN_BW = {1: 15, 2: 30, 3: 60, 4: 120, 5: 240, 6: 480}  # kvDictPciGen, x100 Mb/s per lane
+_SPEED_INTER = (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4, 1.2, 0.24,
+                0.12)
+_SPEED_INTER_SM90 = (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12)
+_SPEED_INTER_SM100 = (96.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2,
+                      0.24, 0.12)
+_SPEED_INTRA_SM90 = (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0)
+_SPEED_INTRA_SM100 = (90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0)
+NVLS_EFFICIENCY = {9: 0.85, 10: 0.74}  # by compute-capability major: Hopper, Blackwell
+TREE_ALLREDUCE_EFFICIENCY = 0.92
+PAT_EFFICIENCY = 0.75
+
+RING_LIKE = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
+POINT_TO_POINT = ("alltoall", "sendrecv")
+
+
+def _version(text: str | None) -> tuple[int, ...] | None:
+    if not text:
+        return None
+    try:
+        return tuple(int(x) for x in text.split(".")[:3])
+    except ValueError:
+        return None
+
+
+def nccl_nvlink_bw(cc: tuple[int, int], nccl_version: str | None = None) -> float:
+    """GB/s NCCL assigns one NVLink (topo.h ncclTopoNVLinkBw), for the NCCL version if known."""
+    sm = cc[0] * 10 + cc[1]
+    v = _version(nccl_version)
+    if sm >= 100:
+        return 40.0 if v is not None and (2, 26) <= v[:2] and v < (2, 27, 5) else 40.1
+    if sm >= 90:
+        return 20.0 if v is not None and v < (2, 20) else 20.6
+    if sm == 86:
+        return 12.0
+    if sm >= 70:
+        return 20.0
+    if sm >= 60:
+        return 18.0
+    return 20.0
+
+
+def nccl_pcie_bw(gen: int, width: int) -> float:
+    """NCCL's PCIe link bandwidth: width x gen/80 (Gen4 x16 = 24, Gen5 x16 = 48 GB/s)."""
+    return width * _PCI_GEN_BW.get(gen, 60) / 80.0
+
+
+def nccl_nic_channel_bw(gbps: float, cc: tuple[int, int] | None) -> float:
+    """The most NCCL plans through one NIC per channel: speed/8000 floored to the search's speed array."""
+    raw = gbps * 1000 / 8000
+    sm = cc[0] * 10 + cc[1] if cc else 0
+    speeds = _SPEED_INTER_SM100 if sm >= 100 else _SPEED_INTER_SM90 if sm >= 90 else _SPEED_INTER
+    return next((s for s in speeds if s <= raw + 1e-9), speeds[-1])
+
+
+def nvls_channel_bw(gpu_bw: float, n: int, cc: tuple[int, int]) -> float:
+    """NCCL's NVLS channel bw on one node: the largest intra speed whose (n+1)-fold charge fits
+    the GPU's switch link (search.cc ncclTopoSearchTryNvls, ncclTopoCompute)."""
+    speeds = _SPEED_INTRA_SM100 if cc[0] >= 10 else _SPEED_INTRA_SM90
+    total = gpu_bw * n / (n - 1)  # ncclTopoCompute: totalBw *= ngpus/(ngpus-1) for non-ring patterns
+    for s in speeds:
+        if s <= gpu_bw and s * n <= total + 1e-6 and (n + 1) * s <= gpu_bw + 1e-6:
+            return s
+    return 0.0
+
+
+# -- results ----------------------------------------------------------------------------
+
+@dataclass
+class Bound:
+    """One physical limit per GPU, in busbw units (GB/s per direction)."""
+
+    kind: str  # 'NVLink', 'PCIe', 'NIC'
+    line_rate: float  # physical
+    model: float  # NCCL's bandwidth for it
+    text: str  # how both were computed
+    transport: str = ""  # NIC bounds: NCCL's network transport ('IB', 'Socket', a plugin's name)
+
+
+@dataclass
+class Ceiling:
+    collective: str
+    nranks: int
+    nnodes: int
+    algorithm: str | None = None
+    algorithm_source: str = ""  # 'NCCL log', 'NCCL_ALGO', 'predicted'
+    bound: str | None = None  # the binding bound: 'NVLink', 'PCIe', 'NIC'
+    line_rate: float | None = None  # GB/s, physical line rate of the binding bound
+    ceiling: float | None = None  # GB/s busbw, realistic
+    nccl_predicted: float | None = None  # GB/s busbw from NCCL's own TUNING table
+    nccl_predicted_text: str = ""
+    reasoning: str = ""
+    unknown: str = ""  # why `ceiling` is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Ceiling":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+# -- bounds -----------------------------------------------------------------------------
+
+def fmt_gbps(x: float) -> str:
+    return f"{x:.1f}".rstrip("0").rstrip(".")
+
+
+def _ring_over_nvlink(gpus) -> bool:
+    """True when the GPUs can be put in a ring that only uses direct NVLinks."""
+    ids = [g.pci_bus_id for g in gpus]
+    if len(ids) == 2:
+        return ids[1] in gpus[0].nvlink_peers
+    first, rest = gpus[0], gpus[1:]
+    for perm in itertools.permutations(rest):
+        order = [first, *perm]
+        if all(order[(i + 1) % len(order)].pci_bus_id in order[i].nvlink_peers for i in range(len(order))):
+            return True
+    return False
+
+
+def intra_bound(host: HostTopology, ngpus: int, nccl_version: str | None,
+                env: Mapping[str, str]) -> tuple[Bound | None, str]:
+    """The per-GPU bound inside one host for `ngpus` GPUs of it, or (None, why)."""
+    gpus = host.gpus[:ngpus] if len(host.gpus) >= ngpus else host.gpus
+    if len(gpus) < ngpus:
+        return None, f"{host.host}: facts for {len(host.gpus)} GPU(s), {ngpus} in use"
+    ccs = [g.cc for g in gpus]
+    if any(c is None for c in ccs):
+        return None, f"{host.host}: compute capability unknown"
+    cc = min(c for c in ccs if c is not None)
+    model_name = gpus[0].name or "GPU"
+    p2p_off = env.get("NCCL_P2P_DISABLE", "0") not in ("", "0")
+    unknown_nv = [g for g in gpus if g.nvlink_active is None]
+    if unknown_nv and not p2p_off:
+        g = unknown_nv[0]
+        return None, f"{host.host} GPU{g.index}: NVLink state unknown ({g.unknown.get('nvlink_active', '?')})"
+    nv = [g for g in gpus if g.nvlink_active]
+    if not p2p_off and len(nv) == len(gpus) and all(g.nvlink_remote == "switch" for g in gpus):
+        active = min(g.nvlink_active for g in gpus)
+        per_link = gpus[0].nvlink_rate
+        nccl_link = nccl_nvlink_bw(cc, nccl_version)
+        gen = f"NVLink{gpus[0].nvlink_generation}" if gpus[0].nvlink_generation else "NVLink"
+        if per_link is None:
+            return None, f"{host.host}: NVLink rate unknown ({gpus[0].unknown.get('nvlink_rate', '?')})"
+        line = active * per_link
+        text = (f"{ngpus}x {model_name} NVSwitch, {active} {gen} links x {fmt_gbps(per_link)} GB/s = {fmt_gbps(line)} GB/s "
+                f"line rate; NCCL's model {active} x {nccl_link:g} = {fmt_gbps(active * nccl_link)} GB/s")
+        return Bound("NVLink", line, active * nccl_link, text), ""
+    if not p2p_off and len(nv) == len(gpus) and all(g.nvlink_remote == "gpu" for g in gpus) \
+            and _ring_over_nvlink(gpus):
+        used = {g.pci_bus_id for g in gpus}
+        links = min(sum(c for p, c in g.nvlink_peers.items() if p in used) for g in gpus)
+        per_link = gpus[0].nvlink_rate
+        if per_link is None:
+            return None, f"{host.host}: NVLink rate unknown"
+        nccl_link = nccl_nvlink_bw(cc, nccl_version)
+        text = (f"{ngpus}x {model_name} direct NVLink, {links} links to the GPUs in use x {fmt_gbps(per_link)} GB/s = "
+                f"{fmt_gbps(links * per_link)} GB/s line rate; NCCL's model {links} x {nccl_link:g} = "
+                f"{fmt_gbps(links * nccl_link)} GB/s (an upper bound: rings on an uneven mesh may not use every link)")
+        return Bound("NVLink", links * per_link, links * nccl_link, text), ""
+    # PCIe: the slowest GPU link.  Idle GPUs lower their generation to save power, so
+    # the model uses the maximum generation unless the GPU was busy (P0) when read.
+    best: tuple[float, float, str] | None = None
+    for g in gpus:
+        gen = g.pcie.gen if g.pstate == 0 else g.pcie.gen_max
+        width = g.pcie.width
+        if gen is None or width is None:
+            return None, f"{host.host} GPU{g.index}: PCIe link unknown"
+        model, line = nccl_pcie_bw(gen, width), pcie_line_rate(gen, width) or 0.0
+        if best is None or model < best[0]:
+            best = (model, line, f"Gen{gen} x{width}")
+    assert best is not None
+    why = ("NCCL_P2P_DISABLE set: GPUs exchange through host memory" if p2p_off else
+           "no NVLink ring" if nv else "no NVLink")
+    text = (f"{ngpus}x {model_name} over PCIe ({why}), {best[2]} = {fmt_gbps(best[1])} GB/s line rate; "
+            f"NCCL's model {fmt_gbps(best[0])} GB/s")
+    return Bound("PCIe", best[1], best[0], text), ""
+
+
+def nics_for_nccl(host: HostTopology, env: Mapping[str, str], net: str | None) -> tuple[list[NicPort], str]:
+    """The NICs NCCL's transport would use on this host, and the transport ('IB', 'Socket', ...).
+    `net`: the transport NCCL reported in its log, if known."""
+    socket_forced = (net or "").lower() == "socket" or (env_set(env, "NCCL_NET") or "").lower() == "socket" \
+        or (env_set(env, "NCCL_IB_DISABLE") or "0") != "0"
+    rdma = [n for n in host.rdma_ports() if n.active and n.kind != "slingshot"]
+    hca = env.get("NCCL_IB_HCA", "")
+    if hca:
+        rdma = [n for n in rdma if nccl_list_match(hca, n.name, n.port)]
+    if net and net.lower() not in ("ib", "socket"):  # an external plugin (OFI, ...): it drives the fabric
+        fabric = [n for n in host.nics if n.active and n.rdma]
+        return fabric, net
+    if rdma and not socket_forced:
+        return rdma, "IB"
+    eth = [n for n in host.nics if n.active and n.kind in ("ethernet", "slingshot", "roce")]
+    ifname = env.get("NCCL_SOCKET_IFNAME", "")
+    if ifname:
+        eth = [n for n in eth if nccl_list_match(ifname, n.netdev or n.name, None)]
+    return eth, "Socket"
+
+
+def inter_bound(host: HostTopology, ppn: int, env: Mapping[str, str], net: str | None,
+                cc: tuple[int, int] | None) -> tuple[Bound | None, str]:
+    nics, transport = nics_for_nccl(host, env, net)
+    if not nics:
+        why = host.unknown.get("nics", "")
+        return None, f"{host.host}: no active NIC for NCCL's {transport} transport" + (f" ({why})" if why else "")
+    rated = [n for n in nics if n.rate_gbps]
+    if len(rated) < len(nics):
+        return None, f"{host.host}: speed of {next(n.label for n in nics if not n.rate_gbps)} unknown"
+    in_box = host.gpus_in_box or len(host.gpus) or ppn
+    used_count = max(1, min(len(rated), round(ppn * len(rated) / max(1, in_box))))
+    used = sorted(rated, key=lambda n: -(n.rate_gbps or 0))[:used_count]
+    line = sum((n.rate_gbps or 0) / 8 for n in used)
+    model = sum(nccl_nic_channel_bw(n.rate_gbps or 0, cc) for n in used)
+    kinds = {"ib": "InfiniBand", "roce": "RoCE", "efa": "EFA", "slingshot": "Slingshot", "ethernet": "Ethernet"}
+    rates = sorted({n.rate_gbps for n in used})
+    rate = "/".join(fmt_gbps(r) for r in rates if r)
+    kind = kinds.get(used[0].kind, used[0].kind)
+    per_nic = nccl_nic_channel_bw(used[0].rate_gbps or 0, cc)
+    text = (f"{used_count}x {rate} Gb/s {kind} per node over {transport} = {fmt_gbps(line)} GB/s line rate; NCCL plans "
+            f"{used_count} x {fmt_gbps(per_nic)} = {fmt_gbps(model)} GB/s")
+    if used_count < len(rated):
+        text += f" ({used_count} of {len(rated)} NICs for {ppn} GPU(s) of {in_box})"
+    return Bound("NIC", line, model, text, transport), ""
+
+
+# -- algorithms -------------------------------------------------------------------------
+
+def _nvls_capable(hosts: Sequence[HostTopology], ppn: int, env: Mapping[str, str],
+                  nccl_version: str | None) -> tuple[bool, str]:
+    if env.get("NCCL_NVLS_ENABLE", "") == "0":
+        return False, "NCCL_NVLS_ENABLE=0"
+    v = _version(nccl_version)
+    if v is not None and v < (2, 17):
+        return False, f"NCCL {nccl_version} has no NVLS"
+    if ppn < 2:
+        return False, "one GPU per node"
+    for h in hosts:
+        gpus = h.gpus[:ppn]
+        if not gpus or not all(g.nvlink_remote == "switch" and g.nvlink_active for g in gpus):
+            return False, "no NVSwitch"
+        if any((g.cc or (0, 0)) < (9, 0) for g in gpus):
+            return False, "NVLS needs sm 9.0+"
+    return True, ""
+
+
+def network_in_use(log: NcclLogFacts) -> str | None:
+    """NCCL's network transport from its log: 'Socket', 'IB', or a plugin's name ('AWS Libfabric')."""
+    if log.net_plugin:
+        return log.net_plugin
+    kinds = sorted({d.transport for d in log.net_devices if d.transport})
+    if kinds:
+        return kinds[0]
+    return next((c.net for c in log.connections if c.kind == "NET" and c.net), None)
+
+
+def nccl_algorithm(log: NcclLogFacts, collective: str) -> tuple[str | None, str]:
+    """(the algorithm NCCL's per-call lines show at the largest size logged, evidence) or (None, why)."""
+    func = NCCL_FUNC.get(collective)
+    if func is None:
+        return None, f"NCCL logs no algorithm for {collective}"
+    ranges = per_size_choices(log, func)
+    if not ranges:
+        return None, f"no per-call {func} line in NCCL's log"
+    top = max(r[1] for r in ranges)
+    at_top = [r for r in ranges if r[1] == top]
+    algos = sorted({r[2] for r in at_top})
+    if len(algos) != 1:
+        return None, f"NCCL's log shows {', '.join(algos)} at {format_bytes(top)}"
+    r = at_top[0]
+    return algos[0], f"NCCL's log: {func} {format_bytes(top)} -> {r[2]}/{r[3]}"
+
+
+def expected_ceiling(hosts: Sequence[HostTopology], collective: str, nranks: int, *,
+                     log: NcclLogFacts | None = None, algorithm: str | None = None,
+                     algorithm_source: str = "NCCL log", env: Mapping[str, str] | None = None,
+                     nccl_version: str | None = None, net: str | None = None,
+                     tuning_table: Mapping | None = None) -> Ceiling:
+    """The expected busbw ceiling of `collective` over `nranks` ranks on `hosts` (each restricted
+    to the GPUs the job uses, see HostTopology.only).  `log`: what NCCL said (fills in the
+    algorithm at the largest size, the network transport, the version and its TUNING table
+    where not given).  Without an algorithm: NCCL_ALGO, else the one NCCL's model would pick."""
+    env = dict(env or {})
+    if log is not None:
+        if algorithm is None:
+            algorithm, _ = nccl_algorithm(log, collective)
+            algorithm_source = "NCCL log"
+        net = net or network_in_use(log)
+        nccl_version = nccl_version or log.version
+        tuning_table = tuning_table or log.tuning_table
+        for k, v in log.env.items():
+            env.setdefault(k, v)
+    nnodes = max(1, len(hosts))
+    out = Ceiling(collective=collective, nranks=nranks, nnodes=nnodes)
+    if tuning_table:
+        pred = nccl_table_ceiling(tuning_table, collective, nranks, algorithm)
+        if pred:
+            out.nccl_predicted, out.nccl_predicted_text = pred
+    if collective not in RING_LIKE + POINT_TO_POINT:
+        out.unknown = f"no bandwidth model for {collective}"
+        return out
+    if not hosts:
+        out.unknown = "no topology facts"
+        return out
+    ppn = max(1, nranks // nnodes)
+    cc = min((g.cc for h in hosts for g in h.gpus if g.cc), default=None)
+
+    intra: Bound | None = None
+    if ppn > 1:
+        bounds = []
+        for h in hosts:
+            b, why = intra_bound(h, ppn, nccl_version, env)
+            if b is None:
+                out.unknown = why
+                return out
+            bounds.append(b)
+        intra = min(bounds, key=lambda b: b.model)
+    inter: Bound | None = None
+    if nnodes > 1:
+        bounds = []
+        for h in hosts:
+            b, why = inter_bound(h, ppn, env, net, cc)
+            if b is None:
+                out.unknown = why
+                return out
+            bounds.append(b)
+        inter = min(bounds, key=lambda b: b.model)
+        if inter.transport == "Socket":
+            # NCCL's model plans sockets at the NIC's speed, but its Socket transport is bound by host
+            # copies and TCP, far below it (Alps: 5 GB/s over Socket where the OFI plugin gave 122).
+            out.bound, out.line_rate = "NIC", inter.line_rate
+            out.unknown = ("NCCL's Socket transport is bound by host CPU copies and TCP, not by the NICs' "
+                           "line rate: no ceiling model")
+            out.reasoning = inter.text
+            return out
+    if intra is None and inter is None:
+        out.unknown = "a single rank moves no data between GPUs"
+        return out
+
+    # which algorithm
+    if algorithm:
+        algo, source = _canonical_algo(algorithm), algorithm_source
+    else:
+        algo, source = _choose_algorithm(hosts, collective, nranks, nnodes, ppn, intra, inter, env,
+                                         nccl_version, cc)
+    out.algorithm, out.algorithm_source = algo, source
+    value, kind, line, why = _algorithm_ceiling(algo, collective, nranks, nnodes, ppn, intra, inter, cc)
+    parts = [b.text for b in (intra, inter) if b is not None]
+    if value is None:
+        out.unknown = why
+        out.reasoning = "; ".join(parts)
+        return out
+    out.ceiling, out.bound, out.line_rate = value, kind, line
+    out.reasoning = "; ".join(parts) + f" -> {why}"
+    return out
+
+
+def _canonical_algo(name: str) -> str:
+    for a in ALGORITHMS:
+        if a.lower() == name.strip().lower():
+            return a
+    return name.strip()
+
+
+def _choose_algorithm(hosts, collective, nranks, nnodes, ppn, intra, inter, env, nccl_version, cc) -> tuple[str, str]:
+    allowed = allowed_algorithms(env.get("NCCL_ALGO", ""), collective)
+    source = "NCCL_ALGO" if allowed is not None else "predicted"
+    if collective in POINT_TO_POINT:
+        return "P2P", "NCCL's send/recv"
+    if collective != "all_reduce":
+        return "Ring", source
+    candidates = ["Ring"]
+    nvls_ok, _ = _nvls_capable(hosts, ppn, env, nccl_version)
+    if nnodes == 1 and nvls_ok and intra is not None and cc is not None and cc[0] in NVLS_EFFICIENCY:
+        # NCCL picks NVLS only where its quantised model beats Ring (not on 2-4 Hopper GPUs)
+        ch = nvls_channel_bw(intra.model, ppn, cc)
+        nvls_model = ppn * ch * NVLS_EFFICIENCY[cc[0]] * (ppn - 1) / ppn * 2
+        if nvls_model > intra.model:
+            candidates.append("NVLS")
+    if nnodes > 1:
+        candidates.append("Tree")
+        if nvls_ok and cc is not None and cc[0] in NVLS_EFFICIENCY:
+            candidates.append("NVLSTree")
+    if allowed is not None:
+        candidates = [a for a in candidates if a in allowed] or [a for a in ALGORITHMS if a in allowed][:1] \
+            or ["Ring"]
+    best, best_value = candidates[0], -1.0
+    for a in candidates:
+        v = _algorithm_ceiling(a, collective, nranks, nnodes, ppn, intra, inter, cc)[0]
+        if v is not None and v > best_value:
+            best, best_value = a, v
+    return best, source
+
+
+def _algorithm_ceiling(algo, collective, nranks, nnodes, ppn, intra: Bound | None, inter: Bound | None,
+                       cc) -> tuple[float | None, str | None, float | None, str]:
+    """(ceiling, binding bound's kind, its line rate in the same busbw units, one-line reason)
+    for one algorithm."""
+    def lower(*bs: tuple[float, Bound]) -> tuple[float, Bound]:
+        return min(bs, key=lambda x: x[0])
+
+    both = [(b.model, b) for b in (intra, inter) if b is not None]
+    if algo in ("Ring", "PAT") or (algo == "P2P" and inter is None):
+        v, b = lower(*both)
+        if algo == "P2P":
+            return v, b.kind, b.line_rate, f"{collective}: each GPU's own link, {fmt_gbps(v)} GB/s"
+        if algo == "PAT":
+            return v * PAT_EFFICIENCY, b.kind, b.line_rate, (
+                f"PAT: the slower bound {fmt_gbps(v)} x {PAT_EFFICIENCY} (NCCL's PAT factor) = {fmt_gbps(v * PAT_EFFICIENCY)} GB/s")
+        return v, b.kind, b.line_rate, f"Ring: the slower bound, {fmt_gbps(v)} GB/s"
+    if algo == "P2P":
+        assert inter is not None
+        share, line_share = inter.model / ppn, inter.line_rate / ppn
+        if collective == "alltoall":
+            # busbw = S/t x (n-1)/n; the part leaving the node, (n-ppn)/n of S, crosses this GPU's NIC share
+            k = (nranks - 1) / max(1, nranks - ppn)
+            v, line = share * k, line_share * k
+            why = (f"alltoall: NIC share per GPU {fmt_gbps(share)} GB/s x (n-1)/(n-ppn) = {fmt_gbps(v)} GB/s "
+                   f"(alltoall cannot aggregate a node's NICs)")
+        else:
+            v, line, why = share, line_share, f"sendrecv: one GPU's NIC share, {fmt_gbps(share)} GB/s"
+        if intra is not None and intra.model < v:
+            return intra.model, intra.kind, intra.line_rate, f"{collective}: the GPU's own link, {fmt_gbps(intra.model)} GB/s"
+        return v, inter.kind, line, why
+    if algo == "NVLS":
+        if intra is None or cc is None or cc[0] not in NVLS_EFFICIENCY or nnodes > 1:
+            return None, None, None, "NVLS: no model for this topology"
+        eff = NVLS_EFFICIENCY[cc[0]]
+        v = intra.model * eff * 2 * (ppn - 1) / (ppn + 1)
+        return v, intra.kind, intra.line_rate, (
+            f"NVLS: {fmt_gbps(intra.model)} x {eff} (NCCL's NVLS efficiency) x 2(n-1)/(n+1) = {fmt_gbps(v)} GB/s; busbw can "
+            f"pass the line rate because the switch reduces")
+    if algo == "NVLSTree":
+        if intra is None or inter is None or cc is None or cc[0] not in NVLS_EFFICIENCY:
+            return None, None, None, "NVLSTree: no model for this topology"
+        eff = NVLS_EFFICIENCY[cc[0]]
+        nv = intra.model * eff * 2 * (ppn - 1) / (ppn + 1)
+        k = 2 if nnodes == 2 else 1
+        v, b = lower((nv, intra), (inter.model * k, inter))
+        return v, b.kind, b.line_rate, (
+            f"NVLSTree: min(NVLS {fmt_gbps(nv)}, NICs {fmt_gbps(inter.model)}{' x 2 (2 nodes)' if k == 2 else ''}) "
+            f"= {fmt_gbps(v)} GB/s")
+    if algo == "Tree":
+        if inter is None:
+            return None, None, None, "Tree on one node: no separate model (NCCL's tree is a chain there)"
+        k = 2 if nnodes == 2 else 1
+        cands = [(inter.model * k, inter)]
+        if intra is not None:
+            cands.append((intra.model * TREE_ALLREDUCE_EFFICIENCY, intra))
+        v, b = lower(*cands)
+        two = " x 2 (2 nodes: each node is a leaf of one of the two trees)" if k == 2 else ""
+        return v, b.kind, b.line_rate, f"Tree: min(intra x {TREE_ALLREDUCE_EFFICIENCY}, NICs{two}) = {fmt_gbps(v)} GB/s"
+    if algo in ("CollNetDirect", "CollNetChain"):
+        if inter is None:
+            return None, None, None, f"{algo}: needs several nodes"
+        cands = [(inter.model * 2, inter)] + ([(intra.model, intra)] if intra is not None else [])
+        v, b = lower(*cands)
+        return v, b.kind, b.line_rate, (
+            f"{algo} (SHARP): the switch reduces, each byte crosses a NIC once each way: min(NVLink, 2 x NICs) "
+            f"= {fmt_gbps(v)} GB/s")
+    return None, None, None, f"no bandwidth model for algorithm {algo}"
+
+
+# -- NCCL's own table -------------------------------------------------------------------
+
+def nccl_table_ceiling(table: Mapping, collective: str, nranks: int,
+                       algorithm: str | None = None) -> tuple[float, str] | None:
+    """NCCL's own predicted busbw: the best algBw of its init TUNING table for the collective
+    (of `algorithm` if known) times nccl-tests' bus factor.  `table`: {func: {(algo, proto):
+    (latency_us, algbw_GBps)}} as the NCCL-log parser gives it."""
+    from ..collectives import lookup
+
+    func = NCCL_FUNC.get(collective)
+    coll = lookup(collective)
+    if func is None or coll is None:
+        return None
+    row = next((v for k, v in table.items() if str(k).lower() == func.lower()), None)
+    if not row:
+        return None
+    best: tuple[float, str, str] | None = None
+    for key, value in row.items():
+        a, p = key
+        bw = value[1]
+        if algorithm and str(a).lower() != algorithm.lower():
+            continue
+        if bw and bw > 0 and (best is None or bw > best[0]):
+            best = (float(bw), str(a), str(p))
+    if best is None:
+        return None
+    factor = coll.bus_bandwidth_factor(nranks)
+    v = best[0] * factor
+    return v, (f"NCCL's TUNING table: {func} {best[1]}/{best[2]} algBw {fmt_gbps(best[0])} GB/s x bus factor "
+               f"{factor:.3f} = {fmt_gbps(v)} GB/s")
+
+
+def summarise_bound(c: Ceiling) -> str:
+    """'370.8 GB/s (NVLink, Ring predicted)' or 'unknown (why)'."""
+    if c.ceiling is None:
+        return f"unknown ({c.unknown})"
+    return f"{fmt_gbps(c.ceiling)} GB/s ({c.bound}, {c.algorithm} {c.algorithm_source})"
+
+
+__all__ = ["Bound", "Ceiling", "expected_ceiling", "nccl_table_ceiling", "nccl_nvlink_bw", "nccl_pcie_bw",
+           "nccl_nic_channel_bw", "nvls_channel_bw", "intra_bound", "inter_bound", "nics_for_nccl",
+           "summarise_bound"]

@@ -1,0 +1,401 @@
+"""The traps that make clusters slow, named with the evidence and the fix.
+
+Pure functions over three inputs: the hosts' topology facts, what NCCL's own
+log said (`nccl_log.NcclLogFacts`, may be None), and the environment the run had.  A
+trap is raised only on evidence; a check that needs what is missing (the log,
+an unreadable fact) is reported as unchecked with the reason, never raised on
+a guess and never silently passed.
+
+Each check cites the NCCL behaviour it relies on (NVIDIA/nccl v2.28.9-1):
+* default P2P level PXB, AMD CPUs with <= 2 GPUs SYS; NCCL_P2P_DISABLE and
+  NCCL_P2P_LEVEL override it (src/graph/paths.cc, ncclTopoCheckP2p, ncclGetLevel;
+  old numeric levels 0..4 = LOC, PIX, PXB, PHB, SYS);
+* GDR only when nvidia_peermem or DMA-BUF works (src/transport/net_ib.cc) and the
+  GPU-NIC path is within NCCL_NET_GDR_LEVEL, default PXB (paths.cc ncclTopoCheckGdr);
+* NCCL_IB_HCA / NCCL_SOCKET_IFNAME lists: '^' excludes, '=' exact, else prefix,
+  'name:port' (src/misc/utils.cc parseStringList/matchIfList); the socket
+  transport only takes interfaces that are up (src/misc/socket.cc findInterfaces).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping, Sequence
+
+from .ceiling import network_in_use
+from .nccl_log import NcclLogFacts
+from .nccl_env import PATH_RANK, env_set, list_items, nccl_list_match, p2p_level
+from .topology import HostTopology
+
+ERROR, WARN, INFO = "error", "warn", "info"
+
+
+@dataclass(frozen=True)
+class Trap:
+    name: str
+    evidence: str
+    fix: str
+    severity: str  # 'error': costs bandwidth for certain; 'warn': likely; 'info': worth knowing
+
+
+@dataclass(frozen=True)
+class Unchecked:
+    name: str
+    reason: str
+
+
+@dataclass
+class TrapReport:
+    raised: list[Trap] = field(default_factory=list)
+    unchecked: list[Unchecked] = field(default_factory=list)
+    passed: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "TrapReport":
+        return cls([Trap(**t) for t in d.get("raised", [])], [Unchecked(**u) for u in d.get("unchecked", [])],
+                   list(d.get("passed", [])))
+
+    def names(self) -> list[str]:
+        return [t.name for t in self.raised]
+
+
+def _hosts_label(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{names[0]} and {len(names) - 1} more"
+
+
+# -- inter-node transport -----------------------------------------------------------------
+
+def _fabric_fix(kinds: set[str]) -> str:
+    if kinds & {"efa", "slingshot"}:
+        return ("this fabric needs NCCL's OFI network plugin: install aws-ofi-nccl and put its "
+                "libnccl-net-ofi.so (or libnccl-net.so) on LD_LIBRARY_PATH or name it with NCCL_NET_PLUGIN; "
+                "the log should then say 'Using network AWS Libfabric' / 'NET/OFI'")
+    return ("unset NCCL_IB_DISABLE and NCCL_NET=Socket if set; check NCCL_NET_PLUGIN (a plugin that failed to "
+            "load leaves NCCL on sockets), NCCL_IB_HCA, that libibverbs (rdma-core) is installed in the container "
+            "and /dev/infiniband is mounted")
+
+
+def check_socket_fallback(hosts: Sequence[HostTopology], log: NcclLogFacts | None, env: Mapping[str, str],
+                          nnodes: int) -> tuple[list[Trap], Unchecked | None]:
+    rdma = {h.host: [n for n in h.nics if n.rdma and n.active] for h in hosts}
+    with_rdma = [h for h, ns in rdma.items() if ns]
+    if not with_rdma:
+        return [], None
+    kinds = {n.kind for ns in rdma.values() for n in ns}
+    sample = rdma[with_rdma[0]]
+    have = (f"{len(sample)} active RDMA port(s) on {_hosts_label(with_rdma)} "
+            f"({', '.join(sorted({n.kind for n in sample}))}: {', '.join(n.label for n in sample[:4])}"
+            f"{', ...' if len(sample) > 4 else ''})")
+    severity = ERROR if nnodes > 1 else WARN
+    scope = "" if nnodes > 1 else " This run is on one node and does not use the network, but multi-node runs will."
+    forced = [f"{k}={env[k]}" for k in ("NCCL_IB_DISABLE", "NCCL_NET") if env_set(env, k) and
+              (k != "NCCL_IB_DISABLE" or env[k] != "0") and (k != "NCCL_NET" or env[k].lower() == "socket")]
+    if log is None:
+        if forced and kinds & {"ib", "roce"}:
+            return [Trap("net-socket-fallback", f"{', '.join(forced)} while {have}.{scope}",
+                         _fabric_fix(kinds), severity)], None
+        return [], Unchecked("net-socket-fallback", "needs NCCL's log (NCCL_DEBUG=INFO) to see which network it used")
+    net = network_in_use(log)
+    if net is None:
+        return [], Unchecked("net-socket-fallback", "NCCL's log names no network transport")
+    if net.lower() != "socket":
+        return [], None
+    ev = f"NCCL used its Socket transport while {have}"
+    socket_devs = [d.name for d in log.net_devices if d.transport == "Socket" and d.name]
+    if socket_devs:
+        ev += f"; NCCL's sockets run over {', '.join(socket_devs[:4])}"
+    if forced:
+        ev += f"; set: {', '.join(forced)}"
+    if log.net_plugin_log:
+        ev += f"; NCCL's log: '{log.net_plugin_log[0]}'"
+    return [Trap("net-socket-fallback", ev + "." + scope, _fabric_fix(kinds), severity)], None
+
+
+def check_gdr(hosts: Sequence[HostTopology], log: NcclLogFacts | None, nnodes: int) -> tuple[list[Trap], Unchecked | None]:
+    rdma_hosts = [h for h in hosts if any(n.rdma and n.active for n in h.nics)]
+    if not rdma_hosts:
+        return [], None
+    why_topo = []
+    h0 = rdma_hosts[0]
+    if h0.gdr.peermem is False:
+        why_topo.append("nvidia_peermem is not loaded (" + h0.gdr.evidence + ")")
+    far = [x for x in h0.gpu_nic if x.path in ("PHB", "NODE", "SYS")]
+    near = {x.a for x in h0.gpu_nic if x.path in ("PIX", "PXB")}
+    far_gpus = sorted({x.a for x in far} - near)
+    if far_gpus:
+        why_topo.append(f"GPU(s) {','.join(far_gpus)} on {h0.host} have no NIC within PXB (NCCL's default "
+                        f"NCCL_NET_GDR_LEVEL)")
+    if log is None:
+        reason = "needs NCCL's log: GDR can come from DMA-BUF, which sysfs cannot see"
+        if why_topo:
+            reason += "; topology hints: " + "; ".join(why_topo)
+        return [], Unchecked("gdr-off", reason)
+    devs = [d for d in log.net_devices if d.transport != "Socket"]
+    nets = [c for c in log.connections if c.kind == "NET" and c.net != "Socket"]
+    if not devs and not nets:
+        return [], Unchecked("gdr-off", "NCCL's log shows no RDMA network device or NET connection"
+                             + ("" if nnodes > 1 else " (single-node run)"))
+    # a device is off when NCCL said GDR is disabled for it, or used it only without /GDRDMA
+    off = [d for d in devs if d.gdr is False or d.gdr_used is False]
+    on = [d for d in devs if d.gdr_used or (d.gdr and d.gdr_used is None)]
+    conns_off = [c for c in nets if c.gdr is False]
+    if not off and not (nets and len(conns_off) == len(nets)):
+        return [], None
+    parts = []
+    if off:
+        parts.append(f"NCCL's NET devices without GPU Direct RDMA: {', '.join(str(d.name or d.index) for d in off[:4])}"
+                     + (f" (with it: {', '.join(str(d.name or d.index) for d in on[:4])})" if on else ""))
+    if conns_off:
+        c = conns_off[0]
+        parts.append(f"{len(conns_off)} of {len(nets)} NET connection(s) without GDRDMA (e.g. channel {c.channel} "
+                     f"{c.from_rank}->{c.to_rank} via {c.detail})")
+    parts += why_topo
+    everywhere = not on and (not nets or len(conns_off) == len(nets))
+    return [Trap("gdr-off", "; ".join(parts),
+                 "load nvidia_peermem (modprobe nvidia_peermem) or use DMA-BUF (open GPU kernel modules, kernel "
+                 ">= 5.12, NCCL_DMABUF_ENABLE=1); check NCCL_NET_GDR_LEVEL and that each GPU has a NIC under "
+                 "its PCIe switch; with PCIe ACS enabled on the switches GDR traffic detours through the CPU",
+                 ERROR if everywhere and nnodes > 1 else WARN)], None
+
+
+# -- PCIe, NVLink ---------------------------------------------------------------------------
+
+def check_pcie(hosts: Sequence[HostTopology]) -> tuple[list[Trap], Unchecked | None]:
+    traps, unread, idle = [], [], []
+    for h in hosts:
+        devices = [(f"GPU{g.index}", g.pci_bus_id, g.pcie, g.pstate) for g in h.gpus] + \
+                  [(f"NIC {n.label}", n.pci_bus_id, n.pcie, 0) for n in h.nics if n.pci_bus_id]
+        for label, bdf, link, pstate in devices:
+            if None in (link.width, link.width_max, link.gen, link.gen_max):
+                unread.append(f"{h.host} {label}")
+                continue
+            low_width = link.width < link.width_max
+            low_gen = link.gen < link.gen_max
+            if low_gen and not low_width and pstate not in (0, None) and label.startswith("GPU"):
+                idle.append(f"{h.host} {label} Gen{link.gen} of Gen{link.gen_max} at P{pstate}")
+                continue
+            if low_width or low_gen:
+                traps.append(Trap(
+                    "pcie-downtrained",
+                    f"{h.host} {label} [{bdf}] PCIe link {link.describe()}"
+                    + (f" while busy (P{pstate})" if low_gen and label.startswith("GPU") else ""),
+                    "reseat the card or riser, check the slot's BIOS link setting and the cable/retimer; "
+                    "a link that trains below its width is a hardware fault (lspci -vv: LnkSta vs LnkCap)",
+                    WARN))
+    unchecked = None
+    if idle:
+        unchecked = Unchecked("pcie-downtrained", "idle GPUs lower their PCIe generation to save power: "
+                              + "; ".join(idle[:3]) + " (re-read under load)")
+    elif unread:
+        unchecked = Unchecked("pcie-downtrained", "PCIe link not readable for " + ", ".join(unread[:3]))
+    return traps, unchecked
+
+
+def check_nvlink(hosts: Sequence[HostTopology]) -> tuple[list[Trap], Unchecked | None]:
+    traps, unknown = [], []
+    for h in hosts:
+        if len(h.gpus) < 2:
+            continue
+        counts = [g.nvlink_active for g in h.gpus]
+        if any(c is None for c in counts):
+            unknown.append(f"{h.host}: " + next(g.unknown.get("nvlink_active", "state unknown")
+                                                for g in h.gpus if g.nvlink_active is None))
+            continue
+        top = max(c for c in counts if c is not None)
+        if top == 0:
+            if all(g.nvlink_down for g in h.gpus):
+                traps.append(Trap(
+                    "nvlink-down",
+                    f"{h.host}: every NVLink of all {len(h.gpus)} GPUs is inactive (NVML reports links DISABLED)",
+                    "start the fabric manager (systemctl start nvidia-fabricmanager; on B200/GB200 also nvlsm) "
+                    "and check nvidia-smi nvlink -s; until then NCCL uses PCIe", ERROR))
+            continue
+        for g in h.gpus:
+            if g.nvlink_active is not None and g.nvlink_active < top:
+                down = f" (links {','.join(map(str, g.nvlink_down))} DISABLED)" if g.nvlink_down else ""
+                traps.append(Trap(
+                    "nvlink-down",
+                    f"{h.host} GPU{g.index} [{g.pci_bus_id}] has {g.nvlink_active} active NVLinks, its peers "
+                    f"{top}{down}: every ring through it runs at its {g.nvlink_active}/{top}",
+                    "nvidia-smi nvlink -s / -e on that GPU; reset it or drain the node and have the links or "
+                    "baseboard checked (NVLink errors in dmesg: Xid 74)", ERROR))
+    return traps, Unchecked("nvlink-down", "; ".join(unknown)) if unknown else None
+
+
+# -- P2P --------------------------------------------------------------------------------
+
+def _pair_paths(h: HostTopology) -> list[tuple[str, str, str]]:
+    """(gpu a, gpu b, NCCL path word) for each GPU pair on the host: NVL where NVLink joins them."""
+    out = []
+    for loc in h.gpu_gpu:
+        a = next((g for g in h.gpus if str(g.index) == loc.a), None)
+        b = next((g for g in h.gpus if str(g.index) == loc.b), None)
+        if a is None or b is None:
+            continue
+        nvl = (a.nvlink_active and b.nvlink_active and a.nvlink_remote == "switch" and b.nvlink_remote == "switch") \
+            or (b.pci_bus_id in a.nvlink_peers)
+        out.append((loc.a, loc.b, "NVL" if nvl else loc.path))
+    return out
+
+
+def check_p2p(hosts: Sequence[HostTopology], log: NcclLogFacts | None,
+              env: Mapping[str, str]) -> tuple[list[Trap], Unchecked | None]:
+    multi = [h for h in hosts if len(h.gpus) >= 2]
+    traps: list[Trap] = []
+    level, setting = p2p_level(env)
+    for h in multi:
+        pairs = _pair_paths(h)
+        if level is not None:
+            blocked = [(a, b, p) for a, b, p in pairs if p in PATH_RANK and PATH_RANK[p] > level]
+            if blocked:
+                a, b, p = blocked[0]
+                traps.append(Trap(
+                    "p2p-disabled",
+                    f"{setting} on {h.host}: GPU{a}-GPU{b} are joined by {p}, so NCCL copies through host memory "
+                    f"(SHM) instead of {'NVLink' if p == 'NVL' else 'PCIe peer-to-peer'} "
+                    f"({len(blocked)} GPU pair(s) affected)",
+                    f"unset {setting.split('=')[0]} unless it works around a known fault (it is a common "
+                    f"leftover from debugging)", ERROR))
+                break
+        else:
+            amd_small = (h.cpu_vendor == "AuthenticAMD" and len(h.gpus) <= 2)
+            far = [(a, b, p) for a, b, p in pairs if p in ("PHB", "NODE", "SYS") and not amd_small]
+            if far:
+                a, b, p = far[0]
+                traps.append(Trap(
+                    "p2p-disabled",
+                    f"{h.host}: GPU{a}-GPU{b} are joined only through {p}; NCCL's default P2P level is PXB, so "
+                    f"they exchange through host memory (SHM) ({len(far)} GPU pair(s))",
+                    "expected on this topology; NCCL_P2P_LEVEL=SYS enables P2P through the CPU where the "
+                    "platform supports it (measure both)", WARN))
+    if log is not None and not traps:
+        shm = [c for c in log.connections if c.kind == "SHM"]
+        nvlink_host = any(g.nvlink_active for h in multi for g in h.gpus)
+        if shm or log.p2p_disabled:
+            ev = (f"NCCL connected {len(shm)} intra-node channel(s) via SHM (e.g. channel {shm[0].channel} "
+                  f"{shm[0].from_rank}->{shm[0].to_rank} via {shm[0].detail})" if shm else "NCCL's log: P2P disabled")
+            if log.p2p_disabled_reason:
+                ev += f" ({log.p2p_disabled_reason})"
+            traps.append(Trap(
+                "p2p-disabled",
+                ev + (" although the GPUs have NVLink" if nvlink_host else ""),
+                "check NCCL_P2P_DISABLE/NCCL_P2P_LEVEL, that the ranks of one node see each other's GPUs "
+                "(containers need a shared IPC namespace and all GPUs visible), and IOMMU/ACS settings",
+                ERROR if nvlink_host else WARN))
+    return traps, None
+
+
+# -- NIC selection by environment ---------------------------------------------------------------
+
+def check_nic_env(hosts: Sequence[HostTopology], env: Mapping[str, str]) -> tuple[list[Trap], Unchecked | None]:
+    traps = []
+    hca = env_set(env, "NCCL_IB_HCA")
+    ifname = env_set(env, "NCCL_SOCKET_IFNAME")
+    for h in hosts:
+        if hca:
+            ports = [n for n in h.nics if n.rdma]
+            picked = [n for n in ports if nccl_list_match(hca, n.name, n.port)]
+            exclude, exact, names = list_items(hca)
+            if not exclude:
+                absent = [x for x in names if not any(n.name == x if exact else n.name.startswith(x) for n in ports)]
+                if absent:
+                    traps.append(Trap(
+                        "nic-env-mismatch",
+                        f"NCCL_IB_HCA={hca} names {', '.join(absent)}, not present on {h.host} (RDMA devices: "
+                        f"{', '.join(sorted({n.name for n in ports})) or 'none'})",
+                        "fix NCCL_IB_HCA (names from ibv_devices; '=' for exact names, '^' to exclude) or "
+                        "unset it", ERROR))
+            # NCCL skips ports that are not ACTIVE: a name is a trap when everything it selects is down
+            down = [] if exclude else [
+                n for x in names for n in ports if (n.name == x if exact else n.name.startswith(x)) and not n.active
+                and not any(m.active for m in ports if (m.name == x if exact else m.name.startswith(x)))]
+            if down:
+                traps.append(Trap(
+                    "nic-env-mismatch",
+                    f"NCCL_IB_HCA={hca} selects {', '.join(n.label for n in down)} on {h.host}, "
+                    f"state {down[0].state}",
+                    "bring the port up (ibstat; check the cable and the subnet manager) or leave it out of "
+                    "NCCL_IB_HCA", ERROR))
+            if ports and not [n for n in picked if n.active]:
+                traps.append(Trap(
+                    "nic-env-mismatch",
+                    f"NCCL_IB_HCA={hca} leaves no active RDMA port on {h.host}: NCCL falls back to sockets",
+                    "fix or unset NCCL_IB_HCA", ERROR))
+        if ifname:
+            up = {name for name, state in h.interfaces.items() if state in ("up", "unknown")}
+            picked = [name for name in h.interfaces if nccl_list_match(ifname, name, None)]
+            running = [name for name in picked if name in up]
+            if not running:
+                names_ = sorted(h.interfaces.items())
+                seen = ", ".join(f"{n} ({s})" for n, s in names_[:12]) + (", ..." if len(names_) > 12 else "") \
+                    or "none readable"
+                traps.append(Trap(
+                    "nic-env-mismatch",
+                    f"NCCL_SOCKET_IFNAME={ifname} matches no interface that is up on {h.host}"
+                    + (f" ({', '.join(picked)} down)" if picked else "") + f"; interfaces: {seen}",
+                    "name an interface that is up on every host (prefix match; '=' exact, '^' exclude); "
+                    "NCCL bootstrap fails or picks another network otherwise", ERROR))
+    if (hca or ifname) and not hosts:
+        return [], Unchecked("nic-env-mismatch", "no topology facts")
+    return traps, None
+
+
+def check_forced(hosts: Sequence[HostTopology], env: Mapping[str, str]) -> list[Trap]:
+    traps = []
+    for name in ("NCCL_ALGO", "NCCL_PROTO"):
+        v = env_set(env, name)
+        if v:
+            traps.append(Trap(
+                "algo-forced",
+                f"{name}={v}: NCCL does not choose freely; the figures show that "
+                f"{'algorithm' if name == 'NCCL_ALGO' else 'protocol'} only",
+                f"unset {name} to measure what applications get (keep it only to isolate one path, e.g. "
+                f"NCCL_ALGO=Ring to measure the network)", INFO))
+    nvls = env_set(env, "NCCL_NVLS_ENABLE")
+    if nvls == "0" and any(len(h.gpus) >= 5 and all(g.nvlink_remote == "switch" and (g.cc or (0, 0)) >= (9, 0)
+                                                  for g in h.gpus) for h in hosts):
+        traps.append(Trap(
+            "algo-forced", "NCCL_NVLS_ENABLE=0 on NVSwitch GPUs: all_reduce stays at Ring level "
+            "(~370 GB/s on H100/H200 instead of ~480 with NVLink SHARP)",
+            "expected where NVLS must stay off; otherwise unset it", INFO))
+    return traps
+
+
+def find_traps(hosts: Sequence[HostTopology], log: NcclLogFacts | None, env: Mapping[str, str] | None = None,
+               *, nnodes: int | None = None) -> TrapReport:
+    """Every check, over the job's hosts (restricted to the GPUs in use where known)."""
+    env = dict(env or {})
+    if log is not None:
+        for k, v in dict(log.env or {}).items():
+            env.setdefault(k, v)  # what NCCL said was set; the run's own environment wins
+    if nnodes is None:
+        nnodes = max(len(hosts), (log.nnodes or 1) if log is not None else 1)
+    report = TrapReport()
+    checks = [
+        ("net-socket-fallback", lambda: check_socket_fallback(hosts, log, env, nnodes)),
+        ("gdr-off", lambda: check_gdr(hosts, log, nnodes)),
+        ("pcie-downtrained", lambda: check_pcie(hosts)),
+        ("nvlink-down", lambda: check_nvlink(hosts)),
+        ("p2p-disabled", lambda: check_p2p(hosts, log, env)),
+        ("nic-env-mismatch", lambda: check_nic_env(hosts, env)),
+        ("algo-forced", lambda: (check_forced(hosts, env), None)),
+    ]
+    for name, run in checks:
+        traps, unchecked = run()
+        report.raised.extend(traps)
+        if unchecked is not None:
+            report.unchecked.append(unchecked)
+        elif not traps:
+            report.passed.append(name)
+    return report
+
+
+def format_trap_lines(report: TrapReport) -> list[str]:
+    """`#` lines: one per raised trap (with the fix), one summarising what was not checked."""
+    lines = [f"# TRAP {t.severity.upper()} {t.name}: {t.evidence}. Fix: {t.fix}" for t in report.raised]
+    if report.unchecked:
+        lines.append("# Not checked: " + "; ".join(f"{u.name} ({u.reason})" for u in report.unchecked))
+    return lines

@@ -1,0 +1,127 @@
+"""A measured plateau against the expected ceiling: as expected, below expected, or above
+the line rate - said plainly, with the evidence, and 'unknown' when it cannot be said.
+
+The plateau is the median busbw of the largest sizes (the top factor of 4 of
+the sweep), not nccl-tests' "Avg bus bandwidth", which averages over every size
+and is near zero for sweeps that start small (nccl-tests #294).  A plateau from
+a sweep whose largest size is below 64 MiB is not judged: busbw there is still
+latency-bound.
+
+AS_EXPECTED_FRACTION = 0.90: a healthy run reaches NCCL's model within a few
+per cent (run-to-run spread 1-3 %, baseline-h200.md; the published systems in
+bench/results/explain-published.md), while the faults the traps name cost far
+more (a downtrained x8 link halves, sockets instead of IB cost 10-25x).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping, Sequence
+
+from .ceiling import Ceiling, fmt_gbps
+
+AS_EXPECTED_FRACTION = 0.90
+MIN_PLATEAU_BYTES = 64 * 2**20
+NVLS_PLATEAU_BYTES = 1 * 2**30  # NVLS needs sizes > 256 MB to show its peak (nccl-tests #212)
+ABOVE_LINE_ALGOS = {"NVLS": "NVLink SHARP (NVLS): the switch does the reduction",
+                    "NVLSTree": "NVLSTree: NVLink SHARP in the node and a tree across nodes",
+                    "Tree": "Tree: on 2 nodes each node's NICs carry half of what a ring sends",
+                    "CollNetDirect": "SHARP in the network switches (CollNet): the switch does the reduction",
+                    "CollNetChain": "SHARP in the network switches (CollNet): the switch does the reduction"}
+
+
+@dataclass
+class Plateau:
+    busbw: float | None
+    min_size: int = 0
+    max_size: int = 0
+    points: int = 0
+    reason: str = ""  # why busbw is None or not to be judged
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _size(n: int) -> str:
+    for unit, f in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= f and n % f == 0:
+            return f"{n // f} {unit}"
+    return f"{n} B"
+
+
+def plateau_busbw(rows: Sequence[tuple[int, float]]) -> Plateau:
+    """Median busbw of the sizes within a factor of 4 of the largest. `rows`: (size bytes, busbw GB/s)."""
+    good = [(s, b) for s, b in rows if s > 0 and b is not None and b == b and b >= 0]
+    if not good:
+        return Plateau(None, reason="no measured size")
+    top = max(s for s, _ in good)
+    sel = [(s, b) for s, b in good if s * 4 > top]
+    p = Plateau(statistics.median(b for _, b in sel), min(s for s, _ in sel), top, len(sel))
+    if top < MIN_PLATEAU_BYTES:
+        p.reason = f"the largest size, {_size(top)}, is latency-bound (run to >= 256 MiB to judge bandwidth)"
+    return p
+
+
+@dataclass
+class Verdict:
+    label: str  # 'as expected', 'below expected', 'above the line rate', 'unknown'
+    fraction: float | None  # plateau / ceiling
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Verdict":
+        return cls(d["label"], d.get("fraction"), d.get("text", ""))
+
+
+def judge(plateau: Plateau, ceiling: Ceiling) -> Verdict:
+    """The verdict on one collective's plateau.  The algorithm is the ceiling's: confirmed when it
+    came from NCCL (log, NCCL_ALGO), otherwise 'predicted' and said so."""
+    if plateau.busbw is None:
+        return Verdict("unknown", None, plateau.reason)
+    if plateau.reason:
+        return Verdict("unknown", None, plateau.reason)
+    b = plateau.busbw
+    algo, confirmed = ceiling.algorithm, ceiling.algorithm_source not in ("", "predicted")
+    line = ceiling.line_rate
+    if line is not None and b > line * 1.001:
+        why = ABOVE_LINE_ALGOS.get(algo or "")
+        if why and confirmed:
+            return Verdict("above the line rate", b / ceiling.ceiling if ceiling.ceiling else None,
+                           f"{fmt_gbps(b)} GB/s is above the {fmt_gbps(line)} GB/s {ceiling.bound} line rate because NCCL used "
+                           f"{why}; busbw assumes a ring and is no wire speed")
+        if why:
+            return Verdict("above the line rate", b / ceiling.ceiling if ceiling.ceiling else None,
+                           f"{fmt_gbps(b)} GB/s is above the {fmt_gbps(line)} GB/s {ceiling.bound} line rate, as expected if "
+                           f"NCCL used {why} (predicted, not confirmed: NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING "
+                           f"shows the algorithm)")
+        return Verdict("unknown", None,
+                       f"{fmt_gbps(b)} GB/s is above the {fmt_gbps(line)} GB/s {ceiling.bound} line rate with "
+                       f"{algo or 'an unknown algorithm'}: the topology facts or the algorithm are wrong")
+    if ceiling.ceiling is None:
+        return Verdict("unknown", None, f"no ceiling: {ceiling.unknown}")
+    f = b / ceiling.ceiling
+    pct = f"{100 * f:.0f}%"
+    if f >= AS_EXPECTED_FRACTION:
+        return Verdict("as expected", f, f"{pct} of the {fmt_gbps(ceiling.ceiling)} GB/s ceiling")
+    short = ""
+    if algo in ("NVLS", "NVLSTree") and plateau.max_size < NVLS_PLATEAU_BYTES:
+        short = f"; the largest size, {_size(plateau.max_size)}, may be short of NVLS's plateau (>= 1 GiB)"
+    return Verdict("below expected", f, f"{pct} of the {fmt_gbps(ceiling.ceiling)} GB/s ceiling{short}")
+
+
+def summary_line(plateau: Plateau, ceiling: Ceiling, verdict: Verdict) -> str:
+    """The `#` line printed after `# Avg bus bandwidth`."""
+    if plateau.busbw is None:
+        return f"# Plateau bus bandwidth: none ({verdict.text})"
+    sizes = _size(plateau.max_size) if plateau.min_size == plateau.max_size else \
+        f"{_size(plateau.min_size)}-{_size(plateau.max_size)}"
+    src = "" if not ceiling.algorithm else (f", {ceiling.algorithm}" + (
+        " predicted" if ceiling.algorithm_source == "predicted" else f" from {ceiling.algorithm_source}"))
+    ceil = (f"ceiling {fmt_gbps(ceiling.ceiling)} GB/s ({ceiling.bound}{src})" if ceiling.ceiling is not None
+            else "ceiling unknown")
+    return (f"# Plateau bus bandwidth: {fmt_gbps(plateau.busbw)} GB/s at {sizes}; {ceil}: {verdict.label}"
+            + (f" ({verdict.text})" if verdict.text else ""))
