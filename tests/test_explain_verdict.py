@@ -100,3 +100,12 @@ def test_unknown_ceiling_is_an_unknown_verdict():
 def test_verdict_round_trip():
     v = Verdict("as expected", 0.98, "98% of the 370.8 GB/s ceiling")
     assert Verdict.from_dict(v.to_dict()) == v
+
+
+def test_above_the_nic_line_rate_with_a_predicted_ring_names_a_tree():
+    from explain_helpers import A100
+    a100 = facts(S.hgx_host("a", *A100, nvlinks=12, gpu_pcie=(4, 4, 16, 16), nic_gbps=200))
+    c = expected_ceiling([a100, a100], "all_reduce", 16)
+    assert (c.algorithm, c.bound, c.line_rate) == ("Ring", "NIC", 200.0)
+    v = judge(Plateau(215.0, 4 * GiB, 8 * GiB, 2), c)
+    assert v.label == "above the line rate" and "did not use the predicted Ring" in v.text

@@ -423,10 +423,12 @@ def _choose_algorithm(hosts, collective, nranks, nnodes, ppn, intra, inter, env,
         nvls_model = ppn * ch * NVLS_EFFICIENCY[cc[0]] * (ppn - 1) / ppn * 2
         if nvls_model > intra.model:
             candidates.append("NVLS")
-    if nnodes > 1:
-        candidates.append("Tree")
-        if nvls_ok and cc is not None and cc[0] in NVLS_EFFICIENCY:
-            candidates.append("NVLSTree")
+    # Tree is not predicted: whether NCCL prefers it to Ring on several nodes depends on the bandwidths
+    # its graph search settles on (tuning.cc lets a 2-node tree plan up to 2x the ring's NIC bandwidth),
+    # which sysfs does not show.  Predicting Ring keeps a tree's extra speed from being called a fault;
+    # the verdict names a tree when the busbw passes the NICs' line rate.
+    if nnodes > 1 and nvls_ok and cc is not None and cc[0] in NVLS_EFFICIENCY:
+        candidates.append("NVLSTree")
     if allowed is not None:
         candidates = [a for a in candidates if a in allowed] or [a for a in ALGORITHMS if a in allowed][:1] \
             or ["Ring"]

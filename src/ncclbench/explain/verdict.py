@@ -98,6 +98,11 @@ def judge(plateau: Plateau, ceiling: Ceiling) -> Verdict:
                            f"{fmt_gbps(b)} GB/s is above the {fmt_gbps(line)} GB/s {ceiling.bound} line rate, as expected if "
                            f"NCCL used {why} (predicted, not confirmed: NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING "
                            f"shows the algorithm)")
+        if not confirmed and ceiling.nnodes > 1 and ceiling.bound == "NIC":
+            return Verdict("above the line rate", b / ceiling.ceiling if ceiling.ceiling else None,
+                           f"{fmt_gbps(b)} GB/s is above the {fmt_gbps(line)} GB/s NIC line rate, so NCCL did not "
+                           f"use the predicted {algo}: a tree (Tree, NVLSTree, CollNet) sends less over the NICs "
+                           f"(not confirmed: NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING shows the algorithm)")
         return Verdict("unknown", None,
                        f"{fmt_gbps(b)} GB/s is above the {fmt_gbps(line)} GB/s {ceiling.bound} line rate with "
                        f"{algo or 'an unknown algorithm'}: the topology facts or the algorithm are wrong")
