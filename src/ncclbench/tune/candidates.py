@@ -21,6 +21,7 @@ from . import nccl_rules
 from .mpich import algorithm_cvar
 
 AUTO = "auto"  # in --algos/--protos: leave this axis to the library
+CONFIG_ENV = {"minCTAs": "NCCL_MIN_CTAS", "maxCTAs": "NCCL_MAX_CTAS"}  # NCCL_PARAMs since 2.17
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,13 @@ class Candidate:
     @property
     def is_default(self) -> bool:
         return not self.env and not self.config
+
+    def process_env(self) -> tuple[tuple[str, str], ...]:
+        """The variables that select this candidate for a whole process (a new
+        job): `env`, plus the NCCL_PARAM variables that set the same
+        ncclConfig_t fields (read once per process, at the first init, and
+        then override every communicator's config: src/init.cc envConfigOverride)."""
+        return self.env + tuple((CONFIG_ENV[k], str(v)) for k, v in self.config if k in CONFIG_ENV)
 
     def to_json(self) -> dict:
         return {"label": self.label, "env": dict(self.env), "config": dict(self.config),

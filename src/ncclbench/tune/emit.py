@@ -36,8 +36,8 @@ def band_text(b: Band) -> str:
 
 
 def env_lines_for(result: TuneResult, label: str) -> list[str]:
-    """`NAME=value` lines that select candidate `label` ([] for the default)."""
-    return [f"{k}={v}" for k, v in result.candidate(label).env]
+    """`NAME=value` lines that select candidate `label` in a new process ([] for the default)."""
+    return [f"{k}={v}" for k, v in result.candidate(label).process_env()]
 
 
 def band_settings(result: TuneResult) -> list[dict]:
@@ -65,9 +65,6 @@ def env_file(result: TuneResult) -> str:
         lines.append(f"# {human_size(s['lo'])} .. {human_size(s['hi'])}: {s['winner']}, "
                      f"median gain {pct(s['median_gain'])}")
         lines += [f"export {e}" for e in s["env"]]
-        if s["config"]:
-            lines.append("# and ncclConfig_t " + ", ".join(f"{k}={v}" for k, v in s["config"].items())
-                         + " (no environment variable sets these per communicator)")
     return "\n".join(lines) + "\n"
 
 

@@ -43,6 +43,7 @@ class TuneResult:
     # size -> candidate label -> time (us) per round; size is the row size (bytes)
     times_us: dict[int, dict[str, list[float]]] = field(default_factory=dict)
     algbw_bytes: dict[int, float] = field(default_factory=dict)  # size -> bytes for algbw
+    param_counts: dict[int, int] = field(default_factory=dict)  # size -> nccl-tests' count column
     bus_factor: float = 1.0
     command: list[str] = field(default_factory=list)
     start_time: str = ""
@@ -95,6 +96,7 @@ class TuneResult:
             "not_applicable": [vars(n) for n in self.not_applicable],
             "times_us": {str(s): v for s, v in self.times_us.items()},
             "algbw_bytes": {str(s): v for s, v in self.algbw_bytes.items()},
+            "param_counts": {str(s): v for s, v in self.param_counts.items()},
             "bus_factor": self.bus_factor, "command": self.command, "start_time": self.start_time,
             "wall_s": self.wall_s, "notes": self.notes, "verify": self.verify,
         }
@@ -113,6 +115,7 @@ class TuneResult:
             not_applicable=[NotApplicable(**n) for n in d.get("not_applicable", [])],
             times_us={int(s): v for s, v in d["times_us"].items()},
             algbw_bytes={int(s): v for s, v in d.get("algbw_bytes", {}).items()},
+            param_counts={int(s): v for s, v in d.get("param_counts", {}).items()},
             bus_factor=d.get("bus_factor", 1.0), command=d.get("command", []),
             start_time=d.get("start_time", ""), wall_s=d.get("wall_s", 0.0), notes=d.get("notes", []),
             verify=d.get("verify"))

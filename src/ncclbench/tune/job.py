@@ -1,0 +1,199 @@
+"""One tune job, on every rank: form the job, build the candidates and the
+backend's switcher, run the interleaved schedule, and (on the reporting
+rank) judge and write the outputs.
+
+A one-rank job has nothing to tune: NCCL runs a one-rank collective as a
+local copy (ncclLaunchOneRank, src/enqueue.cc), and MPI's collective
+algorithms all reduce to the same no-op exchange, so the command says so
+and ends successfully.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import sys
+import time
+
+from ..collectives import lookup
+from ..datatypes import DATATYPE_BY_NAME, EMPTY_OP, NO_OP, REDOP_BY_NAME
+from ..errors import ArgumentError, BenchError, print_error
+from .candidates import CandidateSet, mpich_candidates, nccl_candidates, preset_conflicts
+from .options import TuneOptions
+from .result import TuneResult
+from .schedule import default_rounds, iterations_per_round
+
+# A probe or timed call of NCCL that has not completed after this long is a hang
+# (used when the user gave no -T): the candidate is dropped, the job goes on.
+DEFAULT_TIMEOUT_S = 120
+
+ONE_RANK_NCCL = ("one rank has no algorithm choice: NCCL runs a one-rank collective as a local copy "
+                 "(ncclLaunchOneRank, src/enqueue.cc), without algorithm, protocol or channels; "
+                 "tune needs at least 2 ranks")
+ONE_RANK_MPI = ("one rank has no algorithm choice: with one process an MPI collective exchanges "
+                "nothing; tune needs at least 2 processes")
+
+
+def nccl_conflict_names(topts: TuneOptions) -> list[str]:
+    """Variables that would make NCCL's 'default' something else, or override
+    a candidate (NCCL_MIN/MAX_CTAS win over ncclConfig_t: src/init.cc envConfigOverride)."""
+    names = ["NCCL_ALGO", "NCCL_PROTO"]
+    if topts.ctas:
+        names += ["NCCL_MIN_CTAS", "NCCL_MAX_CTAS", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"]
+    return names
+
+
+def check_environment(topts: TuneOptions, backend: str) -> None:
+    """One clear line for a variable the user set that tune itself varies."""
+    from .mpich import algorithm_cvar
+
+    if str(backend) == "mpi" or getattr(backend, "value", None) == "mpi":
+        cvar = algorithm_cvar(topts.bench.collective)
+        names = [cvar] if cvar else []
+    else:
+        names = nccl_conflict_names(topts)
+    lines = preset_conflicts(dict(os.environ), names)
+    if lines:
+        raise ArgumentError(lines[0])
+
+
+def _dtype_op_root(topts: TuneOptions, coll):
+    opts = topts.bench
+    dtype = DATATYPE_BY_NAME[opts.datatypes[0]]
+    if coll.reduces:
+        op = REDOP_BY_NAME[opts.ops[0]]
+    else:
+        op = EMPTY_OP if coll.op_label == "" else NO_OP
+    root = max(0, opts.root) if coll.rooted else -1
+    return dtype, op, root
+
+
+def _sizes(opts) -> list[int]:
+    try:
+        from ..plan import sweep_sizes
+    except ImportError:  # before the run-plan refactor
+        from ..harness.sweep import sweep_sizes  # type: ignore[no-redef]
+    return list(sweep_sizes(opts.min_bytes, opts.max_bytes, opts.step_bytes, opts.step_factor))
+
+
+def run_tune_here(topts: TuneOptions, backend, launch, note: str | None) -> int:
+    """Run the tune job with this process as one rank; return the exit status."""
+    from ..launch.bootstrap import make_host_comm
+
+    is_mpi = str(backend) == "mpi" or getattr(backend, "value", None) == "mpi"
+    opts = topts.bench
+    if not is_mpi and not opts.timeout:
+        opts = dataclasses.replace(opts, timeout=DEFAULT_TIMEOUT_S)
+    host = make_host_comm(launch, opts.timeout or None, prefer_mpi=is_mpi, require_mpi=is_mpi,
+                          op_timeout_s=opts.timeout or None)
+    switcher = None
+    workers: list = []
+    try:
+        if topts.verify and launch.kind != "single":
+            raise ArgumentError("tune --verify starts ordinary runs itself: start tune with --nprocs N "
+                                "(or, on one GPU host, without a launcher), or verify by hand with the env lines")
+        check_environment(topts, backend)
+        coll = lookup(opts.collective)
+        if coll is None:
+            raise ArgumentError(f"unknown collective {opts.collective!r}")
+        dtype, op, root = _dtype_op_root(topts, coll)
+        nnodes = len(set(host.allgather(socket.gethostname())))
+        reporter = host.rank == 0
+        notes = [note] if note else []
+        if not is_mpi and os.environ.get("NCCL_TUNER_PLUGIN"):
+            notes.append(f"NCCL_TUNER_PLUGIN={os.environ['NCCL_TUNER_PLUGIN']} is set: the plugin may override "
+                         "NCCL's choice, so 'default' is NCCL's choice with that plugin")
+        if is_mpi:
+            from ..backends.mpi_cpu import MpiWorker
+            from .mpich import MpiT, algorithm_cvar, cvar_choices
+            from .runner import MpichSwitcher
+
+            worker = MpiWorker(opts, host)
+            workers = [worker]
+            if worker.nranks < 2:
+                if reporter:
+                    print(f"# ncclbench tune {coll.name}: {ONE_RANK_MPI}", flush=True)
+                return 0
+            cvar = algorithm_cvar(coll.name)
+            mpit = MpiT()
+            try:
+                choices = cvar_choices(mpit.info(cvar)) if cvar else {}
+            finally:
+                mpit.close()
+            cset = mpich_candidates(coll.name, choices, list(topts.algos) if topts.algos else None)
+            switcher = MpichSwitcher(worker, cvar, choices)  # type: ignore[arg-type]
+            library = worker.library_description() if hasattr(worker, "library_description") else _mpi_library()
+            version_code = None
+        else:
+            from ..nccl.binding import get_library
+            from .nccl_job import NcclSwitcher
+
+            lib = get_library(opts.nccl_lib)
+            version_code = lib.version_code
+            library = f"NCCL {lib.version}"
+            nranks = host.size * opts.nthreads * opts.ngpus
+            if nranks < 2:
+                if reporter:
+                    print(f"# ncclbench tune {coll.name}: {library}: {ONE_RANK_NCCL}", flush=True)
+                return 0
+            cset = nccl_candidates(coll.name, version_code, list(topts.algos) if topts.algos else None,
+                                   list(topts.protos) if topts.protos else None,
+                                   list(topts.ctas) if topts.ctas else None, nnodes)
+            switcher = NcclSwitcher(opts, host, coll, cset.candidates)
+            cset = CandidateSet([c for c in cset.candidates if c.label in switcher.workers],
+                                cset.skipped + switcher.dropped)
+        return _measure_and_report(topts, opts, coll, dtype, op, root, cset, switcher, library, version_code,
+                                   nnodes, notes, is_mpi, reporter)
+    except BenchError as exc:
+        code = print_error(exc)
+        if host.size > 1 and not exc.all_ranks and not isinstance(exc, ArgumentError):
+            host.abort(code)
+        return code
+    finally:
+        if switcher is not None:
+            switcher.close()
+        for w in workers:
+            w.close()
+        host.close()
+
+
+def _mpi_library() -> str:
+    from mpi4py import MPI
+
+    return MPI.Get_library_version().splitlines()[0].strip()
+
+
+def _measure_and_report(topts, opts, coll, dtype, op, root, cset: CandidateSet, switcher, library: str,
+                        version_code, nnodes: int, notes: list[str], is_mpi: bool, reporter: bool) -> int:
+    from .runner import run_schedule
+
+    rounds = topts.rounds or default_rounds(opts.iters)
+    per_round = iterations_per_round(opts.iters, rounds)
+    sizes = _sizes(opts)
+    if not sizes:
+        raise ArgumentError("tune: the size range -b .. -e holds no size")
+    progress = None
+    if reporter and sys.stderr.isatty():
+        def progress(size: int) -> None:
+            print(f"\rtune: {size} B ...", end="", file=sys.stderr, flush=True)
+    start = time.strftime("%Y-%m-%d %H:%M:%S")
+    measured = run_schedule(coll, opts, dtype, op, root, sizes, cset.candidates, switcher, rounds, per_round,
+                            progress)
+    if progress is not None:
+        print("\r", end="", file=sys.stderr, flush=True)
+    if not reporter:
+        return 0
+    result = TuneResult(
+        collective=coll.name, backend="mpi" if is_mpi else "nccl", library=library, version_code=version_code,
+        nranks=switcher.control.nranks, nnodes=nnodes, datatype=dtype.name, op=op.name, rounds=rounds,
+        iters_per_round=per_round, candidates=cset.candidates, skipped=cset.skipped, dropped=measured.dropped,
+        not_applicable=measured.not_applicable, times_us=measured.times_us, algbw_bytes=measured.algbw_bytes,
+        param_counts=measured.param_counts,
+        bus_factor=measured.bus_factor, command=["ncclbench", *topts.child_args()], start_time=start,
+        wall_s=measured.wall_s, notes=notes)
+    from .outputs import write_outputs
+
+    write_outputs(result, topts, opts)
+    return 0
+

@@ -1,0 +1,172 @@
+"""Where a tune result goes on the reporting rank: the report on stdout, the
+files (PREFIX.json, PREFIX.env, PREFIX.conf), the result store and an HTML
+report with one busbw line per candidate.
+
+The store keeps one run per candidate (its out-of-place median per size; no
+in-place half was measured, so that half is empty), tied together by
+`info.extra["tune"]`: `ncclbench report` draws any of them like plain runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import sqlite3
+import sys
+from pathlib import Path
+
+from .. import __version__
+from ..config import BenchOptions
+from ..errors import ArgumentError, BenchError, ExitCode
+from ..results import HalfResult, ResultRow, RunInfo
+from ..store.db import StoredRun
+from .emit import env_file, report_lines, result_json, tuner_config
+from .result import TuneResult
+
+_EMPTY = HalfResult(math.nan, math.nan, math.nan, math.nan, None)
+
+
+@dataclasses.dataclass
+class CandidateRun(StoredRun):
+    """A stored run labelled by its candidate (the report's legend)."""
+
+    candidate: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.candidate or f"run {self.id}"
+
+
+def candidate_rows(result: TuneResult, label: str) -> list[ResultRow]:
+    """One row per size the candidate was judged at: its median out-of-place time."""
+    rows = []
+    for size in result.sizes:
+        s = result.series_at(size).get(label)
+        if s is None:
+            continue
+        t = s.median_us
+        busbw = result.busbw(size, t)
+        algbw = busbw / result.bus_factor if result.bus_factor else math.nan
+        rows.append(ResultRow(size, result.param_counts.get(size, 0), result.datatype, result.op, 0,
+                              HalfResult(t, math.nan, algbw, busbw, None), _EMPTY))
+    return rows
+
+
+def candidate_info(result: TuneResult, label: str, group: str) -> RunInfo:
+    from ..collectives import lookup
+
+    coll = lookup(result.collective)
+    cand = result.candidate(label)
+    setting = " ".join(f"{k}={v}" for k, v in cand.env) or "library default"
+    if cand.config:
+        setting += " ncclConfig_t " + ",".join(f"{k}={v}" for k, v in cand.config)
+    return RunInfo(program=coll.program if coll else result.collective, argv=list(result.command),
+                   backend=result.backend, version=__version__, nccl_version_code=result.version_code,
+                   nccl_headers_code=result.version_code, library=result.library, world_size=result.nranks,
+                   nranks=result.nranks, start_time=result.start_time,
+                   notes=[f"tune candidate {label}: {setting}; median of {result.rounds} interleaved rounds, "
+                          "out-of-place only"],
+                   extra={"tune": {"group": group, "candidate": label, "env": dict(cand.env),
+                                   "config": dict(cand.config)}})
+
+
+def store_runs(result: TuneResult, opts: BenchOptions) -> list[int]:
+    """One stored run per candidate that was judged; returns their ids."""
+    from ..store.db import ResultStore
+
+    group = f"{result.start_time} pid {os.getpid()}"
+    ids = []
+    with ResultStore() as store:
+        for label in result.live_labels():
+            rows = candidate_rows(result, label)
+            if not rows:
+                continue
+            run_id = store.begin_run(candidate_info(result, label, group), opts, source="ncclbench tune")
+            for seq, row in enumerate(rows):
+                store.add_row(run_id, seq, row)
+            store.finish_run(run_id, None)
+            ids.append(run_id)
+    return ids
+
+
+def report_runs(result: TuneResult, opts: BenchOptions, ids: list[int]) -> list[CandidateRun]:
+    """The candidates as report runs: read back from the store when stored, else built here."""
+    runs = []
+    if ids:
+        from ..store.db import ResultStore
+
+        with ResultStore(create=False) as store:
+            for rid in ids:
+                run = store.get_run(rid)
+                label = run.info.extra.get("tune", {}).get("candidate", "")
+                runs.append(CandidateRun(**{f.name: getattr(run, f.name) for f in dataclasses.fields(StoredRun)},
+                                         candidate=label))
+        return runs
+    for label in result.live_labels():
+        rows = candidate_rows(result, label)
+        if rows:
+            runs.append(CandidateRun(0, result.start_time, "complete", "ncclbench tune", None,
+                                     candidate_info(result, label, ""), opts, rows, None, {}, candidate=label))
+    return runs
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text)
+    except OSError as e:
+        raise BenchError(f"tune: cannot write {path}: {e.strerror or e}", ExitCode.ARGUMENT) from None
+
+
+def write_outputs(result: TuneResult, topts, opts: BenchOptions) -> dict[str, str]:
+    """Print the report, write the files, store and plot; returns {kind: path}."""
+    written: dict[str, str] = {}
+    for line in report_lines(result):
+        print(line)
+    prefix = Path(topts.out_prefix())
+    if not prefix.parent.exists():
+        raise ArgumentError(f"tune: directory {prefix.parent} does not exist (--out)")
+    doc = result_json(result)
+    json_path = prefix.with_name(prefix.name + ".json")
+    env_path = prefix.with_name(prefix.name + ".env")
+    _write(env_path, env_file(result))
+    written["env"] = str(env_path)
+    conf_text, conf_notes = tuner_config(result)
+    for note in conf_notes:
+        print(f"# tuner config: {note}")
+    if conf_text:
+        conf_path = prefix.with_name(prefix.name + ".conf")
+        _write(conf_path, conf_text)
+        written["tuner_config"] = str(conf_path)
+    ids: list[int] = []
+    if opts.store and os.environ.get("NCCLBENCH_NO_STORE") != "1":
+        try:
+            ids = store_runs(result, opts)
+        except (BenchError, sqlite3.Error, OSError) as e:
+            print(f"ncclbench: warning: tune result not stored: {getattr(e, 'message', e)}", file=sys.stderr,
+                  flush=True)
+        if ids:
+            doc["stored_runs"] = ids
+            print(f"# stored as runs {', '.join(map(str, ids))}: "
+                  f"ncclbench report {' '.join(map(str, ids))} -o tune.html")
+    if topts.report:
+        from ..report.html import write_report
+
+        write_report(report_runs(result, opts, ids), topts.report,
+                     title=f"ncclbench tune {result.collective}: {result.library}, {result.nranks} ranks")
+        written["report"] = topts.report
+    doc["files"] = written | {"json": str(json_path)}
+    _write(json_path, json.dumps(doc, indent=1) + "\n")
+    written["json"] = str(json_path)
+    for kind, path in written.items():
+        print(f"# wrote {kind}: {path}")
+    print("# environment lines (see the .env file for which size band each holds for):")
+    wins = [b for b in doc["bands"] if b["winner"] != "default"]
+    for b in wins:
+        for e in b["env"]:
+            print(e)
+    if not wins:
+        print("# (none: keep the library's default)")
+    return written
+

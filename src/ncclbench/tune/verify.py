@@ -1,0 +1,122 @@
+"""`ncclbench tune --verify`: confirm each winning setting with ordinary runs.
+
+Tune's own numbers come from one job with every candidate in it.  A person
+will apply the result as an environment in a new job, so that is what is
+checked: for every band won by a setting, plain `ncclbench <collective>`
+runs over the band's sizes, the default and the setting alternating
+(D S S D D S ...: each pair in the other order, so neither always runs
+first), each a separate job with the setting's environment (`process_env`:
+also NCCL_MIN/MAX_CTAS for a CTA candidate).  Per size the median
+out-of-place times give the gain; the noise is the larger (max - min) /
+median of the two settings over their runs.  The gain is confirmed when it
+is positive and larger than that noise.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ..errors import BenchError, ExitCode
+from ..store.stats import human_size
+from .emit import band_settings, pct
+from .result import TuneResult
+
+RunFn = Callable[[list[str], dict[str, str]], dict[int, float]]
+
+
+def run_order(rounds: int) -> list[bool]:
+    """True = the setting, False = the default; pairs alternate who goes first."""
+    order: list[bool] = []
+    for r in range(rounds):
+        order += [False, True] if r % 2 == 0 else [True, False]
+    return order
+
+
+def band_args(bench_args: Sequence[str], lo: int, hi: int) -> list[str]:
+    """The user's nccl-tests arguments restricted to one band (getopt: the
+    last -b/-e wins), without --nprocs/--backend (the runner adds them)."""
+    from ..launch.spawn import strip_nprocs
+
+    return [*strip_nprocs(list(bench_args)), "-b", str(lo), "-e", str(hi)]
+
+
+def judge_band(default: dict[int, list[float]], setting: dict[int, list[float]]) -> dict:
+    """Per-size and overall gain of `setting` over `default` (times in us per run)."""
+    per_size = {}
+    for size in sorted(set(default) & set(setting)):
+        d, s = default[size], setting[size]
+        md, ms = statistics.median(d), statistics.median(s)
+        spread = max((max(x) - min(x)) / statistics.median(x) if len(x) > 1 and statistics.median(x) > 0 else 0.0
+                     for x in (d, s))
+        per_size[size] = {"default_us": d, "setting_us": s, "gain": md / ms - 1 if ms > 0 else 0.0,
+                          "noise": spread}
+    if not per_size:
+        return {"per_size": {}, "gain": None, "noise": None, "confirmed": False}
+    gain = statistics.median(v["gain"] for v in per_size.values())
+    noise = statistics.median(v["noise"] for v in per_size.values())
+    return {"per_size": {str(k): v for k, v in per_size.items()}, "gain": gain, "noise": noise,
+            "confirmed": gain > 0 and gain > noise}
+
+
+def subprocess_runner(program: str, backend: str, nprocs: int | None, log: Callable[[str], None]) -> RunFn:
+    """Run `python -m ncclbench <program> ARGS [--nprocs N] -J tmp --no-store` with
+    an environment; return {size: out-of-place time} from its JSON."""
+    from ..store.importers import load_file
+
+    def run(args: list[str], env: dict[str, str]) -> dict[int, float]:
+        with tempfile.TemporaryDirectory(prefix="ncclbench-verify-") as tmp:
+            jpath = str(Path(tmp) / "run.json")
+            cmd = [sys.executable, "-m", "ncclbench", program, *args, "--backend", backend, "--no-store", "-J", jpath]
+            if nprocs:
+                cmd += ["--nprocs", str(nprocs)]
+            full_env = {**os.environ, **env}
+            log(" ".join(f"{k}={v}" for k, v in env.items()) + (" " if env else "") + "ncclbench " +
+                " ".join(cmd[3:]))
+            proc = subprocess.run(cmd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if proc.returncode != 0:
+                tail = " | ".join(proc.stdout.strip().splitlines()[-3:])
+                raise BenchError(f"tune --verify: an ordinary run failed (exit {proc.returncode}): {tail}",
+                                 ExitCode(proc.returncode) if proc.returncode in ExitCode._value2member_map_
+                                 else ExitCode.INTERNAL)
+            runs = load_file(jpath)
+            return {row.size: row.out_of_place.time_us for run in runs for row in run.rows}
+
+    return run
+
+
+def verify(result: TuneResult, bench_args: Sequence[str], rounds: int, run: RunFn,
+           say: Callable[[str], None] = print) -> dict:
+    """Check every band won by a setting; returns the `verify` section of the result."""
+    bands_out = []
+    for band in band_settings(result):
+        if band["winner"] == "default":
+            continue
+        cand = result.candidate(band["winner"])
+        env = dict(cand.process_env())
+        args = band_args(bench_args, band["lo"], band["hi"])
+        times: dict[bool, dict[int, list[float]]] = {False: {}, True: {}}
+        for is_setting in run_order(rounds):
+            got = run(args, env if is_setting else {})
+            for size, t in got.items():
+                times[is_setting].setdefault(size, []).append(t)
+        judged = judge_band(times[False], times[True])
+        entry = {"lo": band["lo"], "hi": band["hi"], "winner": cand.label, "env": [f"{k}={v}" for k, v in env.items()],
+                 "tune_gain": band["median_gain"], "args": args, **judged}
+        bands_out.append(entry)
+        span = f"{human_size(band['lo'])} .. {human_size(band['hi'])}"
+        if judged["gain"] is None:
+            say(f"# verify {span} {cand.label}: no common sizes measured")
+            continue
+        say(f"# verify {span} {cand.label}: tune {pct(band['median_gain'])}, ordinary runs "
+            f"{pct(judged['gain'])} (noise {judged['noise'] * 100:.1f}%, {rounds} runs each): "
+            + ("CONFIRMED" if judged["confirmed"] else "NOT confirmed"))
+    if not bands_out:
+        say("# verify: nothing to verify (no setting beat the default)")
+    return {"rounds": rounds, "bands": bands_out,
+            "all_confirmed": bool(bands_out) and all(b["confirmed"] for b in bands_out)}
