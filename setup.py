@@ -12,5 +12,9 @@ setup(
         # The timed loop's calls issued from C (ncclbench/nccl/native_loop.py).
         Extension("ncclbench._timedloop", ["src/ncclbench/_timedloop.c"], optional=True,
                   extra_compile_args=["-O2"]),
+        # NCCL profiler plugin (a plain shared object NCCL dlopens via NCCL_PROFILER_PLUGIN; never
+        # imported by Python): NCCL's algorithm/protocol/channels per collective (explain/profiler.py).
+        Extension("ncclbench.explain._ncclbench_profiler", ["src/ncclbench/explain/csrc/ncclbench_profiler.c"],
+                  optional=True, extra_compile_args=["-O2", "-fvisibility=hidden"], libraries=["pthread"]),
     ],
 )
