@@ -1,0 +1,79 @@
+"""One run judged: the glue the benchmark, `ncclbench explain` and the report call.
+
+The intended wiring (the run path itself lives in commands/ and harness/):
+1. at start, each host's first local rank calls `gather.gather_host_topology()` (NVML + sysfs,
+   no collective, tens of ms) beside `launch.facts.collect_rank_facts`, and the facts travel to
+   rank 0 with the preflight facts;
+2. rank 0 keeps the GPUs the job uses (`hosts_in_use`), prints
+   `topology.format_topology_lines` under the device list and stores `HostTopology.to_dict()`
+   with the run and in the JSON under `JSON_KEY`;
+3. after the table, per collective, `judge_run` gives the ceiling, the plateau, the verdict
+   and the traps; `RunJudgement.lines()` are the `#` lines printed after `# Avg bus bandwidth`
+   and `RunJudgement.to_dict()` goes under `JSON_KEY` too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from ..launch.facts import RankFacts
+from ..launch.preflight import assigned_gpus
+from .ceiling import Ceiling, expected_ceiling
+from .nccl_log import NcclLogFacts
+from .topology import HostTopology
+from .traps import TrapReport, find_traps, format_trap_lines
+from .verdict import Plateau, Verdict, judge, plateau_busbw, summary_line
+
+JSON_KEY = "ncclbench_explain"  # the extension key in the run's JSON (nccl-tests' own keys stay as they are)
+
+
+def hosts_in_use(topologies: Sequence[HostTopology], facts: Sequence[RankFacts],
+                 gpus_per_rank: int = 1) -> list[HostTopology]:
+    """Each host's topology restricted to the GPUs its ranks use (matched by PCI address, since
+    NVML numbers GPUs in PCI order and CUDA by its own), in the order hosts first appear."""
+    used: dict[str, list[str]] = {}
+    for f, ordinals in zip(facts, assigned_gpus(facts, gpus_per_rank)):
+        for o in ordinals:
+            if 0 <= o < len(f.gpus):
+                used.setdefault(f.host, []).append(f.gpus[o].pci)
+    by_host = {t.host: t for t in topologies}
+    return [by_host[h].only(ids) for h, ids in used.items() if h in by_host]
+
+
+@dataclass
+class RunJudgement:
+    collective: str
+    ceiling: Ceiling
+    plateau: Plateau
+    verdict: Verdict
+    traps: TrapReport
+
+    def lines(self) -> list[str]:
+        out = [summary_line(self.plateau, self.ceiling, self.verdict)]
+        if self.ceiling.reasoning:
+            out.append(f"#   why: {self.ceiling.reasoning}")
+        if self.ceiling.nccl_predicted is not None:
+            out.append(f"#   {self.ceiling.nccl_predicted_text}")
+        return out + format_trap_lines(self.traps)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"collective": self.collective, "ceiling": self.ceiling.to_dict(), "plateau": self.plateau.to_dict(),
+                "verdict": self.verdict.to_dict(), "traps": self.traps.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "RunJudgement":
+        return cls(d["collective"], Ceiling.from_dict(d["ceiling"]), Plateau(**d["plateau"]),
+                   Verdict.from_dict(d["verdict"]), TrapReport.from_dict(d["traps"]))
+
+
+def judge_run(hosts: Sequence[HostTopology], collective: str, nranks: int, rows: Sequence[tuple[int, float]], *,
+              env: Mapping[str, str] | None = None, log: NcclLogFacts | None = None,
+              nccl_version: str | None = None) -> RunJudgement:
+    """Judge one collective's sweep.  `hosts`: the job's hosts (see `hosts_in_use`); `rows`: (size in
+    bytes, out-of-place busbw GB/s) per measured size; `env`: the run's NCCL_* environment; `log`:
+    NCCL's own log facts, when captured."""
+    ceiling = expected_ceiling(hosts, collective, nranks, log=log, env=env, nccl_version=nccl_version)
+    plateau = plateau_busbw(rows)
+    return RunJudgement(collective, ceiling, plateau, judge(plateau, ceiling),
+                        find_traps(hosts, log, env, nnodes=len(hosts) or None))
