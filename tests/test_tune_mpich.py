@@ -4,7 +4,7 @@ the whole command over several MPI processes (interleaved rounds, outputs,
 bad input, one rank)."""
 
 import json
-import os
+import statistics
 import subprocess
 import sys
 
@@ -147,3 +147,32 @@ def test_verify_runs_ordinary_jobs(ncclbench_env, tmp_path):
     expect = 7 if (ver["bands"] and not ver["all_confirmed"]) else 0
     assert p.returncode == expect, p.stdout + p.stderr
     assert ("verify" in p.stdout), p.stdout
+
+
+def test_store_and_report_one_line_per_candidate(ncclbench_env, tmp_path):
+    from ncclbench.store.db import ResultStore
+
+    db = tmp_path / "runs.sqlite"
+    env = {k: v for k, v in ncclbench_env.items() if k != "NCCLBENCH_NO_STORE"}
+    env["NCCLBENCH_DB"] = str(db)
+    html = tmp_path / "tune.html"
+    p = tune(env, ["all_reduce", "-b", "1K", "-e", "64K", "-f", "8", "-n", "4", "--backend", "mpi", "--nprocs", "2",
+                   "--algos", "ring,recursive_doubling", "--rounds", "2", "--out", str(tmp_path / "s"),
+                   "--report", str(html)])
+    assert p.returncode == 0, p.stdout + p.stderr
+    doc = json.loads((tmp_path / "s.json").read_text())
+    ids = doc["stored_runs"]
+    assert len(ids) == 3 and f"stored as runs {', '.join(map(str, ids))}" in p.stdout
+    with ResultStore(db, create=False) as store:
+        runs = [store.get_run(i) for i in ids]
+    assert [r.info.extra["tune"]["candidate"] for r in runs] == ["default", "ring", "recursive_doubling"]
+    assert len({r.info.extra["tune"]["group"] for r in runs}) == 1
+    for r in runs:
+        label = r.info.extra["tune"]["candidate"]
+        assert [row.size for row in r.rows] == [1024, 8192, 65536]
+        for row in r.rows:  # the stored time is the candidate's median over the rounds
+            assert row.out_of_place.time_us == pytest.approx(statistics.median(doc["times_us"][str(row.size)][label]))
+    text = html.read_text()
+    assert 'id="plot-busbw"' in text
+    for label in ("default", "ring", "recursive_doubling"):
+        assert label in text

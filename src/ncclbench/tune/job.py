@@ -164,6 +164,10 @@ def _mpi_library() -> str:
     return MPI.Get_library_version().splitlines()[0].strip()
 
 
+def _tty_progress(size: int) -> None:
+    print(f"\rtune: {size} B ...", end="", file=sys.stderr, flush=True)
+
+
 def _measure_and_report(topts, opts, coll, dtype, op, root, cset: CandidateSet, switcher, library: str,
                         version_code, nnodes: int, notes: list[str], is_mpi: bool, reporter: bool) -> int:
     from .runner import run_schedule
@@ -173,10 +177,7 @@ def _measure_and_report(topts, opts, coll, dtype, op, root, cset: CandidateSet, 
     sizes = _sizes(opts)
     if not sizes:
         raise ArgumentError("tune: the size range -b .. -e holds no size")
-    progress = None
-    if reporter and sys.stderr.isatty():
-        def progress(size: int) -> None:
-            print(f"\rtune: {size} B ...", end="", file=sys.stderr, flush=True)
+    progress = _tty_progress if reporter and sys.stderr.isatty() else None
     start = time.strftime("%Y-%m-%d %H:%M:%S")
     measured = run_schedule(coll, opts, dtype, op, root, sizes, cset.candidates, switcher, rounds, per_round,
                             progress)

@@ -1,0 +1,82 @@
+"""The CPU-testable parts of tune's NCCL path: the environment NCCL reads at
+each communicator init is set for one set-up only, the candidate's
+ncclConfig_t fields reach the config the set-up builds (laid out for the
+loaded library's version), and the command's refusals before any GPU work."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ncclbench.nccl import config_struct
+from ncclbench.tune.candidates import nccl_candidates
+from ncclbench.tune.job import nccl_conflict_names
+from ncclbench.tune.nccl_job import extra_config_fields, scoped_env
+from ncclbench.tune.options import parse_tune_args
+
+
+def test_scoped_env_sets_and_restores(monkeypatch):
+    monkeypatch.setenv("NCCL_PROTO", "before")
+    monkeypatch.delenv("NCCL_ALGO", raising=False)
+    with scoped_env((("NCCL_ALGO", "allreduce:Ring"), ("NCCL_PROTO", "allreduce:LL"))):
+        assert os.environ["NCCL_ALGO"] == "allreduce:Ring" and os.environ["NCCL_PROTO"] == "allreduce:LL"
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        libc.getenv.restype = ctypes.c_char_p
+        assert libc.getenv(b"NCCL_ALGO") == b"allreduce:Ring"  # what NCCL's getenv sees
+    assert "NCCL_ALGO" not in os.environ and os.environ["NCCL_PROTO"] == "before"
+
+
+class FakeLib:
+    version_code = 22809
+
+    def make_config(self, **values):
+        return config_struct.make_config(self.version_code, **values)
+
+
+def test_extra_config_fields_reach_the_set_up_config():
+    lib = FakeLib()
+    cand = nccl_candidates("all_reduce", 22809, algos=["ring"], protos=["Simple"], ctas=[8]).candidates[1]
+    with extra_config_fields(lib, dict(cand.config)):
+        cfg = lib.make_config(nvlinkCentricSched=1)  # what nccl_setup passes for 2.28
+    values = config_struct.config_values(cfg)
+    assert values["minCTAs"] == 8 and values["maxCTAs"] == 8 and values["nvlinkCentricSched"] == 1
+    assert values["cgaClusterSize"] == config_struct.NCCL_CONFIG_UNDEF_INT
+    # and the override is gone afterwards
+    assert config_struct.config_values(lib.make_config())["minCTAs"] == config_struct.NCCL_CONFIG_UNDEF_INT
+
+
+def test_extra_config_fields_refused_by_an_old_library():
+    lib = FakeLib()
+    lib.version_code = 21605
+    with pytest.raises(ValueError, match="needs NCCL >= 2.17"):
+        with extra_config_fields(lib, {"minCTAs": 4}):
+            lib.make_config()
+
+
+def test_ctas_make_channel_variables_conflicts():
+    topts = parse_tune_args("all_reduce", ["--ctas", "4,8"])
+    assert topts.ctas == (4, 8)
+    assert "NCCL_MAX_CTAS" in nccl_conflict_names(topts)
+    assert nccl_conflict_names(parse_tune_args("all_reduce", [])) == ["NCCL_ALGO", "NCCL_PROTO"]
+
+
+def test_tune_options_split_from_nccl_tests_options():
+    t = parse_tune_args("all_reduce_perf", ["-b", "8", "--algos=ring,tree", "-e", "1M", "--verify",
+                                            "--rounds", "3", "--out", "/tmp/x"])
+    assert t.algos == ("ring", "tree") and t.verify and t.rounds == 3 and t.out == "/tmp/x"
+    assert t.bench.min_bytes == 8 and t.bench.max_bytes == 1 << 20
+    assert t.bench_args == ("-b", "8", "-e", "1M")
+    assert t.child_args()[:6] == ["tune", "all_reduce_perf", "-b", "8", "-e", "1M"]
+    assert "--verify" not in t.child_args()  # the parent verifies, not the ranks
+
+
+def test_user_nccl_algo_is_refused_before_anything_starts(ncclbench_env):
+    env = {**ncclbench_env, "NCCL_ALGO": "ring"}
+    p = subprocess.run([sys.executable, "-m", "ncclbench", "tune", "all_reduce", "--backend", "nccl", "-b", "8",
+                        "-e", "64"], capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 255
+    assert p.stderr.strip() == ("ncclbench: NCCL_ALGO=ring is set in the environment; tune measures the library's "
+                                "default against each candidate, so unset NCCL_ALGO first")
