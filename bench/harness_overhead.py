@@ -50,15 +50,17 @@ class Capture:
 
 def ncclbench_time(size: int, iters: int) -> float:
     from ncclbench.backends.mpi_cpu import MpiWorker
-    from ncclbench.config import BenchOptions
+    from ncclbench.collectives import COLLECTIVES
+    from ncclbench.config import Backend, BenchOptions
     from ncclbench.harness.runner import run_workers
+    from ncclbench.plan import make_plan
 
     opts = BenchOptions(collective="all_reduce", min_bytes=size, max_bytes=size, iters=iters,
                         warmup_iters=1, check=0)
     worker = MpiWorker(opts)
     cap = Capture()
     try:
-        run_workers(opts, [worker], cap)
+        run_workers(make_plan(opts, COLLECTIVES["all_reduce"], Backend.MPI, worker), [worker], cap)
     finally:
         worker.close()
     return cap.rows[0].out_of_place.time_us if cap.rows else float("nan")

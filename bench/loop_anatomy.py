@@ -24,7 +24,7 @@ import statistics
 import sys
 import time
 
-from ncclbench.backends.nccl_gpu import create_nccl_workers
+from ncclbench.backends.nccl_setup import create_nccl_workers
 from ncclbench.collectives import COLLECTIVES
 from ncclbench.config import BenchOptions
 from ncclbench.datatypes import DATATYPE_BY_NAME, NO_OP, REDOP_BY_NAME

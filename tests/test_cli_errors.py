@@ -66,3 +66,43 @@ def test_list_names_the_timed_call_path(ncclbench_env):
     assert p.returncode == 0 and "timed NCCL calls: ctypes (pre-converted arguments)" in p.stdout
     p = run(dict(ncclbench_env, NCCLBENCH_CALLS="cython"), "list")
     assert "timed NCCL calls: unknown (NCCLBENCH_CALLS='cython'" in p.stdout
+
+
+def test_zero_iterations_exit_0_with_nccl_tests_inf_rows(ncclbench_env):
+    """nccl-tests with -n 0 prints time `inf` and bandwidths 0 and exits 0 (it
+    divides by the 0 iterations); ncclbench used to end in an IndexError."""
+    p = run(ncclbench_env, "all_reduce_perf", "-b", "8", "-e", "64", "-f", "8", "-n", "0", "--backend", "mpi",
+            "--no-store")
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stdout + p.stderr
+    rows = [line for line in p.stdout.splitlines() if line.startswith("    ") and "sum" in line]
+    assert len(rows) == 2 and all(line.count("inf") == 2 for line in rows), p.stdout
+    assert "per-iteration skip (-K) must be between 0 and -1. Disabling." in p.stderr  # as nccl-tests warns
+
+
+def test_negative_cycle_count_is_refused(ncclbench_env):
+    p = run(ncclbench_env, "all_reduce_perf", "-b", "8", "-e", "8", "-N", "-5", "--backend", "mpi")
+    assert p.returncode == 255 and "Traceback" not in p.stderr
+    assert p.stderr.strip().splitlines() == ["ncclbench: invalid cycle count (-N -5): must not be negative "
+                                             "(0 runs forever)"]
+
+
+def test_started_ranks_inherit_the_backend_through_the_environment(monkeypatch):
+    """The parent's choice reaches the children without editing their command line."""
+    from ncclbench.backends.select import BACKEND_ENV
+    from ncclbench.commands import _benchmark
+    from ncclbench.config import Backend
+
+    seen = {}
+
+    class Launcher:
+        def __init__(self, nprocs, argv, env):
+            seen.update(nprocs=nprocs, argv=argv, env=env)
+
+        def run(self):
+            return 0
+
+    monkeypatch.setattr(_benchmark, "LocalSpawnLauncher", Launcher)
+    args = ["-b", "8", "-J", "x--backend.json", "--nprocs", "3"]
+    assert _benchmark.spawn(Backend.NCCL, 3, ["all_reduce_perf", *args[:4]], None) == 0
+    assert seen["argv"] == ["all_reduce_perf", "-b", "8", "-J", "x--backend.json"]
+    assert seen["env"][BACKEND_ENV] == "nccl" and seen["nprocs"] == 3

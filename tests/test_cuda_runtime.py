@@ -57,7 +57,7 @@ def test_create_workers_without_gpu_fails_cleanly():
     """The whole backend setup on a machine without a GPU: one BenchError, no traceback material."""
     if _gpu_present():
         pytest.skip("a GPU is present")
-    from ncclbench.backends.nccl_gpu import create_nccl_workers
+    from ncclbench.backends.nccl_setup import create_nccl_workers
     from ncclbench.config import BenchOptions
     from ncclbench.errors import BenchError
     from ncclbench.launch.hostcomm import SingleHostComm
@@ -68,7 +68,7 @@ def test_create_workers_without_gpu_fails_cleanly():
 
 
 def test_device_api_kernels_are_refused_first():
-    from ncclbench.backends.nccl_gpu import create_nccl_workers
+    from ncclbench.backends.nccl_setup import create_nccl_workers
     from ncclbench.config import BenchOptions
     from ncclbench.errors import UnsupportedError
     from ncclbench.launch.hostcomm import SingleHostComm

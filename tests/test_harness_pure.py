@@ -7,7 +7,8 @@ import pytest
 
 from ncclbench.collectives import COLLECTIVES, lookup
 from ncclbench.harness.stats import bandwidths, elementwise_max, per_iter_stats
-from ncclbench.harness.sweep import rotation_steps, sweep_sizes, warmup_sizes
+from ncclbench.harness.timing import rotation_steps
+from ncclbench.plan import sweep_sizes, warmup_sizes
 
 
 def test_factor_sweep_includes_both_ends():

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.mpi
 MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
 
 SCRIPT = textwrap.dedent("""
-    from ncclbench.backends.nccl_gpu import create_nccl_workers
+    from ncclbench.backends.nccl_setup import create_nccl_workers
     from ncclbench.config import BenchOptions
     from ncclbench.errors import BenchError
     from ncclbench.launch.hostcomm import MpiHostComm

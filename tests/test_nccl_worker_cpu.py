@@ -56,7 +56,7 @@ def make_worker(cuda, lib, opts=None, ngpus=2):
     setup = ProcessSetup(opts=opts, host=host, lib=lib, cuda=cuda, team=ThreadTeam(1, host), world_rank=0,
                          world_size=1, hostname="node1", hosts=["node1"], local_rank=0, color=0, colors=[0],
                          group_proc=0, group_size=1, nranks=ngpus, base_device=0, max_bytes=1 << 20,
-                         reduced_max_bytes=None, min_cuda_arch=900, register_mode=0, notes=[])
+                         min_cuda_arch=900, register_mode=0, notes=[])
     props = DeviceProps(0, "NVIDIA H200", 140 << 30, 9, 0, 0, 0x19, 0)
     slots = [NcclSlot(rank=g, comm=None, send=0, recv=0, device=g, handle=100 + g, stream=200 + g,
                       send_base=4096 * (g + 1), recv_base=8192 * (g + 1), local_index=g,
@@ -136,7 +136,7 @@ def test_two_thread_workers_share_host_collectives():
     setup = ProcessSetup(opts=opts, host=host, lib=lib, cuda=cuda, team=ThreadTeam(2, host), world_rank=0,
                          world_size=1, hostname="node1", hosts=["node1"], local_rank=0, color=0, colors=[0],
                          group_proc=0, group_size=1, nranks=2, base_device=0, max_bytes=1 << 20,
-                         reduced_max_bytes=None, min_cuda_arch=900, register_mode=0, notes=[])
+                         min_cuda_arch=900, register_mode=0, notes=[])
     props = DeviceProps(0, "NVIDIA H200", 140 << 30, 9, 0, 0, 0x19, 0)
     workers = [NcclWorker(setup, t, [NcclSlot(rank=t, comm=None, send=0, recv=0, device=t, handle=100 + t,
                                               stream=200 + t, local_index=t, props=props)],

@@ -74,7 +74,7 @@ def test_defaults_are_nccl_tests():
     expected = dict(
         nthreads=1, ngpus=1, min_bytes=33554432, max_bytes=33554432, step_bytes=1048576,
         step_factor=1, iters=20, agg_iters=1, warmup_iters=1, run_cycles=1, parallel_init=False,
-        check=1, ops=["sum"], op_arg="sum", datatypes=["float"], datatype_arg="float", root=0,
+        check=1, ops=("sum",), op_arg="sum", datatypes=("float",), datatype_arg="float", root=0,
         blocking=0, stream_null=False, timeout=0, cudagraph=0, report_cputime=False,
         report_timestamps=False, output_file=None, average=1, local_register=0, cta_policy=None,
         device_implementation=0, device_cta_count=16, memory_report=False, unalign=0,
@@ -100,8 +100,8 @@ OPTION_TABLE = [
     ("N", "run_cycles", "0", "run_cycles", 0, ()),
     ("p", "parallel_init", "1", "parallel_init", True, ()),
     ("c", "check", "0", "check", 0, ()),
-    ("o", "op", "max", "ops", ["max"], ()),
-    ("d", "datatype", "half", "datatypes", ["half"], ()),
+    ("o", "op", "max", "ops", ("max",), ()),
+    ("d", "datatype", "half", "datatypes", ("half",), ()),
     ("r", "root", "3", "root", 3, ()),
     ("z", "blocking", "2", "blocking", 2, ()),
     ("y", "stream_null", "1", "stream_null", True, ()),
@@ -165,12 +165,37 @@ def test_booleans_any_nonzero_is_on(flag, text, on):
     (("-r-1",), "root", -1),
     (("-x", "-1"), "cta_policy", None),
     (("-x", "0"), "cta_policy", 0),
-    (("-N", "-1"), "run_cycles", -1),
     (("-J", "res.JSON"), "output_file", "res.JSON"),
     (("--output_file=",), "output_file", ""),
 ])
 def test_integer_quirks(args, field, value):
     assert getattr(parse(*args), field) == value
+
+
+@pytest.mark.parametrize("text", ["-5", "-1", "-0x10"])
+def test_negative_cycle_count_is_refused_in_one_line(text):
+    """nccl-tests loops forever on -N -5 (a negative count never ends its loop): refused."""
+    message = arg_error("-N", text)
+    assert message.startswith(f"invalid cycle count (-N {int(text, 0)}): must not be negative")
+    assert "\n" not in message
+
+
+def test_zero_cycles_still_means_forever():
+    assert parse("-N", "0").run_cycles == 0
+
+
+def test_options_are_frozen_after_parsing():
+    import dataclasses
+
+    o = parse("-b", "8")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        o.max_bytes = 1  # type: ignore[misc]
+    assert isinstance(o.ops, tuple) and isinstance(o.argv, tuple)
+
+
+def test_blocking_inside_graph_capture_is_refused_at_parse_time():
+    assert arg_error("-G", "2", "-z", "1").startswith("-z 1 cannot be combined with CUDA graphs (-G)")
+    assert parse("-G", "2", "-z", "3").blocking == 0  # nccl-tests' downgrade, with its warning
 
 
 def test_f_1_5_falls_back_to_additive_steps():
@@ -180,21 +205,21 @@ def test_f_1_5_falls_back_to_additive_steps():
 
 def test_all_datatypes_and_ops():
     o = parse("-d", "all", "-o", "all")
-    assert o.datatypes == [d.name for d in DATATYPES]
+    assert o.datatypes == tuple(d.name for d in DATATYPES)
     assert "f8e4m3" in o.datatypes and "bfloat16" in o.datatypes
-    assert o.ops == [op.name for op in REDOPS] == ["sum", "prod", "max", "min", "avg", "mulsum"]
+    assert o.ops == tuple(op.name for op in REDOPS) == ("sum", "prod", "max", "min", "avg", "mulsum")
     assert (o.datatype_arg, o.op_arg) == ("all", "all")
 
 
 @pytest.mark.parametrize("name", [d.name for d in DATATYPES])
 def test_each_datatype_name(name):
     o = parse("-d", name)
-    assert (o.datatypes, o.datatype_arg) == ([name], name)
+    assert (o.datatypes, o.datatype_arg) == ((name,), name)
 
 
 @pytest.mark.parametrize("name", [op.name for op in REDOPS])
 def test_each_op_name(name):
-    assert parse("--op", name).ops == [name]
+    assert parse("--op", name).ops == (name,)
 
 
 @pytest.mark.parametrize("flag,bad,kind,valid", [
@@ -212,7 +237,7 @@ def test_unknown_datatype_or_op_refused_listing_names(flag, bad, kind, valid):
 
 def test_repeats_overwrite_in_order():
     o = parse("-n", "5", "--iters", "6", "-n7", "-d", "half", "--datatype=int8")
-    assert (o.iters, o.datatypes) == (7, ["int8"])
+    assert (o.iters, o.datatypes) == (7, ("int8",))
 
 
 def test_non_options_ignored_and_options_after_them_read():
@@ -243,7 +268,7 @@ def test_long_option_unique_prefix():
 def test_argv_and_program_recorded():
     o = parse_bench_args("/opt/bin/all_gather_perf_mpi", ["-b", "8", "x"])
     assert (o.collective, o.program) == ("all_gather", "all_gather_perf")
-    assert o.argv == ["all_gather_perf", "-b", "8", "x"]
+    assert o.argv == ("all_gather_perf", "-b", "8", "x")
 
 
 @pytest.mark.parametrize("program", ["all_reduce", "all_reduce_perf", "./build/all_reduce_perf",

@@ -16,7 +16,7 @@ from ncclbench.config import BenchOptions
 from ncclbench.errors import UnsupportedError
 from ncclbench.report import plots
 from ncclbench.report.html import build_report, write_report
-from ncclbench.report.progress import ProgressReporter, expected_rows, sweep_sizes
+from ncclbench.report.progress import ProgressReporter
 from ncclbench.commands import main as run_store_command
 from ncclbench.store.importers import load_file
 
@@ -189,20 +189,6 @@ def test_blank_page_fails_the_pixel_check(tmp_path):
 
 # ---------------------------------------------------------------- progress bar
 
-def test_expected_rows():
-    o = BenchOptions(min_bytes=8, max_bytes=1 << 33, step_factor=2)
-    assert len(sweep_sizes(o)) == 31 and expected_rows(o, 4) == 31
-    o.datatypes, o.ops = ["float", "half"], ["sum", "max", "min"]
-    assert expected_rows(o, 4) == 31 * 2 * 3
-    b = BenchOptions(collective="broadcast", min_bytes=1024, max_bytes=4096, step_factor=2, root=-1,
-                     run_cycles=2)
-    assert expected_rows(b, 8) == 3 * 8 * 2
-    add = BenchOptions(min_bytes=7, max_bytes=100, step_bytes=31)
-    assert sweep_sizes(add) == [7, 38, 69, 100]
-    assert expected_rows(BenchOptions(run_cycles=0), 1) is None
-    assert expected_rows(BenchOptions(min_bytes=0, max_bytes=64, step_factor=2), 1) is None
-
-
 def _row(size):
     from ncclbench.results import HalfResult, ResultRow
     h = HalfResult(1.0, 1.0, 1.0, 1.0, 0)
@@ -215,7 +201,7 @@ def test_progress_bar_only_on_a_terminal():
     opts = BenchOptions(min_bytes=8, max_bytes=64, step_factor=2)
 
     quiet = io.StringIO()  # not a TTY: nothing at all
-    p = ProgressReporter(quiet)
+    p = ProgressReporter(4, quiet)
     p.begin(info, opts)
     for s in (8, 16, 32, 64):
         p.row(_row(s))
@@ -224,7 +210,7 @@ def test_progress_bar_only_on_a_terminal():
     assert quiet.getvalue() == "" and not p.enabled
 
     tty = io.StringIO()
-    p = ProgressReporter(tty, force=True)
+    p = ProgressReporter(4, tty, force=True)
     p.begin(info, opts)
     for s in (8, 16, 32, 64):
         p.row(_row(s))

@@ -1,20 +1,33 @@
-"""Running one benchmark in this process: form the job, build the workers and
-reporters, run the sweep, and turn the outcome into an exit code.  (Where the
-run happens, and its command line, is `commands/_benchmark.py`'s business.)"""
+"""Running one benchmark in this process: form the job, build the workers,
+make the run plan, open the reporters, run the plan, and turn the outcome
+into an exit code.  (Where the run happens, and its command line, is the
+command layer's business: `commands/_benchmark.py`.)"""
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from . import __version__
-from .collectives import lookup
-from .config import BenchOptions
+from .backends.base import Worker
+from .collectives import COLLECTIVES
+from .collectives.base import Collective
 from .errors import BenchError, ExitCode, print_error
-from .harness.runner import filter_combinations, run_workers
 from .harness.recording import rounds_note
-from .results import RunInfo, RunSummary
+from .harness.runner import run_workers
+from .launch.detect import LaunchInfo
+from .launch.hostcomm import HostComm
+from .output import MultiReporter
+from .config import Backend, BenchOptions
+from .plan import RunPlan, make_plan
+from .results import DeviceInfo, RunInfo, RunSummary
+
+if TYPE_CHECKING:  # the store is imported when a run opens it, not at every rank's start
+    from .store.reporter import StoreReporter
 
 SELF_LAUNCH_ENV = "NCCLBENCH_SELF_LAUNCHED"  # set on ranks ncclbench started one per GPU
 BACKEND_NOTE_ENV = "NCCLBENCH_BACKEND_NOTE"  # the parent's line on why it chose the backend
@@ -28,26 +41,25 @@ def exit_code_for(summary: RunSummary | None) -> int:
     return int(ExitCode.OK)
 
 
-def make_workers(opts: BenchOptions, backend: str, host):
-    if backend == "mpi":
+def make_workers(opts: BenchOptions, backend: Backend, host: HostComm, collective: Collective) -> list[Worker]:
+    """This process's workers (one per -t thread).  Collective over `host`."""
+    if backend is Backend.MPI:
         from .backends.mpi_cpu import MpiWorker
 
         return [MpiWorker(opts, host)]
-    from .backends.nccl_gpu import create_nccl_workers
+    from .backends.nccl_setup import create_nccl_workers
 
-    return create_nccl_workers(opts, host, lookup(opts.collective))
+    return list(create_nccl_workers(opts, host, collective))
 
 
-def collect_devices(workers) -> list:
+def collect_devices(workers: Sequence[Worker]) -> list[DeviceInfo]:
     """`# Using devices` lines of the whole world (at the reporter).  Gathering is
     collective over every worker, so with -t > 1 each thread gathers at once."""
     if len(workers) == 1:
         return workers[0].gather_devices() or []
-    import threading
+    out: list[list[DeviceInfo] | None] = [None] * len(workers)
 
-    out: list = [None] * len(workers)
-
-    def body(i):
+    def body(i: int) -> None:
         out[i] = workers[i].gather_devices()
 
     threads = [threading.Thread(target=body, args=(i,)) for i in range(1, len(workers))]
@@ -59,40 +71,30 @@ def collect_devices(workers) -> list:
     return out[0] or []
 
 
-def run_info(opts: BenchOptions, backend: str, workers, host, notes: list[str]) -> RunInfo:
-    w0 = workers[0]
+def run_info(plan: RunPlan, workers: Sequence[Worker], host: HostComm, notes: list[str]) -> RunInfo:
+    """The banner's facts: devices of the world, library, notes, the clamp."""
+    w0, opts = workers[0], plan.options
     devices = collect_devices(workers)
-    lib = getattr(w0, "library", None)
-    code = getattr(w0, "nccl_version_code", None)
     info = RunInfo(
-        program=opts.program, argv=list(opts.argv), backend=backend, version=__version__,
-        nccl_version_code=code, nccl_headers_code=code,
-        library=lib.describe() if lib is not None else _mpi_library(),
-        devices=devices, world_size=host.size, nranks=w0.nranks,
+        program=opts.program, argv=list(opts.argv), backend=plan.backend.value, version=__version__,
+        nccl_version_code=w0.nccl_version_code, nccl_headers_code=w0.nccl_version_code,
+        library=w0.library_description(), devices=devices, world_size=host.size, nranks=plan.nranks,
         start_time=time.strftime("%Y-%m-%d %H:%M:%S"),
-        hosts=sorted({d.hostname for d in devices}), notes=notes + list(getattr(w0, "notes", [])),
+        hosts=sorted({d.hostname for d in devices}),
+        notes=[*notes, *plan.notes, *rounds_note(plan.collective, plan.nranks, len(w0.slots)), *w0.notes],
     )
-    reduced = getattr(w0, "reduced_max_bytes", None)
-    if reduced:
-        info.extra["max_bytes_reduced_to"] = reduced
+    if plan.sizes.reduced_max_bytes is not None:
+        info.extra["max_bytes_reduced_to"] = plan.sizes.reduced_max_bytes
     return info
 
 
-def _mpi_library() -> str:
-    try:
-        from mpi4py import MPI
-
-        return MPI.Get_library_version().splitlines()[0].strip()
-    except Exception:
-        return "MPI"
-
-
-def open_reporters(opts: BenchOptions):
+def open_reporters(plan: RunPlan) -> tuple[MultiReporter, StoreReporter | None]:
     """Text (+ JSON with -J), the result store and a progress bar (stderr, only
     on a terminal); opened before the run so an unwritable -J path fails up front."""
     from .output import open_reporters as open_output
     from .report.progress import ProgressReporter
 
+    opts = plan.options
     multi = open_output(opts)
     store = None
     if opts.store and os.environ.get("NCCLBENCH_NO_STORE") != "1":
@@ -101,11 +103,11 @@ def open_reporters(opts: BenchOptions):
         store = StoreReporter.open()
         multi.reporters.append(store)
     if not sys.stdout.isatty():  # the bar would interleave with the table on one terminal
-        multi.reporters.append(ProgressReporter())
+        multi.reporters.append(ProgressReporter(plan.expected_rows()))
     return multi, store
 
 
-def preflight_notes(opts: BenchOptions, backend: str, launch, host) -> list[str]:
+def preflight_notes(opts: BenchOptions, backend: Backend, launch: LaunchInfo, host: HostComm) -> list[str]:
     """The launch checks of `ncclbench preflight`, run at the start of every
     benchmark: a trap (independent copies, one GPU taken twice, too few GPUs,
     ...) ends the run on every rank with exit 6 and what to fix; warnings and one
@@ -114,12 +116,12 @@ def preflight_notes(opts: BenchOptions, backend: str, launch, host) -> list[str]
     from .launch.facts import collect_rank_facts
     from .launch.preflight import ERROR, WARN, check_facts, format_host_lines
 
-    gpu = backend == "nccl"
+    gpu = backend is Backend.NCCL
     facts = collect_rank_facts(launch, hostcomm=host_comm_name(host), nccl_lib=opts.nccl_lib,
                                probe_gpus=gpu, probe_nccl=None if gpu else False)
     gathered = host.gather(facts, 0)
     verdict = None
-    if host.rank == 0:
+    if gathered is not None:
         findings = check_facts(gathered, launch.size, opts.nthreads * opts.ngpus, gpu)
         errors = [f.message for f in findings if f.level == ERROR]
         lines = format_host_lines(gathered) if gpu else []
@@ -131,7 +133,9 @@ def preflight_notes(opts: BenchOptions, backend: str, launch, host) -> list[str]
     return lines
 
 
-def run_here(opts: BenchOptions, backend: str, launch, note: str | None) -> int:
+def run_here(opts: BenchOptions, backend: Backend, launch: LaunchInfo, note: str | None) -> int:
+    """Run the benchmark with this process as one rank of `launch`'s job;
+    return the exit status."""
     from .launch.bootstrap import make_host_comm
 
     notes = []
@@ -141,25 +145,29 @@ def run_here(opts: BenchOptions, backend: str, launch, note: str | None) -> int:
     if os.environ.get(SELF_LAUNCH_ENV):
         notes.append(f"started {os.environ[SELF_LAUNCH_ENV]} processes on this host, one per GPU "
                      "(use --nprocs N or a launcher such as mpirun/srun/torchrun to change)")
-    mpi = backend == "mpi"
+    mpi = backend is Backend.MPI
     host = make_host_comm(launch, opts.timeout or None, prefer_mpi=mpi, require_mpi=mpi,
                           op_timeout_s=opts.timeout or None)
-    workers = []
+    workers: list[Worker] = []
     reporter = None
     try:
         notes += preflight_notes(opts, backend, launch, host)
-        workers = make_workers(opts, backend, host)
-        if hasattr(host, "add_failure_callback"):
-            # a peer died: abort our communicators so no rank stays stuck in a device wait
-            host.add_failure_callback(lambda *_: [w.abort() for w in workers])
-        notes += filter_combinations(opts, lookup(opts.collective), workers[0])
-        notes += rounds_note(lookup(opts.collective), workers[0].nranks, len(workers[0].slots))
-        info = run_info(opts, backend, workers, host, notes)
+        collective = COLLECTIVES[opts.collective]
+        workers = make_workers(opts, backend, host, collective)
+
+        def abort_workers(_error: BenchError) -> None:
+            """A peer died: abort our communicators so no rank stays stuck in a device wait."""
+            for w in workers:
+                w.abort()
+
+        host.add_failure_callback(abort_workers)
+        plan = make_plan(opts, collective, backend, workers[0])
+        info = run_info(plan, workers, host, notes)
         store = None
         if workers[0].is_reporter:
-            reporter, store = open_reporters(opts)
+            reporter, store = open_reporters(plan)
             reporter.begin(info, opts)
-        summary = run_workers(opts, workers, reporter)
+        summary = run_workers(plan, workers, reporter)
         if reporter is not None and summary is not None:
             reporter.end(summary)
             reporter.close()

@@ -1,20 +1,32 @@
 """The parsed benchmark configuration: nccl-tests' options plus ncclbench's own.
 
-`ncclbench.options.parse_bench_args` fills this from an nccl-tests command
-line; everything downstream (harness, backends, output) reads only this.
-Defaults are nccl-tests 2.19.6's (behaviour spec §1.2).
+`ncclbench.options.parse_bench_args` makes this from an nccl-tests command
+line (and the importers from nccl-tests output); it is frozen: what the user
+asked for, recorded as asked.  What a run actually does (the collective, the
+size range after nccl-tests' memory clamp, the datatype/op pairs the backend
+can run, ...) is derived once, in `ncclbench.plan.RunPlan`.
+Defaults are nccl-tests 2.19.6's (docs/behaviour.md).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from enum import Enum
 
 
-@dataclass
+class Backend(str, Enum):
+    """Which backend runs the collectives (`--backend auto` is resolved to one
+    of these by `backends.select.choose_backend` before anything starts)."""
+
+    NCCL = "nccl"
+    MPI = "mpi"
+
+
+@dataclass(frozen=True)
 class BenchOptions:
     collective: str = "all_reduce"  # registry name (see ncclbench.collectives)
     program: str = "all_reduce_perf"  # argv[0]-like name shown in banner/JSON
-    argv: list[str] = field(default_factory=list)  # full command line, for JSON "args"
+    argv: tuple[str, ...] = ()  # full command line, for JSON "args"
 
     # nccl-tests options (short letter in comments)
     nthreads: int = 1  # -t
@@ -26,12 +38,12 @@ class BenchOptions:
     iters: int = 20  # -n
     agg_iters: int = 1  # -m
     warmup_iters: int = 1  # -w
-    run_cycles: int = 1  # -N (0 or negative = forever)
+    run_cycles: int = 1  # -N (0 = forever)
     parallel_init: bool = False  # -p
     check: int = 1  # -c
-    ops: list[str] = field(default_factory=lambda: ["sum"])  # -o (expanded `all`)
+    ops: tuple[str, ...] = ("sum",)  # -o (expanded `all`)
     op_arg: str = "sum"
-    datatypes: list[str] = field(default_factory=lambda: ["float"])  # -d (expanded `all`)
+    datatypes: tuple[str, ...] = ("float",)  # -d (expanded `all`)
     datatype_arg: str = "float"
     root: int = 0  # -r (-1 = every root)
     blocking: int = 0  # -z
@@ -58,8 +70,10 @@ class BenchOptions:
     store: bool = True  # --no-store opts out of the result store
     baseline: str | None = None  # --baseline NAME
 
-    # decided at run time: "datatype/op" pairs the backend cannot run (from `all`)
-    skip_pairs: list[str] = field(default_factory=list)
+    def __post_init__(self) -> None:
+        # Sequences arrive as lists from JSON (the store, imports): keep them immutable too.
+        for name in ("argv", "ops", "datatypes"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
 
     @property
     def json_enabled(self) -> bool:

@@ -16,11 +16,13 @@ Public API: `parse_bench_args`, `usage_text`, `strtol`, `parse_size`,
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from . import collectives
 from .config import BenchOptions
@@ -306,11 +308,11 @@ def _c_int(opt: _Opt, text: str) -> int:
     return value
 
 
-def _choose(kind: str, value: str, table: list[str]) -> list[str]:
+def _choose(kind: str, value: str, table: list[str]) -> tuple[str, ...]:
     if value == "all":
-        return list(table)
+        return tuple(table)
     if value in table:
-        return [value]
+        return (value,)
     raise ArgumentError(f"invalid {kind} '{value}'; valid: {', '.join(table)}, all")
 
 
@@ -342,14 +344,15 @@ def parse_bench_args(program: str, args: list[str]) -> BenchOptions:
     `/opt/bin/all_reduce_perf_mpi`); `args` the options after it.  Raises
     `ArgumentError` (exit 255) for bad values and `HelpRequested` (exit 0)
     where nccl-tests prints its usage; prints nccl-tests' downgrade warnings
-    on stderr and returns the configuration with the downgraded values.
+    on stderr and returns the (frozen) configuration with the downgraded values.
+    Every check of a value, alone or with others, happens here and only here.
     """
     coll = collectives.lookup(program)
     if coll is None:
         valid = ", ".join(collectives.COLLECTIVES)
         raise ArgumentError(f"unknown collective '{program}'; valid: {valid}")
-    opts = BenchOptions(collective=coll.name, program=f"{coll.name}_perf",
-                        argv=[f"{coll.name}_perf", *args])
+    values: dict[str, Any] = {"collective": coll.name, "program": f"{coll.name}_perf",
+                              "argv": (f"{coll.name}_perf", *args)}
     per_iter_timing = 0
     per_iter_skip = 0
     step_factor = 1
@@ -360,12 +363,12 @@ def parse_bench_args(program: str, args: list[str]) -> BenchOptions:
                 raise HelpRequested(usage_text(_display_name(program, coll.name)))
             value = "" if optarg is None else optarg  # None only for options without argument
             if key in _INT_FIELDS:
-                setattr(opts, _INT_FIELDS[key], _c_int(opt, value))
+                values[_INT_FIELDS[key]] = _c_int(opt, value)
             elif key in _BOOL_FIELDS:
-                setattr(opts, _BOOL_FIELDS[key], strtol(value) != 0)
+                values[_BOOL_FIELDS[key]] = strtol(value) != 0
             elif key in _SIZE_FIELDS:
                 field, label = _SIZE_FIELDS[key]
-                setattr(opts, field, parse_size(value, label))
+                values[field] = parse_size(value, label)
             elif key == "f":
                 step_factor = strtol(value)  # size_t in nccl-tests: `-f 1.5` is 1
             elif key == "I":
@@ -373,56 +376,54 @@ def parse_bench_args(program: str, args: list[str]) -> BenchOptions:
             elif key == "K":
                 per_iter_skip = _c_int(opt, value)
             elif key == "o":
-                opts.ops = _choose("op", value, [o.name for o in REDOPS])
-                opts.op_arg = value
+                values["ops"] = _choose("op", value, [o.name for o in REDOPS])
+                values["op_arg"] = value
             elif key == "d":
-                opts.datatypes = _choose("datatype", value, [d.name for d in DATATYPES])
-                opts.datatype_arg = value
+                values["datatypes"] = _choose("datatype", value, [d.name for d in DATATYPES])
+                values["datatype_arg"] = value
             elif key == "J":
-                opts.output_file = value
+                values["output_file"] = value
             elif key == "x":
                 policy = _c_int(opt, value)
-                opts.cta_policy = policy if policy >= 0 else None  # nccl-tests: < 0 = unset
+                values["cta_policy"] = policy if policy >= 0 else None  # nccl-tests: < 0 = unset
             elif key == "V":
                 count = _c_int(opt, value)
                 if count <= 0 or count > 128:
                     _warn(f"device_cta_count (-V) must be positive and less than 128, got {count}. "
                           "Using default value 16.")
                     count = 16
-                opts.device_cta_count = count
+                values["device_cta_count"] = count
             else:
-                _parse_own(opts, key, value)
+                _parse_own(values, key, value)
     except _GetoptError as exc:
         _warn(str(exc))
         usage = usage_text(_display_name(program, coll.name))
         raise HelpRequested("invalid option '?'\n" + usage) from None
-    opts.step_factor = step_factor
+    opts = BenchOptions(**values, step_factor=step_factor)
     _validate(opts)
-    _downgrade(opts, per_iter_timing, per_iter_skip)
+    opts = _downgrade(opts, per_iter_timing, per_iter_skip)
+    _validate_combinations(opts)
     return opts
 
 
-def _parse_own(opts: BenchOptions, key: str, value: str) -> None:
+def _parse_own(values: dict[str, Any], key: str, value: str) -> None:
     """ncclbench's long-only options: strict, since no existing script depends on quirks."""
     if key == "no-store":
-        opts.store = False
+        values["store"] = False
     elif key == "backend":
         if value not in BACKENDS:
             raise ArgumentError(
                 f"invalid backend '{value}' for '--backend'; valid: {', '.join(BACKENDS)}")
-        opts.backend = value
+        values["backend"] = value
     elif key == "nprocs":
         text = value.strip()
         if not (text.isascii() and text.isdigit()) or int(text) < 1:
             raise ArgumentError(f"invalid value for '--nprocs': '{value}' (need an integer >= 1)")
-        opts.nprocs = int(text)
+        values["nprocs"] = int(text)
     elif key in ("nccl-lib", "baseline"):
         if not value:
             raise ArgumentError(f"'--{key}' needs a non-empty value")
-        if key == "nccl-lib":
-            opts.nccl_lib = value
-        else:
-            opts.baseline = value
+        values["nccl_lib" if key == "nccl-lib" else "baseline"] = value
 
 
 def _validate(opts: BenchOptions) -> None:
@@ -450,6 +451,8 @@ def _validate(opts: BenchOptions) -> None:
          f"invalid warm-up iteration count (-w {opts.warmup_iters}): must not be negative"),
         (opts.agg_iters >= 1,
          f"invalid aggregated iteration count (-m {opts.agg_iters}): must be at least 1"),
+        (opts.run_cycles >= 0,
+         f"invalid cycle count (-N {opts.run_cycles}): must not be negative (0 runs forever)"),
         (opts.check >= 0, f"invalid check count (-c {opts.check}): must not be negative"),
         (opts.root >= -1, f"invalid root (-r {opts.root}): use a rank, or -1 for every root"),
         (0 <= opts.blocking <= 3, f"invalid blocking mode (-z {opts.blocking}): valid: 0, 1, 2, 3"),
@@ -468,22 +471,30 @@ def _validate(opts: BenchOptions) -> None:
             raise ArgumentError(message)
 
 
-def _downgrade(opts: BenchOptions, per_iter_timing: int, per_iter_skip: int) -> None:
+def _validate_combinations(opts: BenchOptions) -> None:
+    """Combinations nccl-tests accepts but crashes or hangs on (checked after its downgrades)."""
+    if opts.cudagraph and opts.blocking in (1, 2):
+        raise ArgumentError(f"-z {opts.blocking} cannot be combined with CUDA graphs (-G): "
+                            "a blocking wait inside stream capture is not permitted")
+
+
+def _downgrade(opts: BenchOptions, per_iter_timing: int, per_iter_skip: int) -> BenchOptions:
     """§1.5.3-7: nccl-tests' warnings, in its order, each switching an option off."""
+    blocking = opts.blocking
     if per_iter_timing not in (0, 1):
         _warn("per-iteration timing (-I) only supports 0=off or 1=on. Disabling.")
         per_iter_timing = 0
     if per_iter_timing and opts.cudagraph >= 1:
         _warn("per-iteration timing (-I) is incompatible with CUDA graph mode (-G). Disabling.")
         per_iter_timing = 0
-    if opts.blocking == 3 and opts.cudagraph >= 1:
+    if blocking == 3 and opts.cudagraph >= 1:
         _warn("blocking mode (-z 3) is incompatible with CUDA graph mode (-G). Disabling.")
-        opts.blocking = 0
+        blocking = 0
     if per_iter_skip < 0 or per_iter_skip >= opts.iters:
         _warn(f"per-iteration skip (-K) must be between 0 and {opts.iters - 1}. Disabling.")
         per_iter_skip = 0
     if per_iter_skip and not per_iter_timing:
         _warn("per-iteration skip (-K) requires per-iteration timing (-I 1). Disabling.")
         per_iter_skip = 0
-    opts.per_iter_timing = bool(per_iter_timing)
-    opts.per_iter_skip = per_iter_skip
+    return dataclasses.replace(opts, blocking=blocking, per_iter_timing=bool(per_iter_timing),
+                               per_iter_skip=per_iter_skip)

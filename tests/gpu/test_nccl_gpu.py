@@ -27,16 +27,17 @@ def _gpu_present() -> bool:
 if not _gpu_present():
     pytest.skip("needs an NVIDIA GPU with a driver", allow_module_level=True)
 
-from ncclbench.backends.nccl_gpu import create_nccl_workers  # noqa: E402
+from ncclbench.backends.nccl_setup import create_nccl_workers  # noqa: E402
 from ncclbench.collectives import COLLECTIVES  # noqa: E402
 from ncclbench.collectives.base import CallArgs  # noqa: E402
-from ncclbench.config import BenchOptions  # noqa: E402
+from ncclbench.config import Backend, BenchOptions  # noqa: E402
 from ncclbench.datatypes import DATATYPE_BY_NAME, NO_OP, REDOP_BY_NAME  # noqa: E402
 from ncclbench.errors import BenchError, ExitCode  # noqa: E402
 from ncclbench.launch.hostcomm import SingleHostComm  # noqa: E402
 from ncclbench.nccl import runmodel  # noqa: E402
 from ncclbench.nccl.binding import NcclError, scalar_bytes  # noqa: E402
 from ncclbench.nccl.communicator import NcclCommunicator  # noqa: E402
+from ncclbench.plan import make_plan  # noqa: E402
 
 MAX_BYTES = 4 << 20
 F32 = DATATYPE_BY_NAME["float"]
@@ -100,7 +101,7 @@ def test_setup_facts(worker):
     assert dev.device == slot.device == 0 and dev.rank == 0 and dev.group == 0
     assert len(dev.device_hex) == 10 and dev.device_hex[4] == ":"
     assert "NVIDIA" in dev.device_info
-    assert worker.nranks == 1 and worker.max_bytes == MAX_BYTES and worker.reduced_max_bytes is None
+    assert worker.nranks == 1 and worker.max_bytes == MAX_BYTES
     assert worker.lib.caps.mem_alloc and slot.allocated_by_nccl
     assert worker.slots[0].comm.rank == 0
     assert worker.lib.comm_count(slot.handle) == 1
@@ -320,7 +321,9 @@ def test_nccl_tests_clamp_is_reported():
     w = make(max_bytes=1 << 40, check=1)
     try:
         total = w.slots[0].props.total_mem
-        assert w.reduced_max_bytes == runmodel.nccl_tests_max_bytes(total, True) == w.max_bytes
+        assert w.max_bytes == runmodel.nccl_tests_max_bytes(total, True)
+        plan = make_plan(w.opts, COLLECTIVES["all_reduce"], Backend.NCCL, w)
+        assert plan.sizes.reduced_max_bytes == w.max_bytes and max(plan.sizes.sweep()) <= w.max_bytes
         print(f"\n[clamp] total {total} -> maxBytes {w.max_bytes}")
     finally:
         w.close()

@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..collectives.base import Communicator
+from ..collectives.base import Collective, Communicator
 from ..datatypes import DataType, RedOp
 from ..errors import UnsupportedError
 from ..fills import Fill
@@ -46,13 +46,35 @@ class IterationTimer(ABC):
 
 
 class Worker(ABC):
-    """One host thread's handle on its ranks.  See module docstring."""
+    """One host thread's handle on its ranks.  See module docstring.
+
+    Everything the harness, the run plan and the banner use is declared here;
+    the optional parts have defaults, so nothing is probed with getattr."""
 
     backend_name: str = "?"
     slots: list[RankSlot]
     nranks: int  # ranks per communicator
-    max_bytes: int  # usable bytes of each send/recv buffer (after any clamp)
+    # Usable bytes of each send/recv buffer, the same on every worker of the world.
+    # The backend lowers it when the buffers would not fit (nccl-tests' memory
+    # clamp); the run plan's sweep never goes beyond it.
+    max_bytes: int
     supports_graphs: bool = False
+    notes: Sequence[str] = ()  # banner notes of the backend (`# ncclbench: ...` lines)
+
+    # -- identity of the library -------------------------------------------------------
+    @property
+    def nccl_version_code(self) -> int | None:
+        """The loaded libnccl's runtime version code (22809), None without NCCL."""
+        return None
+
+    def library_description(self) -> str:
+        """The communication library, for the banner and the store ("libnccl 2.28.9 (...)")."""
+        return self.backend_name
+
+    def unsupported_reason(self, coll: Collective, dtype: DataType, op: RedOp) -> str | None:
+        """Why this backend/library/GPU set cannot run (dtype, op) of `coll`, or
+        None.  The run plan refuses an explicit choice and trims `-d all` / `-o all`."""
+        return None
 
     # -- completion and synchronisation -------------------------------------------------
     @abstractmethod

@@ -304,6 +304,10 @@ class MpiWorker(Worker):
     def iteration_timer(self, nevents: int) -> IterationTimer:
         return HostIterationTimer(nevents)
 
+    def library_description(self) -> str:
+        """The MPI library's own first version line ("MPICH Version: 4.2.0")."""
+        return self.MPI.Get_library_version().splitlines()[0].strip() or "MPI"
+
     def unsupported_reason(self, coll: Collective, dtype: DataType, op: RedOp) -> str | None:
         if not coll.reduces or coll.name == "sendrecv":
             return None

@@ -1,7 +1,7 @@
 """The GPU backend: NCCL communicators on CUDA devices, nccl-tests' run model.
 
-`create_nccl_workers(opts, host, collective)` (set-up in `nccl_setup`)
-returns one `NcclWorker` per -t thread; the harness drives each from its own
+`nccl_setup.create_nccl_workers(opts, host, collective)` returns one
+`NcclWorker` per -t thread; the harness drives each from its own
 thread.  A worker owns G ranks (one per GPU), their streams and buffers, and
 implements the `Worker` contract: completion polling with async-error and -T
 checks, host collectives through a `ThreadTeam`, fill/check through the GPU
@@ -20,14 +20,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from ..collectives.base import Collective
 from ..config import BenchOptions
-from ..cuda.runtime import NULL_STREAM, CudaError, CudaRuntime, DeviceProps, get_runtime
+from ..cuda.runtime import NULL_STREAM, CudaError, CudaRuntime, DeviceProps
 from ..datatypes import DataType, RedOp
 from ..errors import BenchError, ExitCode
 from ..fills import Fill
 from ..launch.hostcomm import HostComm
 from ..nccl import runmodel
-from ..nccl.binding import NcclError, NcclLibrary, get_library
+from ..nccl.binding import NcclError, NcclLibrary
 from ..results import DeviceInfo
 from .base import IterationTimer, RankSlot, Worker
 from .threads import ThreadTeam, merge_threads
@@ -76,8 +77,7 @@ class ProcessSetup:
     group_size: int
     nranks: int
     base_device: int
-    max_bytes: int
-    reduced_max_bytes: int | None
+    max_bytes: int  # per buffer, after nccl-tests' memory clamp
     min_cuda_arch: int
     register_mode: int
     notes: list[str]
@@ -151,9 +151,7 @@ class NcclWorker(Worker):
         self.slots: list[NcclSlot] = slots
         self.nranks = setup.nranks
         self.max_bytes = setup.max_bytes
-        self.reduced_max_bytes = setup.reduced_max_bytes
         self.notes = setup.notes
-        self.library = setup.lib
         self._init_mem, self._user_mem = init_mem, user_mem
         self._free_after_setup = free_after_setup
         self._multi_device = len({s.device for s in slots}) > 1 or (
@@ -212,6 +210,9 @@ class NcclWorker(Worker):
     @property
     def nccl_version_code(self) -> int:
         return self.lib.version_code
+
+    def library_description(self) -> str:
+        return self.lib.describe()
 
     def devices(self) -> list[DeviceInfo]:
         """`# Using devices` lines for this worker's GPUs (rank = worldRank·T·G + i)."""
@@ -449,7 +450,7 @@ class NcclWorker(Worker):
         self._bind(force=True)
         return self._init_mem, self._user_mem, coll or 0
 
-    def unsupported_reason(self, coll: Any, dtype: DataType, op: RedOp) -> str | None:
+    def unsupported_reason(self, coll: Collective, dtype: DataType, op: RedOp) -> str | None:
         """Why this library/GPU set cannot run (dtype, op), or None.  Used by the
         harness to refuse an explicit choice and to trim `-d all` / `-o all`."""
         v = self.lib.version_code
@@ -541,26 +542,6 @@ def _free_buffers(lib: NcclLibrary, cuda: CudaRuntime, slot: NcclSlot) -> None:
             else:
                 cuda.free(ptr)
             setattr(slot, attr, 0)
-
-
-def probe_gpu_backend(opts: BenchOptions) -> str | None:
-    """Why the NCCL backend cannot run in this process (no libnccl, no
-    cuda-bindings, no GPU/driver), or None when it can.  Local and cheap: for
-    `--backend auto` to choose before any process talks to another."""
-    try:
-        get_library(opts.nccl_lib)
-        get_runtime()
-    except BenchError as exc:
-        return exc.message
-    return None
-
-
-def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Any) -> list[NcclWorker]:
-    """Set up this process's part of the run and return one NcclWorker per -t
-    thread (see `nccl_setup.create_nccl_workers`)."""
-    from .nccl_setup import create_nccl_workers as create
-
-    return create(opts, host, collective)
 
 
 def _fmt_code(code: int) -> str:

@@ -14,8 +14,9 @@ from __future__ import annotations
 import os
 import threading
 from functools import partial
-from typing import Any, Sequence
+from typing import Sequence
 
+from ..collectives.base import Collective
 from ..config import BenchOptions
 from ..cuda.runtime import NULL_STREAM, CudaError, CudaRuntime, DeviceProps, get_runtime
 from ..errors import BenchError, ExitCode, UnsupportedError
@@ -43,11 +44,7 @@ def _agree(host: HostComm, error: BaseException | None) -> None:
             raise BenchError(f"process {proc}: {text}", ExitCode(code))
 
 
-def _collective_name(collective: Any) -> str:
-    return collective if isinstance(collective, str) else getattr(collective, "name", "")
-
-
-def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Any) -> list[NcclWorker]:
+def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Collective | str) -> list[NcclWorker]:
     """Set up this process's part of the run (see module docstring) and return
     one NcclWorker per -t thread, in thread order.  Collective over `host`:
     every world process must call it.  Failures raise BenchError in every
@@ -94,10 +91,7 @@ def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Any) -> 
     _agree(host, err)
     max_mem = int(host.allreduce(min(p.total_mem for p in props), "min"))
     min_arch = int(host.allreduce(min(p.cuda_arch for p in props), "min"))
-    max_bytes, reduced = opts.max_bytes, None
-    limit = runmodel.nccl_tests_max_bytes(max_mem, opts.check != 0)
-    if max_bytes > limit:
-        max_bytes = reduced = limit
+    max_bytes = min(opts.max_bytes, runmodel.nccl_tests_max_bytes(max_mem, opts.check != 0))
 
     notes: list[str] = [f"NCCL calls in the timed loop: {lib.timed_calls_text()}"]
     reg_mode, note = runmodel.registration_mode(opts.local_register, lib.version_code,
@@ -107,7 +101,8 @@ def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Any) -> 
     cta, note = runmodel.cta_policy_setting(opts.cta_policy, lib.version_code)
     if note:
         notes.append(note)
-    config_values = runmodel.comm_config_values(lib.version_code, cta, _collective_name(collective))
+    name = collective if isinstance(collective, str) else collective.name
+    config_values = runmodel.comm_config_values(lib.version_code, cta, name)
 
     # Step 3: one unique id per group, from its first process.
     err, uid = None, None
@@ -124,7 +119,7 @@ def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Any) -> 
                          world_rank=host.rank, world_size=host.size, hostname=hostname, hosts=hosts,
                          local_rank=local, color=colors[host.rank], colors=colors,
                          group_proc=group_proc, group_size=group_size, nranks=nranks,
-                         base_device=base, max_bytes=max_bytes, reduced_max_bytes=reduced,
+                         base_device=base, max_bytes=max_bytes,
                          min_cuda_arch=min_arch, register_mode=reg_mode, notes=notes)
     slots = [NcclSlot(rank=runmodel.global_rank(group_proc, i // G, i % G, T, G), comm=None,  # type: ignore[arg-type]
                       send=0, recv=0, device=base + i, local_index=i, props=props[i])

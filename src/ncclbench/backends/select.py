@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import os
 
+from ..config import Backend
 from ..errors import BenchError
 
 # Set by a parent that starts ranks: the backend it chose, used for `--backend auto`.
@@ -36,18 +37,18 @@ def mpi_available() -> bool:
     return importlib.util.find_spec("mpi4py") is not None
 
 
-def choose_backend(requested: str, nccl_lib: str | None = None) -> tuple[str, str | None]:
+def choose_backend(requested: str, nccl_lib: str | None = None) -> tuple[Backend, str | None]:
     """(backend, note): the backend to use and a line explaining an automatic choice."""
     if requested in ("nccl", "mpi"):
-        return requested, None
+        return Backend(requested), None
     inherited = os.environ.get(BACKEND_ENV)
     if inherited in ("nccl", "mpi"):
-        return inherited, None
+        return Backend(inherited), None
     ngpu = gpu_count()
     if ngpu and nccl_available(nccl_lib):
-        return "nccl", None
+        return Backend.NCCL, None
     why = "no NVIDIA GPU visible" if not ngpu else "no libnccl found"
-    return "mpi", f"{why}: running the CPU backend (MPI collectives on host memory)"
+    return Backend.MPI, f"{why}: running the CPU backend (MPI collectives on host memory)"
 
 
 def timed_calls_description() -> str:

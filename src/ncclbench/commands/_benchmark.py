@@ -12,7 +12,7 @@ import os
 
 from ..backends.select import BACKEND_ENV, choose_backend, gpu_count
 from ..bench import BACKEND_NOTE_ENV, SELF_LAUNCH_ENV, run_here
-from ..config import BenchOptions
+from ..config import Backend, BenchOptions
 from ..launch.spawn import LocalSpawnLauncher, spawn_mpiexec, strip_nprocs
 from ..options import HelpRequested, parse_bench_args
 
@@ -42,22 +42,22 @@ def run_benchmark(program: str, args: list[str]) -> int:
     child_args = [program, *strip_nprocs(args)]
     if opts.nprocs and launch.kind == "single":
         return spawn(backend, opts.nprocs, child_args, note)
-    if backend == "nccl" and launch.kind == "single" and opts.nprocs is None:
+    if backend is Backend.NCCL and launch.kind == "single" and opts.nprocs is None:
         n = self_launch_count(opts)
         if n > 1:
             return spawn(backend, n, child_args, None, self_launched=True)
     return run_here(opts, backend, launch, note)
 
 
-def spawn(backend: str, nprocs: int, child_args: list[str], note: str | None,
+def spawn(backend: Backend, nprocs: int, child_args: list[str], note: str | None,
           self_launched: bool = False) -> int:
     """Start `nprocs` ranks of this command line on this host and wait for them."""
     env = dict(os.environ)
-    env[BACKEND_ENV] = backend  # `--backend auto` in the children: no second probe, same choice
+    env[BACKEND_ENV] = backend.value  # `--backend auto` in the children: no second probe, same choice
     if note:
         env[BACKEND_NOTE_ENV] = note
     if self_launched:
         env[SELF_LAUNCH_ENV] = str(nprocs)
-    if backend == "mpi":
+    if backend is Backend.MPI:
         return spawn_mpiexec(nprocs, child_args, env=env)
     return LocalSpawnLauncher(nprocs, child_args, env=env).run()

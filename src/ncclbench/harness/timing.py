@@ -9,6 +9,7 @@ before the clock starts, so the loop body is the collective call itself
 from __future__ import annotations
 
 import gc
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +20,6 @@ from ..collectives.base import CallArgs, Collective, Communicator, Counts
 from ..config import BenchOptions
 from ..datatypes import DataType, RedOp
 from .recording import CallRecorder, rounds_across_ranks
-from .sweep import rotation_steps
 
 TIMED_INIT_SEED = 99  # nccl-tests initialises the timed run's data with seed 99
 
@@ -34,13 +34,21 @@ class Measurement:
     wrong: int | None  # wrong elements on this worker's ranks (None: unchecked)
 
 
+def rotation_steps(span_bytes: int, max_bytes: int) -> int:
+    """How many distinct buffer offsets the timed loop rotates through
+    (docs/behaviour.md, "Buffers"): floor(max_bytes / span), 1 when the span is 0."""
+    if span_bytes <= 0:
+        return 1
+    return max(1, max_bytes // span_bytes)
+
+
 class Placement:
     """Pointers and call arguments of one collective at one size, for every
     local rank, in one placement (out-of-place or in-place)."""
 
     def __init__(self, worker: Worker, coll: Collective, dtype: DataType, op: RedOp, root: int,
                  counts: Counts, in_place: bool, unalign: int = 0):
-        self.worker, self.coll, self.in_place = worker, coll, in_place
+        self.worker, self.coll, self.in_place, self.counts = worker, coll, in_place, counts
         elt = dtype.itemsize
         skew = unalign * elt  # -u: both buffers start this many elements late
         self.args = [CallArgs(dtype, op, root, s.rank, worker.nranks, counts) for s in worker.slots]
@@ -121,6 +129,14 @@ class Placement:
         return total
 
 
+def c_divide(total: float, count: int) -> float:
+    """`total / count` as C divides doubles: x/0 is +inf, 0/0 NaN (what nccl-tests
+    prints for the per-op time of `-n 0`), instead of Python's ZeroDivisionError."""
+    if count:
+        return total / count
+    return math.nan if total == 0 else math.copysign(math.inf, total)
+
+
 def warm_up(worker: Worker, placement: Placement, iterations: int) -> None:
     for k in range(iterations):
         placement.issue(placement.calls(k))
@@ -137,13 +153,15 @@ def measure(worker: Worker, placement: Placement, opts: BenchOptions,
     # Everything the timed loop needs is built first, so that ranks leave the
     # barrier below together and go straight into the first call.
     ops = [placement.prepared(k) for k in range(iters * agg)]
-    # One untimed operation (op 0, spec §3.1 step 2): an extra warm-up that also
-    # settles lazy connections.  It runs through the very callable the clock will
-    # time first, so the warm-up warms the timed path rather than the method path.
-    # (Session 4: -c 1's checking between timed loops left hypercube's next loop
-    # ~0.9 us/op slower than -c 0, nccl-tests' ~0.4; this change did not
-    # measurably narrow that, bench/results/gpu-h200x4-2026-11-21-session4.md.)
-    ops[0]()
+    # One untimed operation (op 0, docs/behaviour.md "Timing"): an extra warm-up
+    # that also settles lazy connections.  It runs through the very callable the
+    # clock will time first, so the warm-up warms the timed path rather than the
+    # method path (with -n 0 there is none: it is built on its own, as nccl-tests
+    # still issues op 0).  (Session 4: -c 1's checking between timed loops left
+    # hypercube's next loop ~0.9 us/op slower than -c 0, nccl-tests' ~0.4; this
+    # change did not measurably narrow that,
+    # bench/results/gpu-h200x4-2026-11-21-session4.md.)
+    (ops[0] if ops else placement.prepared(0))()
     worker.wait()
     worker.barrier()
 
@@ -161,7 +179,7 @@ def _timed_and_checked(worker: Worker, placement: Placement, opts: BenchOptions,
                        ops: list[Callable[[], None]]) -> tuple[Measurement, int]:
     iters, agg, z = opts.iters, max(1, opts.agg_iters), opts.blocking
     graph_launches = opts.cudagraph
-    nops = max(1, iters * agg)
+    nops = iters * agg  # 0 with -n 0: times come out as C's x/0, as nccl-tests prints them
     timer = worker.iteration_timer(iters + 1) if opts.per_iter_timing and z != 3 else None
     host_samples: list[float] = []
     wait, barrier = worker.wait, worker.barrier
@@ -221,8 +239,8 @@ def _timed_and_checked(worker: Worker, placement: Placement, opts: BenchOptions,
     if graph is not None:
         worker.destroy_graph(graph)
 
-    cpu_time = (coll_only if z == 3 else enqueued) / nops
-    time_us = elapsed / nops / (graph_launches or 1) * 1e6
+    cpu_time = c_divide(coll_only if z == 3 else enqueued, nops)
+    time_us = c_divide(elapsed, nops) / (graph_launches or 1) * 1e6
 
     samples = None
     if opts.per_iter_timing:

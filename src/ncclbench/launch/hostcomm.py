@@ -10,7 +10,10 @@ for MPI (mpi4py), a TCP rendezvous (no MPI) and a single process.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
+
+from ..errors import BenchError
 
 
 class HostComm(ABC):
@@ -39,6 +42,11 @@ class HostComm(ABC):
 
     def abort(self, code: int = 1) -> None:
         """Best effort: end the whole job (used when a rank fails)."""
+
+    def add_failure_callback(self, cb: Callable[[BenchError], None]) -> None:
+        """Call `cb` (from another thread) when a peer process is found dead, so
+        that no rank stays stuck in a device wait.  Default: this communicator
+        cannot tell (MPI ends the job itself; a single process has no peers)."""
 
     def close(self) -> None:
         pass

@@ -104,32 +104,27 @@ class ParsedText:
 
     def to_options(self) -> BenchOptions:
         """BenchOptions with what the banner records (the rest keep their defaults)."""
-        opts = BenchOptions()
+        values: dict[str, object] = {}
         if self.program:
-            opts.program = self.program
-            opts.collective = collective_of(self.program)
+            values["program"] = self.program
+            values["collective"] = collective_of(self.program)
         for name in ("nthreads", "ngpus", "min_bytes", "max_bytes", "warmup_iters", "iters", "agg_iters", "unalign"):
             value = getattr(self, name)
             if value is not None:
-                setattr(opts, name, value)
+                values[name] = value
         if self.step_factor is not None:
-            opts.step_factor = self.step_factor
+            values["step_factor"] = self.step_factor
         if self.step_bytes is not None:
-            opts.step_bytes = self.step_bytes
-            opts.step_factor = 1
+            values["step_bytes"] = self.step_bytes
+            values["step_factor"] = 1
         if self.validation is not None:
-            opts.check = self.validation
+            values["check"] = self.validation
         if self.graph is not None:
-            opts.cudagraph = self.graph
-        opts.blocking = self.blocking
-        opts.per_iter_timing = self.per_iter_timing
-        opts.per_iter_skip = self.per_iter_skip
-        opts.parallel_init = self.parallel_init
-        opts.report_cputime = self.report_cputime
-        opts.report_timestamps = self.report_timestamps
-        opts.memory_report = self.memory_line is not None
-        opts.output_file = self.json_path
-        return opts
+            values["cudagraph"] = self.graph
+        return BenchOptions(**values, blocking=self.blocking, per_iter_timing=self.per_iter_timing,  # type: ignore[arg-type]
+                            per_iter_skip=self.per_iter_skip, parallel_init=self.parallel_init,
+                            report_cputime=self.report_cputime, report_timestamps=self.report_timestamps,
+                            memory_report=self.memory_line is not None, output_file=self.json_path)
 
     def to_run_info(self) -> RunInfo:
         """RunInfo of the banner and device lines; nranks counts the first group's devices."""

@@ -70,17 +70,18 @@ def nccl_version_string(code: int | None) -> str:
     return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
 
 
-def options_from_rows(o: BenchOptions, rows: list[ResultRow], collective: str) -> None:
-    """-d / -o / -r as the rows show them (the banner does not print them)."""
+def options_from_rows(o: BenchOptions, rows: list[ResultRow], collective: str) -> BenchOptions:
+    """`o` with -d / -o / -r as the rows show them (the banner does not print them)."""
     types = list(dict.fromkeys(r.type for r in rows))
-    o.datatypes, o.datatype_arg = types, (types[0] if len(types) == 1 else "all")
+    o = dataclasses.replace(o, datatypes=tuple(types), datatype_arg=types[0] if len(types) == 1 else "all")
     coll = COLLECTIVES.get(collective)
     ops = [op for op in dict.fromkeys(r.redop for r in rows) if op not in ("none", "")]
     if ops and coll is not None and coll.reduces:
-        o.ops, o.op_arg = ops, (ops[0] if len(ops) == 1 else "all")
+        o = dataclasses.replace(o, ops=tuple(ops), op_arg=ops[0] if len(ops) == 1 else "all")
     roots = list(dict.fromkeys(r.root for r in rows))
     if coll is not None and coll.rooted and roots:
-        o.root = roots[0] if len(roots) == 1 else -1
+        o = dataclasses.replace(o, root=roots[0] if len(roots) == 1 else -1)
+    return o
 
 
 # ---------------------------------------------------------------- text logs
@@ -113,9 +114,8 @@ def parse_text_log(text: str, path: str = "<text>") -> list[ImportedRun]:
     for i, (p, rows) in enumerate(tests):
         program = p.program or _guess_program(path)
         collective = collective_of(program)
-        options = p.to_options()
-        options.program, options.collective = program, collective
-        options_from_rows(options, rows, collective)
+        options = dataclasses.replace(p.to_options(), program=program, collective=collective)
+        options = options_from_rows(options, rows, collective)
         summary = p.to_summary()
         digest = hashlib.sha256("\n".join(p.lines).encode()).hexdigest()
         runs.append(ImportedRun(

@@ -137,27 +137,30 @@ def _parse(data: bytes, path: str) -> ImportedRun:
     first_group = devices[0].group if devices else 0
     procs_in_group = sum(1 for d in devices if d.group == first_group) or 1
 
-    o = BenchOptions(collective=collective, program=program, argv=args)
-    o.nthreads, o.ngpus = T, G
-    o.min_bytes = int(cfg.get("minimum_bytes", o.min_bytes))
-    o.max_bytes = int(cfg.get("maximum_bytes", o.max_bytes))
+    defaults = BenchOptions()
     if "step_factor" in cfg:
-        o.step_factor = int(cfg["step_factor"])
+        step = {"step_factor": int(cfg["step_factor"])}
     elif "step_bytes" in cfg:
-        o.step_factor, o.step_bytes = 1, int(cfg["step_bytes"])
-    o.warmup_iters = int(cfg.get("warmup_iters", o.warmup_iters))
-    o.iters = int(cfg.get("iterations", o.iters))
-    o.agg_iters = int(cfg.get("aggregated_iterations", o.agg_iters))
-    o.check = int(cfg.get("validation", o.check))
-    o.cudagraph = int(cfg.get("graph", o.cudagraph))
-    o.blocking = 1 if _b(cfg.get("blocking_collectives", "false")) else 0
-    o.per_iter_timing = _b(cfg.get("per_iter_timing", "false"))
-    o.per_iter_skip = int(cfg.get("per_iter_skip", 0))
-    o.parallel_init = _b(cfg.get("parallel_init", "false"))
-    o.report_cputime = any(isinstance(r, dict) and isinstance(r.get("out_of_place"), dict)
-                           and "cpu_time" in r["out_of_place"] for r in results)
-    o.output_file = path
-    options_from_rows(o, rows, collective)
+        step = {"step_factor": 1, "step_bytes": int(cfg["step_bytes"])}
+    else:
+        step = {}
+    o = BenchOptions(
+        collective=collective, program=program, argv=args, nthreads=T, ngpus=G,
+        min_bytes=int(cfg.get("minimum_bytes", defaults.min_bytes)),
+        max_bytes=int(cfg.get("maximum_bytes", defaults.max_bytes)), **step,
+        warmup_iters=int(cfg.get("warmup_iters", defaults.warmup_iters)),
+        iters=int(cfg.get("iterations", defaults.iters)),
+        agg_iters=int(cfg.get("aggregated_iterations", defaults.agg_iters)),
+        check=int(cfg.get("validation", defaults.check)),
+        cudagraph=int(cfg.get("graph", defaults.cudagraph)),
+        blocking=1 if _b(cfg.get("blocking_collectives", "false")) else 0,
+        per_iter_timing=_b(cfg.get("per_iter_timing", "false")),
+        per_iter_skip=int(cfg.get("per_iter_skip", 0)),
+        parallel_init=_b(cfg.get("parallel_init", "false")),
+        report_cputime=any(isinstance(r, dict) and isinstance(r.get("out_of_place"), dict)
+                           and "cpu_time" in r["out_of_place"] for r in results),
+        output_file=path)
+    o = options_from_rows(o, rows, collective)
 
     code = doc.get("nccl_version") if isinstance(doc.get("nccl_version"), int) else None
     lib = nccl_version_string(code)
