@@ -12,6 +12,14 @@ are read; a log cut short (no footer) still yields its rows; damaged lines
 are skipped, never raised on.  `parse_tests` cuts a log holding several
 tests (binaries run one after the other into one file) into one result per
 test; `parse_text` reads the first.
+
+Logs as people keep them are untangled first (`output.demux`): launcher
+tags (Open MPI `--tag-output`, `srun --label`) come off, NCCL's own log
+lines go to `ParsedText.nccl_lines` (even when they were printed inside a
+row), and rows cut apart by them are put back together.  Older nccl-tests
+tables (before 2.13: 3-5 leading columns depending on the collective, an
+`error` column holding the largest deviation instead of `#wrong`) are read
+by the column labels of their header.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 
 from ncclbench.config import BenchOptions
+from ncclbench.output.demux import untangle
 from ncclbench.output.text import BLOCKING_BANNERS, EXTRA_REDUCED_MAX_BYTES
 from ncclbench.results import DeviceInfo, HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
 
@@ -37,8 +46,8 @@ _PARAM_KEYS = (
 _PARAM_RES = tuple((name, re.compile(r"(?:^#|\s)" + key + r"\s+(-?\d+)")) for name, key in _PARAM_KEYS)
 _STEP = re.compile(r"step:\s+(-?\d+)\((factor|bytes)\)")
 _PER_ITER_SKIP = re.compile(r"; summary skips first (\d+) iterations")
-_DEVICE = re.compile(
-    r"^#\s+Rank\s*(-?\d+)(?: Group\s*(-?\d+))? Pid\s*(-?\d+) on\s+(\S+) device\s*(-?\d+) \[([^\]]*)\] ?(.*)$"
+_DEVICE = re.compile(  # Pid since nccl-tests 2.0 (2019), Group since 2.13
+    r"^#\s+Rank\s*(-?\d+)(?: Group\s*(-?\d+))?(?: Pid\s*(-?\d+))? on\s+(\S+) device\s*(-?\d+) \[([^\]]*)\] ?(.*)$"
 )
 _REDUCING = re.compile(r"^# Reducing maxBytes to (\d+) due to memory limitation")
 _JSON = re.compile(r"^# Writing JSON output to (.*)$")
@@ -50,6 +59,7 @@ _ERROR = re.compile(r"^# error: (.*)$")
 _TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d$")
 _PROGRAM = re.compile(r"^(.+?)_perf(?:_\w+)?$")
 _INT64 = 1 << 63
+STANDARD_PREAMBLE = ("size", "count", "type", "redop", "root")
 
 
 def collective_of(program: str) -> str:
@@ -100,6 +110,11 @@ class ParsedText:
     errors: list[str] = field(default_factory=list)
     concluded: bool = False
     other_lines: list[str] = field(default_factory=list)
+    nccl_lines: list[str] = field(default_factory=list)  # NCCL's log lines met in this test
+    preamble: tuple[str, ...] = STANDARD_PREAMBLE  # the row's leading columns, by the header's labels
+    error_column: bool = False  # before nccl-tests 2.13: `error` (largest deviation) instead of `#wrong`
+    launcher_prefix: str | None = None  # "open-mpi" / "srun": tags taken off every line
+    rejoined_rows: int = 0  # rows put back together after NCCL lines cut them apart
     lines: list[str] = field(default_factory=list)  # every line of this test, as read
 
     def to_options(self) -> BenchOptions:
@@ -166,9 +181,12 @@ class ParsedText:
 # ---------------------------------------------------------------- rows
 
 
-def _half(tokens: list[str], per_iter: bool, skip: int, cputime: bool) -> HalfResult:
+def _half(tokens: list[str], per_iter: bool, skip: int, cputime: bool, error_column: bool = False) -> HalfResult:
     time_us, algbw, busbw = (float(t) for t in tokens[:3])
-    wrong = None if tokens[3] == "N/A" else int(float(tokens[3]))
+    if error_column:  # the largest deviation: 0 means every element exact, anything else an unknown count
+        wrong = None if tokens[3] == "N/A" or float(tokens[3]) != 0.0 else 0
+    else:
+        wrong = None if tokens[3] == "N/A" else int(float(tokens[3]))
     if wrong is not None and abs(wrong) >= _INT64:
         raise ValueError("#wrong out of range")
     stats = None
@@ -198,14 +216,37 @@ def _preamble(line: str):
     return int(m.group(1)), int(m.group(2)), m.group(3), m.group(4), int(m.group(5)), m.group(6)
 
 
-def parse_row(line: str, per_iter: bool | None = None, skip: int = 0, cputime: bool = False) -> ResultRow | None:
+def _old_preamble(line: str, labels: tuple[str, ...]):
+    """(size, count, type, redop, root, rest) of a row of an older layout (its header's labels).
+
+    A column the layout lacks reads as today's table prints it: redop `none`, root -1.
+    """
+    spans = [m.span() for m in re.finditer(r"\S+", line)]
+    n = len(labels)
+    if n < 3 or len(spans) <= n:
+        return None
+    tokens = [line[a:b] for a, b in spans[:n]]
+    if not tokens[0].isdigit() or not tokens[1].isdigit():
+        return None
+    cells = dict(zip(labels, tokens))
+    try:
+        root = int(cells["root"]) if "root" in cells else -1
+    except ValueError:
+        return None
+    return (int(tokens[0]), int(tokens[1]), cells.get("type", ""), cells.get("redop", "none"), root,
+            line[spans[n - 1][1]:])
+
+
+def parse_row(line: str, per_iter: bool | None = None, skip: int = 0, cputime: bool = False,
+              preamble: tuple[str, ...] = STANDARD_PREAMBLE, error_column: bool = False) -> ResultRow | None:
     """One result line, or None if `line` is not one (or is damaged).
 
     `per_iter=None` guesses the -I columns from the cell count.  Under -C
     (`cputime`) both times are the printed cputime; otherwise the CPU time is
     NaN (not printed), as are the per-iteration fields the text does not show.
+    `preamble` / `error_column` describe an older layout (see the module docstring).
     """
-    pre = _preamble(line)
+    pre = _preamble(line) if preamble == STANDARD_PREAMBLE else _old_preamble(line, preamble)
     if pre is None:
         return None
     size, count, type_name, redop, root, rest = pre
@@ -222,11 +263,21 @@ def parse_row(line: str, per_iter: bool | None = None, skip: int = 0, cputime: b
         return None
     try:
         half_len = len(tokens) // 2
-        oop = _half(tokens[:half_len], per_iter, skip, cputime)
-        ip = _half(tokens[half_len:], per_iter, skip, cputime)
+        oop = _half(tokens[:half_len], per_iter, skip, cputime, error_column)
+        ip = _half(tokens[half_len:], per_iter, skip, cputime, error_column)
     except (ValueError, OverflowError):
         return None
     return ResultRow(size, count, type_name, redop, root, oop, ip, timestamp=timestamp)
+
+
+_OLD_PREAMBLES = (("size", "count", "type"), ("size", "count", "type", "redop"),
+                  ("size", "count", "type", "root"), ("size", "count", "type", "redop", "root"))
+
+
+def _is_whole_row(line: str) -> bool:
+    """A complete result row in today's layout or an older one (the untangler's test)."""
+    return parse_row(line) is not None or any(
+        parse_row(line, per_iter=False, preamble=p, error_column=True) is not None for p in _OLD_PREAMBLES)
 
 
 # ---------------------------------------------------------------- whole logs
@@ -306,9 +357,12 @@ def parse_tests(text: str) -> list[tuple[ParsedText, list[ResultRow]]]:
         cur = _Test()
         return cur
 
-    for line in text.splitlines():
+    untangled = untangle(text, row_complete=_is_whole_row)
+    for kind, line in untangled.items:
         t, info = cur, cur.info
-        if m := _JSON.match(line):
+        if kind == "nccl":
+            info.nccl_lines.append(line)
+        elif m := _JSON.match(line):
             if t.started:
                 t = new_test()
             t.info.json_path = m.group(1)
@@ -346,7 +400,7 @@ def parse_tests(text: str) -> list[tuple[ParsedText, list[ResultRow]]]:
         elif m := _DEVICE.match(line):
             if t.rows:
                 t = new_test()
-            pid, host = int(m.group(3)), m.group(4)
+            pid, host = int(m.group(3) or 0), m.group(4)
             process = t.processes.setdefault((host, pid), len(t.processes))
             t.info.devices.append(
                 DeviceInfo(
@@ -368,6 +422,9 @@ def parse_tests(text: str) -> list[tuple[ParsedText, list[ResultRow]]]:
             t.info.report_cputime = "cputime" in labels
             t.info.report_timestamps = labels[-1] == "timestamp"
             t.info.per_iter_timing = t.info.per_iter_timing or "i_min" in labels
+            first_time = next((i for i, x in enumerate(labels) if x in ("time", "cputime")), len(labels))
+            t.info.preamble = tuple(labels[:first_time])
+            t.info.error_column = "error" in labels[first_time:]
             t.in_header, t.header_seen = False, True
         elif _is_other_header_line(line):
             t.in_header = False
@@ -387,7 +444,7 @@ def parse_tests(text: str) -> list[tuple[ParsedText, list[ResultRow]]]:
         elif m := _ERROR.match(line):
             info.errors.append(m.group(1))
         elif (row := parse_row(line, None if t.in_header else info.per_iter_timing, info.per_iter_skip,
-                               info.report_cputime)) is not None:
+                               info.report_cputime, info.preamble, info.error_column)) is not None:
             t.rows.append(row)
         elif line in ("#", "# Using devices", ""):
             pass
@@ -398,6 +455,8 @@ def parse_tests(text: str) -> list[tuple[ParsedText, list[ResultRow]]]:
         t.info.lines.append(line)
     if cur.started or not done:
         done.append(cur)  # (a text with no test at all gives one empty ParsedText)
+    for t in done:
+        t.info.launcher_prefix, t.info.rejoined_rows = untangled.prefix_style, untangled.rejoined_rows
     return [(t.info, t.rows) for t in done]
 
 

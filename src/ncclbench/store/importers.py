@@ -3,12 +3,16 @@
 Users already have years of `all_reduce_perf` logs.  Text logs are read by
 the output module's parser (`ncclbench.output.parse.parse_tests`, the same
 one the golden tests use), which copes with -I / -C / -S tables, `N/A`
-cells, hypercube's empty op column, NCCL's own log lines mixed in, several
-tests concatenated in one file, and a log cut off mid-run (imported as
-'interrupted').  This module turns what it finds into store records; JSON
-(spec §6, versions 1-3) lives in `jsonlog`.  Anything that is not
-recognisably nccl-tests output is refused with one line, before anything is
-written.
+cells, hypercube's empty op column, NCCL's own log lines mixed in (even
+inside a row), Open MPI / srun line tags, CRLF, the older nccl-tests table
+layouts, several tests concatenated in one file, and a log cut off mid-run
+(imported as 'interrupted').  NCCL's log lines met in a test are kept with
+its run (`RunInfo.extra["nccl_log"]`: the lines and the facts
+`explain.nccl_log` reads from them) so that `ncclbench explain` can judge
+an imported run as it judges a live one.  JSON (spec §6, versions 1-3)
+lives in `jsonlog`; what both produce lives in `imported`.  Anything that
+is not recognisably nccl-tests output is refused with one line, before
+anything is written.
 """
 
 from __future__ import annotations
@@ -17,71 +21,19 @@ import dataclasses
 import hashlib
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..collectives import COLLECTIVES
-from ..config import BenchOptions
-from ..errors import BenchError, ExitCode
+from ..explain.nccl_log import parse_nccl_lines, stored_log
 from ..output.parse import ParsedText, collective_of, parse_tests
 from ..output.text import reducing_max_bytes_lines
-from ..results import ResultRow, RunInfo, RunSummary
+from ..results import ResultRow, RunInfo
 from .db import env_that_matters
+from .imported import ImportedRun, NotImportableError, nccl_version_string, options_from_rows
+from .jsonlog import parse_json_bytes
 
 MAX_IMPORT_BYTES = 512 * 1024 * 1024
-
-
-class ImportError_(BenchError):
-    """A file that cannot be imported (exit 255: the user named a bad file)."""
-
-    def __init__(self, message: str):
-        super().__init__(message, ExitCode.ARGUMENT)
-
-
-@dataclass
-class ImportedRun:
-    """One nccl-tests test read from a file, ready to store or compare."""
-
-    info: RunInfo
-    options: BenchOptions
-    rows: list[ResultRow]
-    summary: RunSummary | None
-    status: str  # 'complete' | 'interrupted'
-    source: str  # 'import:text' | 'import:json'
-    source_path: str
-    index: int  # position of this test within its file
-    ntests: int  # tests in the file
-    content_hash: str
-    env: dict[str, str] = field(default_factory=dict)
-    messages: list[str] = field(default_factory=list)
-    end_time: str | None = None
-
-    @property
-    def label(self) -> str:
-        name = os.path.basename(self.source_path)
-        return name if self.ntests == 1 else f"{name}#{self.index + 1}"
-
-
-def nccl_version_string(code: int | None) -> str:
-    if not code:
-        return ""
-    if code >= 10000:
-        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
-    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
-
-
-def options_from_rows(o: BenchOptions, rows: list[ResultRow], collective: str) -> BenchOptions:
-    """`o` with -d / -o / -r as the rows show them (the banner does not print them)."""
-    types = list(dict.fromkeys(r.type for r in rows))
-    o = dataclasses.replace(o, datatypes=tuple(types), datatype_arg=types[0] if len(types) == 1 else "all")
-    coll = COLLECTIVES.get(collective)
-    ops = [op for op in dict.fromkeys(r.redop for r in rows) if op not in ("none", "")]
-    if ops and coll is not None and coll.reduces:
-        o = dataclasses.replace(o, ops=tuple(ops), op_arg=ops[0] if len(ops) == 1 else "all")
-    roots = list(dict.fromkeys(r.root for r in rows))
-    if coll is not None and coll.rooted and roots:
-        o = dataclasses.replace(o, root=roots[0] if len(roots) == 1 else -1)
-    return o
+EXTRA_NCCL_LOG = "nccl_log"  # RunInfo.extra key: NCCL's own log lines met in the text, and their facts
 
 
 # ---------------------------------------------------------------- text logs
@@ -89,14 +41,29 @@ def options_from_rows(o: BenchOptions, rows: list[ResultRow], collective: str) -
 def _run_info(p: ParsedText, rows: list[ResultRow], program: str, path: str, index: int) -> RunInfo:
     base = p.to_run_info()
     lib = nccl_version_string(p.nccl_version_code)
+    extra = {**base.extra, "imported_from": path, "format": "text", "test_index": index,
+             "nccl_tests_version": p.nccl_tests_version or ""}
+    notes = []
+    if p.launcher_prefix:
+        notes.append(f"launcher tags ({p.launcher_prefix}) taken off every line")
+    if p.rejoined_rows:
+        notes.append(f"{p.rejoined_rows} row(s) put back together after NCCL's log cut them apart")
+    if p.error_column:
+        notes.append("older nccl-tests layout: its `error` column is the largest deviation, not a count; "
+                     "#wrong is 0 where it printed 0 and unknown elsewhere")
+        extra["wrong_column"] = "error"
+    if notes:
+        extra["import_notes"] = notes
+    if p.nccl_lines:
+        # Stored so that `explain` can read them again with a newer reader (see stored_log).
+        extra[EXTRA_NCCL_LOG] = stored_log(p.nccl_lines, parse_nccl_lines(p.nccl_lines))
     return dataclasses.replace(
         base, program=program,
         backend=p.backend if p.ncclbench_version is not None else "nccl-tests",
         version=p.nccl_tests_version or p.ncclbench_version or "",
         library=p.library or (f"NCCL {lib}" if lib else ""),
         start_time=next((r.timestamp for r in rows if r.timestamp), ""),
-        extra={**base.extra, "imported_from": path, "format": "text", "test_index": index,
-               "nccl_tests_version": p.nccl_tests_version or ""})
+        extra=extra)
 
 
 def _messages(p: ParsedText) -> list[str]:
@@ -118,11 +85,13 @@ def parse_text_log(text: str, path: str = "<text>") -> list[ImportedRun]:
         options = options_from_rows(options, rows, collective)
         summary = p.to_summary()
         digest = hashlib.sha256("\n".join(p.lines).encode()).hexdigest()
+        info = _run_info(p, rows, program, path, i)
+        nccl_env = info.extra.get(EXTRA_NCCL_LOG, {}).get("facts", {}).get("env", {})
         runs.append(ImportedRun(
-            info=_run_info(p, rows, program, path, i), options=options, rows=rows, summary=summary,
+            info=info, options=options, rows=rows, summary=summary,
             status="interrupted" if summary is None else "complete", source="import:text",
             source_path=path, index=i, ntests=len(tests), content_hash="text:" + digest,
-            messages=_messages(p)))
+            env=env_that_matters(nccl_env), messages=_messages(p)))
     return runs
 
 
@@ -135,39 +104,48 @@ def _guess_program(path: str) -> str:
 
 # ---------------------------------------------------------------- dispatch
 
+_JSON_START = re.compile(r'\[\s*(?:[\[{"\]]|-?\d[\d.eE+-]*\s*[,\]]|true|false|null)')
+_LAUNCHER_TAG = re.compile(r"\[[^\]\n]*\](?:\[[^\]\n]*\])?<std(?:out|err|diag)>:")
+
+
+def _is_json(data: bytes) -> bool:
+    """A JSON document, not a text log whose first line starts with `[` (an Open MPI tag, a timestamp)."""
+    head = data.lstrip()[:256].decode("utf-8", errors="replace")
+    if head.startswith("{"):
+        return True
+    return head.startswith("[") and not _LAUNCHER_TAG.match(head) and _JSON_START.match(head) is not None
+
 def load_file(path: str | os.PathLike) -> list[ImportedRun]:
     """Parse one nccl-tests text log or JSON file; raise one-line errors for anything else."""
-    from .jsonlog import parse_json_bytes
-
     p = Path(path)
     name = str(path)
     try:
         if p.is_dir():
-            raise ImportError_(f"cannot import {name}: it is a directory")
+            raise NotImportableError(f"cannot import {name}: it is a directory")
         size = p.stat().st_size
         if size > MAX_IMPORT_BYTES:
-            raise ImportError_(f"cannot import {name}: {size} bytes is too large for an "
+            raise NotImportableError(f"cannot import {name}: {size} bytes is too large for an "
                                "nccl-tests output file")
         data = p.read_bytes()
     except FileNotFoundError:
-        raise ImportError_(f"cannot import {name}: no such file") from None
+        raise NotImportableError(f"cannot import {name}: no such file") from None
     except PermissionError:
-        raise ImportError_(f"cannot import {name}: permission denied") from None
+        raise NotImportableError(f"cannot import {name}: permission denied") from None
     except OSError as e:
-        raise ImportError_(f"cannot import {name}: {e.strerror or e}") from None
+        raise NotImportableError(f"cannot import {name}: {e.strerror or e}") from None
     if not data.strip():
-        raise ImportError_(f"cannot import {name}: the file is empty")
-    if data.lstrip()[:1] in (b"{", b"["):
+        raise NotImportableError(f"cannot import {name}: the file is empty")
+    if _is_json(data):
         return [parse_json_bytes(data, name)]
     if b"\x00" in data[:65536]:
-        raise ImportError_(f"cannot import {name}: binary file, not an nccl-tests text log or "
+        raise NotImportableError(f"cannot import {name}: binary file, not an nccl-tests text log or "
                            "JSON output")
     runs = parse_text_log(data.decode("utf-8", errors="replace"), name)
     if not runs:
-        raise ImportError_(f"cannot import {name}: not an nccl-tests text log or JSON file "
+        raise NotImportableError(f"cannot import {name}: not an nccl-tests text log or JSON file "
                            "(no result table found)")
     return runs
 
 
-__all__ = ["ImportedRun", "load_file", "parse_text_log", "collective_of", "nccl_version_string",
-           "env_that_matters"]
+__all__ = ["EXTRA_NCCL_LOG", "ImportedRun", "NotImportableError", "load_file", "parse_text_log", "collective_of",
+           "nccl_version_string", "env_that_matters"]

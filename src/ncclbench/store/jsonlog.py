@@ -20,7 +20,7 @@ from ..output.jsonout import repair_json
 from ..output.parse import collective_of
 from ..results import DeviceInfo, HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
 from .db import env_that_matters
-from .importers import ImportedRun, ImportError_, nccl_version_string, options_from_rows
+from .imported import ImportedRun, NotImportableError, nccl_version_string, options_from_rows
 
 _PER_ITER_KEYS = ("min_us", "max_us", "avg_us", "p50_us", "p95_us", "p99_us", "stdev_us", "cv_pct")
 
@@ -88,7 +88,7 @@ def parse_json_bytes(data: bytes, path: str = "<json>") -> ImportedRun:
     try:
         return _parse(data, path)
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as e:
-        raise ImportError_(f"cannot import {path}: malformed nccl-tests JSON "
+        raise NotImportableError(f"cannot import {path}: malformed nccl-tests JSON "
                            f"({type(e).__name__}: {e})") from None
 
 
@@ -102,17 +102,17 @@ def _parse(data: bytes, path: str) -> ImportedRun:
         fixed, truncated = repair_json(text)
         doc = json.loads(fixed)
     except ValueError as e:
-        raise ImportError_(f"cannot import {name}: not valid JSON ({e})") from None
+        raise NotImportableError(f"cannot import {name}: not valid JSON ({e})") from None
     if not isinstance(doc, dict) or not ({"results", "config"} & doc.keys()) \
             or not ({"version", "args", "nccl_version"} & doc.keys()):
-        raise ImportError_(f"cannot import {name}: JSON, but not nccl-tests -J output "
+        raise NotImportableError(f"cannot import {name}: JSON, but not nccl-tests -J output "
                            "(no 'version'/'config'/'results' keys)")
     results = doc.get("results", [])
     if not isinstance(results, list):
-        raise ImportError_(f"cannot import {name}: 'results' is not a list")
+        raise NotImportableError(f"cannot import {name}: 'results' is not a list")
     rows = [r for r in (_row(x) for x in results) if r is not None]
     if not rows:
-        raise ImportError_(f"cannot import {name}: nccl-tests JSON without a single complete "
+        raise NotImportableError(f"cannot import {name}: nccl-tests JSON without a single complete "
                            "result row")
     cfg = doc.get("config") if isinstance(doc.get("config"), dict) else {}
     args = [str(a) for a in doc.get("args", [])] if isinstance(doc.get("args"), list) else []
