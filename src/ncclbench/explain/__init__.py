@@ -1,7 +1,8 @@
 """Judging a run: what the hardware allows, what NCCL did, and the traps that make clusters slow.
 
-Library code only (no command wiring here): what NCCL said it did (`nccl_log`),
-topology facts read from NVML and sysfs (`topology`, `nvml_reader`,
+Library code only (no command wiring here): what NCCL said it did (`nccl_log`,
+read from logs captured phase by phase by `log_capture`, or per call from the
+optional profiler plugin through `profiler`), topology facts read from NVML and sysfs (`topology`, `nvml_reader`,
 `sysfs_reader`, gathered by `gather`; `simulated` fakes a host for tests), the
 expected ceiling per collective from NCCL's own bandwidth model (`ceiling`), a
 verdict on a measured plateau (`verdict`), and named traps with evidence and
