@@ -11,6 +11,10 @@ import json
 import sys
 
 
+def _text(v):
+    return v.decode() if isinstance(v, bytes) else v
+
+
 def main() -> int:
     try:
         import pynvml as nv
@@ -46,11 +50,15 @@ def main() -> int:
         ask("pcie_width_cur", nv.nvmlDeviceGetCurrPcieLinkWidth, h)
         ask("pcie_width_max", nv.nvmlDeviceGetMaxPcieLinkWidth, h)
         ask("numa_node", getattr(nv, "nvmlDeviceGetNumaNodeId", lambda hh: "absent"), h)
+        ask("uuid", nv.nvmlDeviceGetUUID, h)
+        ask("pstate", nv.nvmlDeviceGetPerformanceState, h)
         links = {}
         for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
             entry = {}
+            remote_pci = lambda hh, ll: _text(nv.nvmlDeviceGetNvLinkRemotePciInfo(hh, ll).busId)  # noqa: E731
             for key, fn in (("state", nv.nvmlDeviceGetNvLinkState), ("version", nv.nvmlDeviceGetNvLinkVersion),
-                            ("remote_type", getattr(nv, "nvmlDeviceGetNvLinkRemoteDeviceType", None))):
+                            ("remote_type", getattr(nv, "nvmlDeviceGetNvLinkRemoteDeviceType", None)),
+                            ("remote_pci_bus_id", remote_pci)):
                 if fn is None:
                     continue
                 try:
@@ -69,6 +77,15 @@ def main() -> int:
                 fields[fid] = f"error: {type(exc).__name__}: {exc}"
         out_dev["fields"] = fields
         out["devices"].append(out_dev)
+    # GPU pairs' PCIe common ancestor (explain.simulated.RecordedNvml replays it)
+    handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
+    out["topology"] = {}
+    for i in range(n):
+        for j in range(i + 1, n):
+            try:
+                out["topology"][f"{i},{j}"] = int(nv.nvmlDeviceGetTopologyCommonAncestor(handles[i], handles[j]))
+            except Exception as exc:
+                out["topology"][f"{i},{j}"] = f"error: {type(exc).__name__}: {exc}"
     nv.nvmlShutdown()
     json.dump(out, sys.stdout, indent=1, default=str)
     print()

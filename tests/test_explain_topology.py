@@ -358,3 +358,60 @@ def test_real_gpu_facts_match_nvidia_smi():
             assert nv and max(nv) == g.nvlink_active  # topo -m prints NV18 for NVSwitch pairs
         elif not g.nvlink_active:
             assert not nv
+
+
+def test_nvml_dump_replays_to_the_same_facts(tmp_path, monkeypatch, capsys):
+    """bench/nvml_dump.py records what NVML answers; RecordedNvml replays it: a dump of a fake host
+    read back gives the facts the live fake gave (so dumps from GPU machines become fixtures)."""
+    import importlib.util
+    import sys
+
+    spec = S.hgx_host("n1", *H100, ngpus=4, nic_kind=None, nvlink_fields=(26562, 18))
+    spec.gpus[1] = dataclasses.replace(spec.gpus[1], links_down=(3,))
+
+    class Dumpable(S.FakeNvml):
+        def nvmlSystemGetDriverVersion(self):
+            return "580.159.04"
+
+        def nvmlSystemGetNVMLVersion(self):
+            return "13.580.159.04"
+
+        def nvmlSystemGetCudaDriverVersion_v2(self):
+            return 13000
+
+        def nvmlDeviceGetGpuMaxPcieLinkGeneration(self, h):
+            return self._g(h).pcie[1]
+
+        def nvmlDeviceGetNvLinkVersion(self, h, link):
+            self._link(h, link)
+            return 5
+
+    live = Dumpable(spec)
+    monkeypatch.setitem(sys.modules, "pynvml", live)
+    mod_spec = importlib.util.spec_from_file_location("nvml_dump", Path(__file__).parents[1] / "bench/nvml_dump.py")
+    mod = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(mod)
+    assert mod.main() == 0
+    dump = json.loads(capsys.readouterr().out)
+    assert dump["topology"]["0,1"] == 40 and dump["devices"][1]["nvlinks"]["3"]["state"] == 0
+    _, root = S.materialise(spec, str(tmp_path))
+    want = gather_host_topology(Dumpable(spec), root, "n1")
+    got = gather_host_topology(S.RecordedNvml(dump), root, "n1")
+    assert got == want
+
+
+def test_gather_command_prints_and_writes_json(tmp_path, capsys):
+    from ncclbench.explain.gather import main
+
+    spec = S.hgx_host("n1", *H100, ngpus=2, nic_kind="roce", nics=2)
+    S.build_sysfs(spec, str(tmp_path))
+    assert main(["--root", str(tmp_path), "--json", str(tmp_path / "t.json")]) == 0
+    out = capsys.readouterr().out
+    assert "#   NICs: 2x RoCE 400 Gb/s ACTIVE" in out and "NIC mlx5_0:1 (roce, ens0np0) ACTIVE" in out
+    back = HostTopology.from_dict(json.loads((tmp_path / "t.json").read_text()))
+    assert [n.name for n in back.nics] == ["mlx5_0", "mlx5_1"]
+    assert main(["--bogus"]) == 255
+    assert main(["--root", str(tmp_path), "--json", str(tmp_path / "no/such/dir.json")]) == 6
+    assert capsys.readouterr().err.splitlines() == ["ncclbench topology: unrecognized arguments: --bogus",
+                                                    f"ncclbench topology: cannot write {tmp_path}/no/such/dir.json: "
+                                                    "No such file or directory"]

@@ -53,3 +53,40 @@ def gather_host_topology(nvml: Any = _DEFAULT, root: str = "/", host: str | None
     facts.gpu_nic = sysfs_reader.gpu_nic_localities(root, facts.gpus, facts.nics)
     facts.cpu_vendor = sysfs_reader.cpu_vendor(root)
     return facts
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m ncclbench.explain.gather [--json PATH] [--root DIR]`: this host's topology facts,
+    as the banner and a future `ncclbench topo` show them (no collective runs)."""
+    import argparse
+    import json
+    import sys
+
+    from ..errors import ArgumentError, BenchError, ExitCode
+    from .topology import format_topology_lines, format_topology_report
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str):
+            raise ArgumentError(message)
+
+    p = Parser(prog="python -m ncclbench.explain.gather", description=main.__doc__)
+    p.add_argument("--json", dest="json_path", help="also write the facts as JSON to PATH")
+    p.add_argument("--root", default="/", help="where /sys and /proc are (default /)")
+    try:
+        args = p.parse_args(argv)
+        facts = gather_host_topology(root=args.root)
+        print("\n".join(format_topology_lines([facts]) + format_topology_report(facts)))
+        if args.json_path:
+            try:
+                with open(args.json_path, "w") as f:
+                    json.dump(facts.to_dict(), f, indent=1)
+            except OSError as exc:
+                raise BenchError(f"cannot write {args.json_path}: {exc.strerror}", ExitCode.INVALID_USAGE) from None
+    except BenchError as e:
+        print(f"ncclbench topology: {e.message}", file=sys.stderr)
+        return int(e.code)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -468,4 +468,8 @@ class RecordedNvml(FakeNvml):
         return out
 
     def nvmlDeviceGetTopologyCommonAncestor(self, h1: int, h2: int) -> int:
-        raise _Recorded(NOT_RECORDED)
+        a, b = sorted((h1, h2))
+        value = self.dump.get("topology", {}).get(f"{a},{b}")
+        if value is None:
+            raise _Recorded(NOT_RECORDED)
+        return self._answer(value)
