@@ -221,3 +221,10 @@ def test_unknowns_say_why(h100):
 def test_ceiling_round_trip(h100):
     c = expected_ceiling([h100], "all_reduce", 8)
     assert Ceiling.from_dict(c.to_dict()) == c
+
+
+def test_multi_node_nvlink_racks_are_not_modelled():
+    gb = facts(S.hgx_host("g", "NVIDIA GB200", (10, 0), ngpus=4, nic_kind="ib", nics=4))
+    c = expected_ceiling([gb, gb], "all_reduce", 8)
+    assert c.ceiling is None and "multi-node NVLink" in c.unknown
+    assert expected_ceiling([gb], "all_reduce", 4).ceiling is not None  # one tray alone is modelled

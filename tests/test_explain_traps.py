@@ -238,3 +238,9 @@ def test_report_round_trip_and_lines(ib_node):
     lines = format_trap_lines(r)
     assert lines[0].startswith("# TRAP ERROR p2p-disabled: NCCL_P2P_DISABLE=1") and "Fix: unset" in lines[0]
     assert lines[-1].startswith("# Not checked: net-socket-fallback (needs NCCL's log")
+
+
+def test_fails_by_severity(ib_node):
+    assert not find_traps([ib_node], None, {"NCCL_ALGO": "Ring"}).fails()
+    assert find_traps([ib_node], None, {"NCCL_ALGO": "Ring"}).fails("info")
+    assert find_traps([ib_node], None, {"NCCL_P2P_DISABLE": "1"}).fails()

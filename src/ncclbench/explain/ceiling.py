@@ -54,6 +54,7 @@ NVLS_EFFICIENCY = {9: 0.85, 10: 0.74}  # by compute-capability major: Hopper, Bl
 TREE_ALLREDUCE_EFFICIENCY = 0.92
 PAT_EFFICIENCY = 0.75
 
+MNNVL_PARTS = ("GB200", "GB300")  # GPUs sold in multi-node NVLink racks
 RING_LIKE = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
 POINT_TO_POINT = ("alltoall", "sendrecv")
 
@@ -350,6 +351,10 @@ def expected_ceiling(hosts: Sequence[HostTopology], collective: str, nranks: int
         return out
     ppn = max(1, nranks // nnodes)
     cc = min((g.cc for h in hosts for g in h.gpus if g.cc), default=None)
+    if nnodes > 1 and any(tag in (g.name or "") for h in hosts for g in h.gpus for tag in MNNVL_PARTS):
+        # GB200/GB300 NVL racks join hosts by NVLink (MNNVL); the hosts' NICs are not the bound there
+        out.unknown = "hosts joined by multi-node NVLink (GB200/GB300 NVL): not modelled"
+        return out
 
     intra: Bound | None = None
     if ppn > 1:

@@ -61,6 +61,11 @@ class TrapReport:
     def names(self) -> list[str]:
         return [t.name for t in self.raised]
 
+    def fails(self, severity: str = ERROR) -> bool:
+        """True when a trap of `severity` or worse was raised (for an option that fails the run)."""
+        order = (INFO, WARN, ERROR)
+        return any(order.index(t.severity) >= order.index(severity) for t in self.raised)
+
 
 def _hosts_label(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{names[0]} and {len(names) - 1} more"
