@@ -46,6 +46,7 @@ from ncclbench.config import BenchOptions
 from ncclbench.datatypes import DATATYPE_BY_NAME, NO_OP
 from ncclbench.harness.timing import Placement
 from ncclbench.launch.hostcomm import MpiHostComm
+from ncclbench.nccl.callpath import timed_call_path
 from ncclbench.nccl.communicator import _compile
 
 from copy_cost import real_libcudart  # bench/ is this script's directory
@@ -99,7 +100,7 @@ def main() -> int:
     }
     # The floor of a Python loop: one flat tuple of (function, arguments) for the
     # copy and every NCCL call, no closures in between, no error checks.
-    path = w.lib.timed_call_path()
+    path = timed_call_path(w.lib)
     if hasattr(path, "module"):
         from ncclbench.nccl.callpath import _NCCL4PY_NAMES
 

@@ -30,6 +30,7 @@ from ncclbench.config import BenchOptions
 from ncclbench.datatypes import DATATYPE_BY_NAME, NO_OP, REDOP_BY_NAME
 from ncclbench.harness.timing import Placement
 from ncclbench.launch.hostcomm import MpiHostComm
+from ncclbench.nccl.callpath import timed_call_path
 
 
 def main() -> int:
@@ -53,7 +54,7 @@ def main() -> int:
 
     waits = {"poll": w.wait, "query": wait_query, "sync": wait_sync}
     if host.rank == 0:
-        print(f"# {name}, {w.nranks} ranks, {reps} reps; call path: {w.lib.timed_call_path().describe()}")
+        print(f"# {name}, {w.nranks} ranks, {reps} reps; call path: {timed_call_path(w.lib).describe()}")
     per_op: dict[tuple[str, int], float] = {}
     for n in (20, 200):
         ops = [pl.prepared(k) for k in range(n)]

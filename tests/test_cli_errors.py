@@ -88,8 +88,8 @@ def test_negative_cycle_count_is_refused(ncclbench_env):
 
 def test_started_ranks_inherit_the_backend_through_the_environment(monkeypatch):
     """The parent's choice reaches the children without editing their command line."""
+    from ncclbench import bench
     from ncclbench.backends.select import BACKEND_ENV
-    from ncclbench.commands import _benchmark
     from ncclbench.config import Backend
 
     seen = {}
@@ -101,8 +101,8 @@ def test_started_ranks_inherit_the_backend_through_the_environment(monkeypatch):
         def run(self):
             return 0
 
-    monkeypatch.setattr(_benchmark, "LocalSpawnLauncher", Launcher)
+    monkeypatch.setattr(bench, "LocalSpawnLauncher", Launcher)
     args = ["-b", "8", "-J", "x--backend.json", "--nprocs", "3"]
-    assert _benchmark.spawn(Backend.NCCL, 3, ["all_reduce_perf", *args[:4]], None) == 0
+    assert bench.spawn(Backend.NCCL, 3, ["all_reduce_perf", *args[:4]], None) == 0
     assert seen["argv"] == ["all_reduce_perf", "-b", "8", "-J", "x--backend.json"]
     assert seen["env"][BACKEND_ENV] == "nccl" and seen["nprocs"] == 3

@@ -12,7 +12,7 @@ import pytest
 
 from ncclbench.errors import ArgumentError, BenchError
 from ncclbench.nccl.binding import NcclError, NcclLibrary
-from ncclbench.nccl.callpath import (CtypesCallPath, Nccl4pyCallPath, choose_call_path)
+from ncclbench.nccl.callpath import CtypesCallPath, Nccl4pyCallPath, choose_call_path, timed_call_path
 from ncclbench.nccl.loader import wheel_library_path
 
 WHEEL = wheel_library_path()
@@ -113,8 +113,8 @@ def test_choice_follows_the_environment(lib):
 
 
 def test_library_chooses_once(lib):
-    first = lib.timed_call_path({"NCCLBENCH_CALLS": "ctypes"})
-    assert lib.timed_call_path({"NCCLBENCH_CALLS": "nccl4py"}) is first
+    first = timed_call_path(lib, {"NCCLBENCH_CALLS": "ctypes"})
+    assert timed_call_path(lib, {"NCCLBENCH_CALLS": "nccl4py"}) is first
 
 
 def test_nccl4py_drives_a_user_library_loaded_first(tmp_path):

@@ -1,7 +1,9 @@
-"""Running one benchmark in this process: form the job, build the workers,
-make the run plan, open the reporters, run the plan, and turn the outcome
-into an exit code.  (Where the run happens, and its command line, is the
-command layer's business: `commands/_benchmark.py`.)"""
+"""Running one benchmark: start the ranks of this host (`spawn`: --nprocs N,
+or one process per visible GPU), or run as one rank of the job here
+(`run_here`): form the job, build the workers, make the run plan, open the
+reporters, run the plan, and turn the outcome into an exit code.  Which of
+the two, for a command line, is decided by the command layer
+(`commands/_benchmark.py`; `commands/tune.py` reuses both)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from . import __version__
 from .backends.base import Worker
+from .backends.select import BACKEND_ENV, gpu_count
 from .collectives import COLLECTIVES
 from .collectives.base import Collective
 from .errors import BenchError, ExitCode, print_error
@@ -21,6 +24,7 @@ from .harness.recording import rounds_note
 from .harness.runner import run_workers
 from .launch.detect import LaunchInfo
 from .launch.hostcomm import HostComm
+from .launch.spawn import LocalSpawnLauncher, spawn_mpiexec
 from .output import MultiReporter
 from .config import Backend, BenchOptions
 from .plan import RunPlan, make_plan
@@ -39,6 +43,30 @@ def exit_code_for(summary: RunSummary | None) -> int:
     if summary.out_of_bounds or summary.gate_ok is False:
         return int(ExitCode.DATA_ERRORS)
     return int(ExitCode.OK)
+
+
+def self_launch_count(opts: BenchOptions) -> int:
+    """Processes to start on this host when no launcher is present: one per
+    visible GPU (divided by the GPUs each process drives), like `mpirun -np N`."""
+    if os.environ.get("NCCL_TESTS_DEVICE") is not None:
+        return 1
+    per_process = max(1, opts.nthreads * opts.ngpus)
+    n = gpu_count()
+    return n // per_process if n >= 2 * per_process else 1
+
+
+def spawn(backend: Backend, nprocs: int, child_args: list[str], note: str | None,
+          self_launched: bool = False) -> int:
+    """Start `nprocs` ranks of this command line on this host and wait for them."""
+    env = dict(os.environ)
+    env[BACKEND_ENV] = backend.value  # `--backend auto` in the children: no second probe, same choice
+    if note:
+        env[BACKEND_NOTE_ENV] = note
+    if self_launched:
+        env[SELF_LAUNCH_ENV] = str(nprocs)
+    if backend is Backend.MPI:
+        return spawn_mpiexec(nprocs, child_args, env=env)
+    return LocalSpawnLauncher(nprocs, child_args, env=env).run()
 
 
 def make_workers(opts: BenchOptions, backend: Backend, host: HostComm, collective: Collective) -> list[Worker]:

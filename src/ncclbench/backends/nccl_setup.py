@@ -23,6 +23,7 @@ from ..errors import BenchError, ExitCode, UnsupportedError
 from ..launch.hostcomm import HostComm
 from ..nccl import runmodel
 from ..nccl.binding import NCCL_WIN_COLL_SYMMETRIC, NcclError, get_library, short_hostname
+from ..nccl.callpath import timed_call_path, timed_calls_text
 from ..nccl.communicator import NcclCommunicator
 from .nccl_gpu import NcclSlot, NcclWorker, ProcessSetup, _free_buffers
 from .threads import ThreadTeam
@@ -59,7 +60,7 @@ def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Collecti
     err: BaseException | None = None
     try:
         lib = get_library(opts.nccl_lib)
-        lib.timed_call_path()
+        timed_call_path(lib)
         cuda = get_runtime()
         color = runmodel.split_color(host.rank, env)
     except BenchError as exc:
@@ -93,7 +94,7 @@ def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Collecti
     min_arch = int(host.allreduce(min(p.cuda_arch for p in props), "min"))
     max_bytes = min(opts.max_bytes, runmodel.nccl_tests_max_bytes(max_mem, opts.check != 0))
 
-    notes: list[str] = [f"NCCL calls in the timed loop: {lib.timed_calls_text()}"]
+    notes: list[str] = [f"NCCL calls in the timed loop: {timed_calls_text(lib)}"]
     reg_mode, note = runmodel.registration_mode(opts.local_register, lib.version_code,
                                                 lib.caps.comm_register, lib.caps.window_register)
     if note:

@@ -55,8 +55,9 @@ def timed_calls_description() -> str:
     """Which binding the timed loop would call libnccl through (nccl/callpath.py)."""
     try:
         from ..nccl.binding import get_library
+        from ..nccl.callpath import timed_calls_text
 
-        return get_library(None).timed_calls_text()
+        return timed_calls_text(get_library(None))
     except (BenchError, ImportError, OSError) as exc:
         return f"unknown ({exc})"
 

@@ -17,6 +17,7 @@ import socket
 from ctypes import POINTER, byref, c_char_p, c_int, c_size_t, c_void_p
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 from ..datatypes import DataType
 from ..errors import BenchError, ExitCode
@@ -199,24 +200,10 @@ class NcclLibrary:
         self._gstart, self._gend = f["ncclGroupStart"], f["ncclGroupEnd"]
         self._send, self._recv = f.get("ncclSend"), f.get("ncclRecv")
         self._alltoall, self._gather, self._scatter = f.get("ncclAlltoAll"), f.get("ncclGather"), f.get("ncclScatter")
-        self.call_path = None  # see timed_call_path()
+        # The binding the timed loop calls through, chosen once per library by
+        # `callpath.timed_call_path` (which sits above this module) and kept here.
+        self.call_path: Any = None
         self.call_path_note = ""
-
-    def timed_call_path(self, environ: dict | None = None):
-        """The binding the timed loop calls through (`callpath`), chosen once
-        per loaded library: nccl4py when it drives this very library, else
-        ctypes; `call_path_note` says why nccl4py was passed over."""
-        if self.call_path is None:
-            from .callpath import choose_call_path
-
-            self.call_path, self.call_path_note = choose_call_path(self, environ)
-        return self.call_path
-
-    def timed_calls_text(self) -> str:
-        """``nccl4py 0.6.0 (Cython)``, or the ctypes path and why not nccl4py."""
-        path = self.timed_call_path()
-        why = f"; nccl4py not used: {self.call_path_note}" if self.call_path_note else ""
-        return path.describe() + why
 
     # -- loading and identity ----------------------------------------------------------
     @classmethod

@@ -210,3 +210,19 @@ def choose_call_path(lib: NcclLibrary, environ: dict | None = None) -> tuple[Any
             raise BenchError(f"{CALL_PATH_ENV}=nccl4py: {why}", ExitCode.INTERNAL)
         note = why
     return CtypesCallPath(lib), note
+
+
+def timed_call_path(lib: NcclLibrary, environ: dict | None = None) -> Any:
+    """The call path of `lib`'s timed loop, chosen once per loaded library (kept
+    on `lib.call_path`): nccl4py when it drives this very library, else ctypes;
+    `lib.call_path_note` says why nccl4py was passed over."""
+    if lib.call_path is None:
+        lib.call_path, lib.call_path_note = choose_call_path(lib, environ)
+    return lib.call_path
+
+
+def timed_calls_text(lib: NcclLibrary) -> str:
+    """``nccl4py 0.6.0 (Cython)``, or the ctypes path and why not nccl4py."""
+    path = timed_call_path(lib)
+    why = f"; nccl4py not used: {lib.call_path_note}" if lib.call_path_note else ""
+    return str(path.describe()) + why

@@ -17,6 +17,7 @@ from typing import Callable
 from ..datatypes import DataType, RedOp, premulsum_scalar
 from ..errors import UnsupportedError
 from .binding import NcclError, NcclLibrary, scalar_bytes
+from .callpath import timed_call_path
 
 
 class NcclCommunicator:
@@ -255,7 +256,7 @@ def _compile(items: list[tuple[NcclCommunicator, str, tuple]]) -> Callable[[], N
     first = items[0][0] if items else None
     if first is None:
         return None
-    path = first.lib.timed_call_path()
+    path = timed_call_path(first.lib)
     by_handle = {comm.handle: comm for comm, _, _ in items}
 
     def failed(exc: NcclError) -> NcclError:

@@ -37,12 +37,12 @@ def run_tune(program: str, argv: list[str]) -> int:
     check_environment(topts, backend)
     nprocs = topts.bench.nprocs
     if nprocs is None and str(getattr(backend, "value", backend)) == "nccl":
-        from ..commands._benchmark import self_launch_count
+        from ..bench import self_launch_count
 
         n = self_launch_count(topts.bench)
         nprocs = n if n > 1 else None
     if nprocs:
-        from ..commands._benchmark import spawn
+        from ..bench import spawn
         from ..launch.spawn import strip_nprocs
 
         child = strip_nprocs(topts.child_args())
