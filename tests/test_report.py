@@ -58,8 +58,13 @@ def test_plot_specs_have_bands_only_where_recorded():
     assert [ln.label for ln in busbw.lines] == ["all_reduce_4proc_per_iter.json",
                                                 "all_reduce_1proc_4gpu.txt", "all_reduce_2proc_f4.txt"]
     assert busbw.lines[0].lo is not None and busbw.lines[1].lo is None
-    t = specs["time"].lines[0]
-    assert all(lo <= y * 1.0001 or lo <= hi for lo, y, hi in zip(t.lo, t.y, t.hi))
+    t, b = specs["time"].lines[0], busbw.lines[0]
+    # The time band is the recorded per-iteration min..max of each size ...
+    recorded = [r.out_of_place.per_iter for r in _runs()[0].rows if r.size > 0]
+    assert t.lo == [s.min_us for s in recorded] and t.hi == [s.max_us for s in recorded]
+    # ... and holds the per-op time; the busbw band (busbw scaled by the time ratios) holds busbw.
+    assert all(lo < hi and lo <= y <= hi for lo, y, hi in zip(t.lo, t.y, t.hi)), (t.lo, t.y, t.hi)
+    assert all(lo <= y <= hi for lo, y, hi in zip(b.lo, b.y, b.hi)), (b.lo, b.y, b.hi)
     assert [ln.label for ln in specs["procspread"].lines] == ["all_reduce_4proc_per_iter.json"]
     assert all(v >= 0 for v in specs["procspread"].lines[0].y)
 
