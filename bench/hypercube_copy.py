@@ -121,12 +121,12 @@ def main() -> int:
         print("(ctypes:libcudart not run: no libcudart found)", flush=True)
 
     # The tool's timed loop issues ops 0..19, each its own closure over its own
-    # rotated buffer pointers (spec §2.9); every variant above repeats op 0.
+    # rotated buffer pointers (docs/behaviour.md §2.9); every variant above repeats op 0.
     rotated = [pl.prepared(k) for k in range(ITERS)]
     runs = {name: (None, [op] * ITERS) for name, op in variants.items()}
     runs["timed-loop:rotated"] = (None, rotated)
 
-    # What the tool does between two timed loops, before the barrier (spec §3.1):
+    # What the tool does between two timed loops, before the barrier (docs/behaviour.md §3.1):
     # with -c 0 only the untimed op; with -c 1 also the previous placement's
     # check and this one's input fill (session 4: -c 1 timed ~0.6 us/op slower).
     def untimed():

@@ -1,4 +1,4 @@
-"""Launcher detection from the variables each launcher really sets (dependencies.md §7)."""
+"""Launcher detection from the variables each launcher really sets (docs/launching.md)."""
 
 import pytest
 

@@ -88,7 +88,7 @@ def test_group_layout():
 
 
 def test_nccl_tests_memory_limit():
-    # Spec §2.5: H100 80GB with -c 0 gives 39824392192.
+    # docs/behaviour.md §2.5: H100 80GB with -c 0 gives 39824392192.
     assert rm.nccl_tests_max_bytes(85017493504, check=False) == 39824392192
     assert rm.nccl_tests_max_bytes(85017493504, check=True) == (85017493504 - 4 * GiB - GiB) // 3
     # 16 GiB: reserve 1 GiB; 8 GiB: reserve 1 GiB too (ceil).

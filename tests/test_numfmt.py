@@ -1,4 +1,4 @@
-"""nccl-tests' number formats (behaviour spec §5.4, §5.5, §7.4)."""
+"""nccl-tests' number formats (docs/behaviour.md §5.4, §5.5, §7.4)."""
 
 import math
 import time
@@ -17,7 +17,7 @@ from ncclbench.output.numfmt import (
 
 @pytest.mark.parametrize(
     "value, w7, w6",
-    [  # the examples of spec §5.4
+    [  # the examples of docs/behaviour.md §5.4
         (1.234, "   1.23", "  1.23"),
         (1234.567, "1234.57", "1234.6"),
         (12345.67, "12345.7", " 12346"),

@@ -1,4 +1,4 @@
-"""nccl-tests-compatible command-line parsing (behaviour spec §1)."""
+"""nccl-tests-compatible command-line parsing (docs/behaviour.md §1)."""
 
 from __future__ import annotations
 

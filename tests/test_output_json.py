@@ -1,4 +1,4 @@
-"""nccl-tests' -J output (behaviour spec §6): schema v3, key order, encoding quirks."""
+"""nccl-tests' -J output (docs/behaviour.md §6): schema v3, key order, encoding quirks."""
 
 import json
 import os

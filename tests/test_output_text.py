@@ -1,4 +1,4 @@
-"""nccl-tests' text output, character for character (behaviour spec §5).
+"""nccl-tests' text output, character for character (docs/behaviour.md §5).
 
 Golden tests: every real nccl-tests log in tests/fixtures is parsed into the
 result model and rendered again; the text must come back identical.

@@ -1,7 +1,7 @@
 """Exit codes and the one exception type that reaches the command line.
 
 nccl-tests' exit statuses are part of the contract scripts rely on
-(behaviour spec §1.6), so every failure path raises `BenchError` with one of
+(docs/behaviour.md §1.6), so every failure path raises `BenchError` with one of
 these codes; the CLI prints its message as one line on stderr and exits with
 the code.  No traceback ever reaches the user for an anticipated failure.
 """

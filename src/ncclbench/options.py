@@ -1,4 +1,4 @@
-"""nccl-tests-compatible command-line parsing (behaviour spec §1).
+"""nccl-tests-compatible command-line parsing (docs/behaviour.md §1).
 
 Scripts written for nccl-tests must keep working unchanged, so this module
 reproduces its parser's quirks: GNU ``getopt_long`` (attached or separate

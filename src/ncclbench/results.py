@@ -1,7 +1,7 @@
 """What a run produces: run metadata, device lines and one row per size.
 
 The harness fills these; output formats (text table, JSON, result store,
-report) only read them.  Field names follow nccl-tests' JSON (spec §6.3).
+report) only read them.  Field names follow nccl-tests' JSON (docs/behaviour.md §6).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class DeviceInfo:
-    """One line of `# Using devices` (spec §5.2)."""
+    """One line of `# Using devices` (docs/behaviour.md §5.2)."""
 
     rank: int
     group: int
@@ -25,7 +25,7 @@ class DeviceInfo:
 
 @dataclass
 class PerIterStats:
-    """`-I` summary over the non-skipped samples (spec §3.7)."""
+    """`-I` summary over the non-skipped samples (docs/behaviour.md §3.7)."""
 
     skipped_iterations: int
     min_us: float
@@ -87,7 +87,7 @@ class RunInfo:
 
 @dataclass
 class RunSummary:
-    """Footer figures (spec §5.5)."""
+    """Footer figures (docs/behaviour.md §5.5)."""
 
     out_of_bounds: int
     avg_busbw: float

@@ -40,7 +40,7 @@ floats (p = mantissa bits + 1)
            only positions 0 and 1 are non-zero (a, b of one sign).  Expected
            = correctly rounded (a+b)/n.  For half/bfloat16/float/double,
            a+b is exact and (a+b)/n has a mantissa in [1.0625, 1.5], which
-           keeps RN(RN(a*s) + RN(b*s)) within 2 ULP (the tolerance of §4.4).
+           keeps RN(RN(a*s) + RN(b*s)) within 2 ULP (the tolerance of docs/behaviour.md §4.4).
            For fp8 (3 or 2 mantissa bits there is no room for such a window)
            a = b: then RN(a*s) + RN(a*s) = 2 RN(a*s) is a single rounding.
            Checked for every n in 1..1024 against NCCL's PreMulSum, a

@@ -342,7 +342,7 @@ def _view(ptr: int, nbytes: int) -> np.ndarray:
 
 
 def split_color_from_env(world_rank: int) -> int | None:
-    """NCCL_TESTS_SPLIT_MASK / NCCL_TESTS_SPLIT color of this process (spec §2.3), or None."""
+    """NCCL_TESTS_SPLIT_MASK / NCCL_TESTS_SPLIT color of this process (docs/behaviour.md §2.3), or None."""
     mask = os.environ.get("NCCL_TESTS_SPLIT_MASK")
     if mask is not None:
         try:

@@ -441,7 +441,7 @@ class NcclWorker(Worker):
     # -- memory report (-M) ------------------------------------------------------------
     def memory_figures(self) -> tuple[int, int, int]:
         """This worker's (initialization, user-allocated, collective) bytes: drops
-        of cudaMemGetInfo free memory, max over its GPUs (spec §7.4)."""
+        of cudaMemGetInfo free memory, max over its GPUs (docs/behaviour.md §7.4)."""
         coll = None
         for slot, before in zip(self.slots, self._free_after_setup):
             self.cuda.set_device(slot.device)

@@ -22,7 +22,7 @@ def merge_threads(objs: Sequence[Any]) -> Any:
     """Default way the T threads' objects become one per process for `gather`:
 
     * equal-length lists of numbers -> element-wise max (the per-iteration
-      timing rule, spec §3.7: max over the process's threads);
+      timing rule, docs/behaviour.md §3.7: max over the process's threads);
     * other lists -> concatenated in thread order (e.g. device lines);
     * anything else -> thread 0's object.
     With one thread the object is returned unchanged."""

@@ -1,5 +1,5 @@
 """alltoallv: an imbalanced all-to-all.  Bytes from rank i to rank j follow
-nccl-tests' generated pattern (spec §7.9): a uniform part (1-s) plus a part
+nccl-tests' generated pattern (docs/behaviour.md §7.9): a uniform part (1-s) plus a part
 growing with the ring distance d = (j-i) mod n, with spread
 s = NCCL_TESTS_ALLTOALLV_SPREAD (default 1.0), each rounded down to 16 bytes.
 The pattern is circulant, so every rank sends and receives the same total.
@@ -83,7 +83,7 @@ def read_matrix(path: str) -> tuple[tuple[float, ...], ...]:
 
 @lru_cache(maxsize=16)
 def matrix_bytes(path: str, scale: float, nranks: int) -> tuple[tuple[int, ...], ...]:
-    """bytes[i][j] (spec §7.9): dimension >= nranks (extra rows/columns ignored),
+    """bytes[i][j] (docs/behaviour.md §7.9): dimension >= nranks (extra rows/columns ignored),
     each value times `scale`, rounded down to 16 bytes."""
     rows = read_matrix(path)
     if len(rows) < nranks:

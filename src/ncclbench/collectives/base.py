@@ -45,7 +45,7 @@ class Communicator(Protocol):
 
 @dataclass(frozen=True)
 class Counts:
-    """Element counts of one call (behaviour spec §2.8)."""
+    """Element counts of one call (docs/behaviour.md §2.8)."""
 
     send_count: int
     recv_count: int
@@ -75,7 +75,7 @@ def round_down_16(count: int, itemsize: int) -> int:
 
 
 def per_rank_base(count: int, nranks: int, itemsize: int) -> int:
-    """`base = down(floor(count / n))` of spec §2.8."""
+    """`base = down(floor(count / n))` of docs/behaviour.md §2.8."""
     return round_down_16(count // nranks, itemsize)
 
 
@@ -99,11 +99,11 @@ class Collective(ABC):
 
     @abstractmethod
     def algbw_bytes(self, counts: Counts, itemsize: int, nranks: int) -> float:
-        """Bytes B in algbw = B / time (spec §3.6)."""
+        """Bytes B in algbw = B / time (docs/behaviour.md §3.6)."""
 
     @abstractmethod
     def bus_bandwidth_factor(self, nranks: int) -> float:
-        """busbw = algbw * factor (spec §3.6, doc/PERFORMANCE.md in nccl-tests)."""
+        """busbw = algbw * factor (docs/behaviour.md §3.6, doc/PERFORMANCE.md in nccl-tests)."""
 
     @abstractmethod
     def launch(self, comm: Communicator, send: int, recv: int, args: CallArgs) -> None:
@@ -120,7 +120,7 @@ class Collective(ABC):
 
     def in_place_offsets(self, counts: Counts, rank: int) -> tuple[int, int]:
         """In-place placement: (send offset, recv offset) in elements inside the
-        receive buffer (spec §2.8 "IP send/recv offset")."""
+        receive buffer (docs/behaviour.md §2.8 "IP send/recv offset")."""
         return 0, 0
 
     def check_nranks(self, nranks: int) -> str | None:

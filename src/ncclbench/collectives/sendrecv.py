@@ -10,7 +10,7 @@ from .base import CallArgs, Collective, Communicator, Counts
 
 class SendRecv(Collective):
     name = "sendrecv"
-    reduces = True  # nccl-tests prints and loops over the op (spec §8.10)
+    reduces = True  # nccl-tests prints and loops over the op (docs/behaviour.md §8)
     checks_in_place = False
 
     def counts(self, count: int, nranks: int, itemsize: int) -> Counts:

@@ -2,9 +2,8 @@
 
 cuda-bindings is NVIDIA's maintained binding; it imports without a driver and
 its calls then return `cudaErrorInsufficientDriver`, so the "no GPU" case is
-one clean error (exit status 2) rather than an import failure
-(dependencies.md §3).  Handles (streams, events, graphs) and device pointers
-are plain ints here, the same values libnccl takes, so the two libraries
+one clean error (exit status 2) rather than an import failure.  Handles
+(streams, events, graphs) and device pointers are plain ints here, the same values libnccl takes, so the two libraries
 share them without conversion.  cudart is static in both libraries; they
 meet at the driver's primary context, which `set_device` makes current.
 

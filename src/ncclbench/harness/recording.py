@@ -36,7 +36,7 @@ def rounds_across_ranks(per_rank: list[list[tuple[str, tuple]]]) -> list[tuple[i
     issues them: (rank index, call, args), with (None, "group_start"/"group_end",
     ()) for the enclosing NCCL group.
 
-    nccl-tests wraps all of a thread's ranks in one group (spec §2.1).  That is
+    nccl-tests wraps all of a thread's ranks in one group (docs/behaviour.md §2.1).  That is
     this function's result for every collective that makes one NCCL round (a
     call, or one group of calls).  Hypercube makes log2(N) grouped rounds, each
     sending what the previous one received: inside one enclosing group NCCL

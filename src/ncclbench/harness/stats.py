@@ -1,4 +1,4 @@
-"""Statistics over per-iteration samples and across ranks (spec §3.5, §3.7)."""
+"""Statistics over per-iteration samples and across ranks (docs/behaviour.md §3.5, §3.7)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Measuring one size in one placement: nccl-tests' TimeTest inner procedure
-(behaviour spec §3.1), written once against the `Worker` interface.
+(docs/behaviour.md §3.1), written once against the `Worker` interface.
 
 The timed loop is kept lean: every pointer and argument tuple is computed
 before the clock starts, so the loop body is the collective call itself
@@ -66,7 +66,7 @@ class Placement:
         self.skew = skew
 
     def calls(self, k: int) -> list[tuple]:
-        """(comm, send, recv, args) for op index k (pointer rotation of spec §2.9)."""
+        """(comm, send, recv, args) for op index k (pointer rotation of docs/behaviour.md §2.9)."""
         shift = self.span * (k % self.steps)
         return [(slot.comm, s + shift, r + shift, a)
                 for slot, (s, r), a in zip(self.worker.slots, self.base, self.args)]
@@ -113,7 +113,7 @@ class Placement:
         return recorder.calls
 
     def prepare_data(self, seed: int) -> None:
-        """Zero the receive region, then write this rank's inputs (spec §4.1)."""
+        """Zero the receive region, then write this rank's inputs (docs/behaviour.md §4.1)."""
         w = self.worker
         for slot, (send, _), a in zip(w.slots, self.base, self.args):
             w.zero(slot, slot.recv + self.skew, self.recv_bytes)

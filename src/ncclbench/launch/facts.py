@@ -56,7 +56,7 @@ class RankFacts:
 
     @property
     def host_key(self) -> tuple[str, str]:
-        """nccl-tests' host hash: short host name plus boot id (behaviour spec §2.2)."""
+        """nccl-tests' host hash: short host name plus boot id (docs/behaviour.md §2.2)."""
         return (self.host, self.boot_id)
 
     def to_dict(self) -> dict[str, Any]:

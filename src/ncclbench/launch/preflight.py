@@ -42,7 +42,7 @@ def _mib(n: int) -> str:
 
 
 def local_ranks(facts: Sequence[RankFacts]) -> list[int]:
-    """nccl-tests' localRank: lower-numbered processes with the same host hash (spec §2.2)."""
+    """nccl-tests' localRank: lower-numbered processes with the same host hash (docs/behaviour.md §2.2)."""
     seen: dict[tuple[str, str], int] = defaultdict(int)
     out = []
     for f in facts:

@@ -3,8 +3,10 @@
 Why ctypes and not nccl4py: it works with every libnccl from 2.14 to today
 (symbols are looked up one by one; what is missing becomes a capability
 flag, not an import failure), takes raw pointers/counts/streams as ints, and
-needs no compiler (dependencies.md §1.8, §2).  Per-call overhead is about
-1 µs, far below NCCL's own launch cost.
+needs no compiler.  Set-up, checks and teardown call through here; the timed
+loop's calls go through `callpath` (nccl4py when it drives this very
+library), where the per-call cost matters: ctypes costs 0.2-0.6 µs more per
+NCCL call than nccl4py on the 4xH200 host (bench/results/gpu-h200x4-2026-11-21-session2.md).
 
 Every failing call raises `NcclError` (exit status 3) whose message follows
 nccl-tests: ``<host>: Test NCCL failure <call> '<ncclGetErrorString> / <ncclGetLastError>'``.

@@ -3,12 +3,12 @@ cost shows in a measurement.
 
 For a small message NCCL's own enqueue (a few µs of C) is what the host
 clock sees; every call a collective makes from Python adds the binding's
-overhead on top.  A 7-argument ctypes call costs ~0.64 µs with `argtypes`
-and Python ints, ~0.40 µs with arguments pre-converted to ctypes objects
-(2-core dev machine); NVIDIA's Cython binding `nccl4py` ~0.06 µs
-(dependencies.md §1.7).  On 4 H200s, alltoallv (8 NCCL calls per op) cost
-9.30 µs per op through ctypes and 6.86 through nccl4py, nccl-tests ~6.9
-(bench/enqueue_cost.py; bench/results/gpu-h200x4-2026-11-21-session2.md).
+overhead on top.  Measured on the 4xH200 host (bench/enqueue_cost.py,
+bench/results/gpu-h200x4-2026-11-21-session2.md): ctypes with pre-converted
+arguments costs 0.2-0.6 µs more per NCCL call than NVIDIA's Cython binding
+`nccl4py` (broadcast, 1 call: 5.62 vs 5.06 µs per op; alltoallv, 8 calls: 9.30
+vs 6.86, nccl-tests ~6.9), and nccl4py's own cost is ~0.1-0.15 µs per call
+(session4.md).
 
 Two call paths build the same closures from recorded NCCL calls:
 

@@ -2,7 +2,7 @@
 
 A validation tool must be able to test whichever libnccl a site runs, so the
 search order puts the user's explicit choice first and the system loader
-last (dependencies.md §2):
+last:
 
 1. an explicit path (``--nccl-lib``, `BenchOptions.nccl_lib`);
 2. the ``NCCLBENCH_NCCL_LIB`` environment variable;

@@ -1,4 +1,4 @@
-"""nccl-tests' run model as pure functions (behaviour spec §2.1–2.5, §7.1, §7.3, §7.4).
+"""nccl-tests' run model as pure functions (docs/behaviour.md §2.1–2.5, §7.1, §7.3, §7.4).
 
 Which rank a GPU gets, which CUDA device a process uses, how the world is
 split into groups, how large the buffers may be and how the `-M` line is

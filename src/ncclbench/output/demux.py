@@ -10,7 +10,7 @@ wrote them, not the way nccl-tests printed them:
   land *inside* a result row: nccl-tests prints the row's first columns,
   runs the collective (NCCL logs, e.g. with NCCL_DEBUG_SUBSYS=COLL or
   TUNING), prints the out-of-place cells, runs again, prints the in-place
-  cells and the newline (behaviour spec §5.4).  A NCCL line may also be
+  cells and the newline (docs/behaviour.md §5.4).  A NCCL line may also be
   glued to a row's last printed cell (`...       0node001:42:42 [0] NCCL INFO`);
   a WARN starts with a newline of its own and cuts the row in two.
 * CRLF line ends.

@@ -1,4 +1,4 @@
-"""nccl-tests' `-J file.json` output, version-3 schema (behaviour spec §6).
+"""nccl-tests' `-J file.json` output, version-3 schema (docs/behaviour.md §6).
 
 Downstream tools (nccl-tests' `analyze_perf_json.py`, dashboards) parse this
 file, so the layout follows nccl-tests 2.19.6 byte for byte: one line, no

@@ -1,4 +1,4 @@
-"""Number formatting exactly as nccl-tests prints it (behaviour spec §5.4, §5.5, §7.4).
+"""Number formatting exactly as nccl-tests prints it (docs/behaviour.md §5.4, §5.5, §7.4).
 
 Log parsers and people diff nccl-tests tables character by character, so every
 field goes through these few helpers.  Python's `%` formatting follows C's

@@ -1,4 +1,4 @@
-"""nccl-tests' stdout table, character for character (behaviour spec §5).
+"""nccl-tests' stdout table, character for character (docs/behaviour.md §5).
 
 Existing log scrapers split these lines on fixed widths and trailing spaces,
 so the layout below follows nccl-tests 2.19.6 exactly: banner, device lines,

@@ -9,7 +9,7 @@ layouts, several tests concatenated in one file, and a log cut off mid-run
 (imported as 'interrupted').  NCCL's log lines met in a test are kept with
 its run (`RunInfo.extra["nccl_log"]`: the lines and the facts
 `explain.nccl_log` reads from them) so that `ncclbench explain` can judge
-an imported run as it judges a live one.  JSON (spec §6, versions 1-3)
+an imported run as it judges a live one.  JSON (docs/behaviour.md §6, versions 1-3)
 lives in `jsonlog`; what both produce lives in `imported`.  Anything that
 is not recognisably nccl-tests output is refused with one line, before
 anything is written.

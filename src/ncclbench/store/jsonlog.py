@@ -1,4 +1,4 @@
-"""nccl-tests `-J` JSON files (behaviour spec §6, schema versions 1-3) as store records.
+"""nccl-tests `-J` JSON files (docs/behaviour.md §6, schema versions 1-3) as store records.
 
 nccl-tests writes the file incrementally, so a run killed with -9 leaves a
 document cut off mid-token, and it writes ±inf as bare `inf` (invalid JSON).
