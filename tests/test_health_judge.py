@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from ncclbench.health.judge import (MAD_TO_SIGMA, NO_ANSWER, OK, SLOW, UNJUDGED, WRONG, Baseline, References,
+from ncclbench.health.judge import (MAD_SE, MAD_TO_SIGMA, NO_ANSWER, OK, SLOW, UNJUDGED, WRONG, Baseline, References,
                                     RoundResult, Thresholds, fleet_shift, percent_of, references,
                                     robust_reference, score)
 
@@ -11,21 +11,24 @@ from ncclbench.health.judge import (MAD_TO_SIGMA, NO_ANSWER, OK, SLOW, UNJUDGED,
 def test_median_and_scaled_mad_ignore_missing_values():
     ref = robust_reference([10.0, 11.0, 12.0, np.nan, 13.0, 14.0], floor=0.0, min_groups=5)
     assert ref.center == 12.0 and ref.n == 5
-    assert ref.spread == pytest.approx(MAD_TO_SIGMA * 1.0)
+    assert ref.raw_spread == pytest.approx(MAD_TO_SIGMA * 1.0)
+    # few groups: the MAD is uncertain, so the spread is taken one standard error up
+    assert ref.spread == pytest.approx(MAD_TO_SIGMA * (1 + MAD_SE / np.sqrt(5)))
 
 
 def test_a_few_outliers_do_not_move_the_reference():
     values = np.r_[np.linspace(47.5, 48.5, 97), [10.0, 0.5, 30.0]]
     ref = robust_reference(values, floor=0.005)
     assert ref.center == pytest.approx(48.0, abs=0.02)
+    assert Thresholds().bw_floor == 0.01
     assert ref.spread < 0.5  # a plain stdev would be ~6 here
     assert ref.z(30.0) < -30
 
 
 def test_tiny_spread_is_floored_relative_to_the_median():
-    ref = robust_reference([100.0] * 9 + [100.01], floor=0.005)
-    assert ref.raw_spread == 0.0 and ref.spread == pytest.approx(0.5)
-    assert float(ref.z(99.0)) == pytest.approx(-2.0)  # 1 % below is 2 sigma, not infinitely many
+    ref = robust_reference([100.0] * 9 + [100.01], floor=0.01)
+    assert ref.raw_spread == 0.0 and ref.spread == pytest.approx(1.0)
+    assert float(ref.z(98.0)) == pytest.approx(-2.0)  # 2 % below is 2 sigma, not infinitely many
 
 
 def test_too_few_groups_make_no_reference():

@@ -26,7 +26,7 @@ class ScanConfig:
     phases: tuple[str, ...] = PHASES
     pair_shape: str = "rails"
     all_pairs: bool = False
-    max_pair_rounds: int = 3
+    max_pair_rounds: int = 4
     thresholds: Thresholds = Thresholds()
     baseline: Baseline | None = None
     expected: Mapping[str, float] | None = None  # ceiling per group shape (the explain model), when known
@@ -90,6 +90,11 @@ class HealthReport:
 RunRound = Callable[[Round], RoundResult]
 
 
+class ScanEnded(Exception):
+    """Raised by a `run_round` that cannot go on (the launcher ended the job): the
+    scan stops, keeps every round recorded so far and says why in its notes."""
+
+
 def run_scan(fleet: Fleet, config: ScanConfig, run_round: RunRound,
              dead_hosts: Callable[[], Mapping[int, str]] | None = None,
              expected_hosts: list[str] | None = None) -> HealthReport:
@@ -100,8 +105,10 @@ def run_scan(fleet: Fleet, config: ScanConfig, run_round: RunRound,
     notes.extend(skipped)
     logs: list[RoundLog] = []
     dead: dict[int, str] = {}
+    silent: dict[int, list[str]] = {}
+    ended = False
     for scan in scans:
-        while True:
+        while not ended:
             for h, why in (dead_hosts() if dead_hosts else {}).items():
                 dead.setdefault(h, why)
             for h, why in dead.items():
@@ -112,10 +119,16 @@ def run_scan(fleet: Fleet, config: ScanConfig, run_round: RunRound,
             rnd = _without_dead(rnd, dead)
             if not rnd.groups:
                 break
-            result = run_round(rnd)
+            try:
+                result = run_round(rnd)
+            except ScanEnded as stop:
+                notes.append(f"scan ended during {rnd.name}: {stop}; later rounds did not run")
+                ended = True
+                break
             logs.append(RoundLog(rnd.name, rnd.purpose, len(rnd.groups),
                                  int(np.isfinite(result.busbw).sum()), result.wall_s))
             scan.record(rnd, result)
+            _note_silent(rnd, result, silent, dead)
     for h, why in (dead_hosts() if dead_hosts else {}).items():
         dead.setdefault(h, why)
     raw: list[Finding] = []
@@ -157,6 +170,20 @@ def _phase_scans(fleet: Fleet, cfg: ScanConfig) -> tuple[list, list[str]]:
             scans.append(PairScan(fleet, shape=cfg.pair_shape, max_rounds=cfg.max_pair_rounds,
                                   all_pairs=cfg.all_pairs, **common))
     return scans, skipped
+
+
+def _note_silent(rnd: Round, result: RoundResult, silent: dict[int, list[str]], dead: dict[int, str]) -> None:
+    """A host whose own groups (local, intra: no other host in them) gave no answer in
+    two rounds is left out of the rest of the scan, so each later phase does not wait
+    out its timeout again; the pair phase pins silent hosts by itself."""
+    for i, g in enumerate(rnd.groups):
+        if len(g.hosts) == 1 and (i in result.errors or not np.isfinite(result.busbw[i])):
+            names = silent.setdefault(g.hosts[0], [])
+            if rnd.name not in names:
+                names.append(rnd.name)
+    for h, names in silent.items():
+        if len(names) >= 2 and h not in dead:
+            dead[h] = f"no answer in {' and '.join(names)}: left out of the later rounds"
 
 
 def _without_dead(rnd: Round, dead: Mapping[int, str]) -> Round:

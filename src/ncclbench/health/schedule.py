@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from .fleet import Fleet
 
@@ -81,28 +81,38 @@ class Round:
         return out
 
 
-def local_groups(fleet: Fleet) -> list[Group]:
-    return [Group("local", ((h, s),)) for h in range(fleet.nhosts) for s in range(fleet.gpus(h))]
+# The group lists depend on the fleet only (and pairs on the pairing), so they are
+# built once per fleet: a simulated 1024-host scan runs them a hundred times.
+@lru_cache(maxsize=16)
+def local_groups(fleet: Fleet) -> tuple[Group, ...]:
+    return tuple(Group("local", ((h, s),)) for h in range(fleet.nhosts) for s in range(fleet.gpus(h)))
 
 
-def intra_groups(fleet: Fleet) -> list[Group]:
+@lru_cache(maxsize=16)
+def intra_groups(fleet: Fleet) -> tuple[Group, ...]:
     """One group per host that has at least two GPUs."""
-    return [Group("intra", tuple((h, s) for s in range(fleet.gpus(h))))
-            for h in range(fleet.nhosts) if fleet.gpus(h) >= 2]
+    return tuple(Group("intra", tuple((h, s) for s in range(fleet.gpus(h))))
+                 for h in range(fleet.nhosts) if fleet.gpus(h) >= 2)
 
 
-def rail_groups(fleet: Fleet) -> list[Group]:
+@lru_cache(maxsize=16)
+def rail_groups(fleet: Fleet) -> tuple[Group, ...]:
     """GPU slot r of every host that has one; only rails present on two hosts or more."""
     out = []
     for r in range(fleet.max_gpus):
         members = tuple((h, r) for h in range(fleet.nhosts) if fleet.gpus(h) > r)
         if len(members) >= 2:
             out.append(Group("rail", members, rail=r))
-    return out
+    return tuple(out)
 
 
 def pair_groups(fleet: Fleet, pairs: Sequence[tuple[int, int]], shape: str = "rails") -> list[Group]:
     """The groups of host pairs: one 2-rank group per common rail, or one group per pair."""
+    return list(_pair_groups(fleet, tuple(pairs), shape))
+
+
+@lru_cache(maxsize=16)
+def _pair_groups(fleet: Fleet, pairs: tuple[tuple[int, int], ...], shape: str) -> tuple[Group, ...]:
     if shape not in PAIR_SHAPES:
         raise ValueError(f"pair shape must be one of {PAIR_SHAPES}, not {shape!r}")
     out = []
@@ -113,7 +123,7 @@ def pair_groups(fleet: Fleet, pairs: Sequence[tuple[int, int]], shape: str = "ra
         else:
             members = tuple((a, s) for s in range(fleet.gpus(a))) + tuple((b, s) for s in range(fleet.gpus(b)))
             out.append(Group("pairs", members))
-    return out
+    return tuple(out)
 
 
 def disjoint_pairs(hosts: Sequence[int]) -> tuple[list[tuple[int, int]], int | None]:
