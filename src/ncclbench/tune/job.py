@@ -192,7 +192,7 @@ def _measure_and_report(topts, opts, coll, dtype, op, root, cset: CandidateSet, 
         not_applicable=measured.not_applicable, times_us=measured.times_us, algbw_bytes=measured.algbw_bytes,
         param_counts=measured.param_counts,
         bus_factor=measured.bus_factor, command=["ncclbench", *topts.child_args()], start_time=start,
-        wall_s=measured.wall_s, notes=notes)
+        wall_s=measured.wall_s, notes=notes, root=root)
     from .outputs import write_outputs
 
     write_outputs(result, topts, opts)

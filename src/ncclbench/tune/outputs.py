@@ -49,7 +49,7 @@ def candidate_rows(result: TuneResult, label: str) -> list[ResultRow]:
         t = s.median_us
         busbw = result.busbw(size, t)
         algbw = busbw / result.bus_factor if result.bus_factor else math.nan
-        rows.append(ResultRow(size, result.param_counts.get(size, 0), result.datatype, result.op, 0,
+        rows.append(ResultRow(size, result.param_counts.get(size, 0), result.datatype, result.op, result.root,
                               HalfResult(t, math.nan, algbw, busbw, None), _EMPTY))
     return rows
 

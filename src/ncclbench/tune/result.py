@@ -49,6 +49,7 @@ class TuneResult:
     start_time: str = ""
     wall_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    root: int = -1  # rooted collectives: the root measured
     verify: dict | None = None  # filled by --verify (see verify.py)
 
     # -- derived -------------------------------------------------------------------------
@@ -98,11 +99,11 @@ class TuneResult:
             "algbw_bytes": {str(s): v for s, v in self.algbw_bytes.items()},
             "param_counts": {str(s): v for s, v in self.param_counts.items()},
             "bus_factor": self.bus_factor, "command": self.command, "start_time": self.start_time,
-            "wall_s": self.wall_s, "notes": self.notes, "verify": self.verify,
+            "wall_s": self.wall_s, "notes": self.notes, "root": self.root, "verify": self.verify,
         }
 
     @classmethod
-    def from_json(cls, d: dict) -> "TuneResult":
+    def from_json(cls, d: dict) -> TuneResult:
         if d.get("format") != FORMAT:
             raise ValueError(f"not an ncclbench tune result (format {d.get('format')!r})")
         return cls(
@@ -118,4 +119,4 @@ class TuneResult:
             param_counts={int(s): v for s, v in d.get("param_counts", {}).items()},
             bus_factor=d.get("bus_factor", 1.0), command=d.get("command", []),
             start_time=d.get("start_time", ""), wall_s=d.get("wall_s", 0.0), notes=d.get("notes", []),
-            verify=d.get("verify"))
+            root=d.get("root", -1), verify=d.get("verify"))
