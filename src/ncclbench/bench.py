@@ -24,6 +24,7 @@ from .harness.recording import rounds_note
 from .harness.runner import run_workers
 from .launch.detect import LaunchInfo
 from .launch.hostcomm import HostComm
+from .launch.shutdown import LAUNCHER_PID_ENV, JobInterrupted, RankSignals, end_run, rank_identity
 from .launch.spawn import LocalSpawnLauncher, spawn_mpiexec
 from .output import MultiReporter
 from .config import Backend, BenchOptions
@@ -174,10 +175,14 @@ def run_here(opts: BenchOptions, backend: Backend, launch: LaunchInfo, note: str
         notes.append(f"started {os.environ[SELF_LAUNCH_ENV]} processes on this host, one per GPU "
                      "(use --nprocs N or a launcher such as mpirun/srun/torchrun to change)")
     mpi = backend is Backend.MPI
+    # SIGTERM/SIGINT/SIGHUP end the run through the except clauses below (launch/shutdown.py)
+    signals = RankSignals(f"pid {os.getpid()}", quiet=LAUNCHER_PID_ENV in os.environ).install()
     host = make_host_comm(launch, opts.timeout or None, prefer_mpi=mpi, require_mpi=mpi,
                           op_timeout_s=opts.timeout or None)
+    signals.describe = rank_identity(host.rank)
     workers: list[Worker] = []
     reporter = None
+    store = None
     try:
         notes += preflight_notes(opts, backend, launch, host)
         collective = COLLECTIVES[opts.collective]
@@ -191,7 +196,6 @@ def run_here(opts: BenchOptions, backend: Backend, launch: LaunchInfo, note: str
         host.add_failure_callback(abort_workers)
         plan = make_plan(opts, collective, backend, workers[0])
         info = run_info(plan, workers, host, notes)
-        store = None
         if workers[0].is_reporter:
             reporter, store = open_reporters(plan)
             reporter.begin(info, opts)
@@ -203,14 +207,14 @@ def run_here(opts: BenchOptions, backend: Backend, launch: LaunchInfo, note: str
         if opts.baseline and store is not None:
             code = max(code, store.check_baseline(opts.baseline))
         return code
-    except BenchError as exc:
-        code = print_error(exc)
-        if host.size > 1 and not exc.all_ranks:
-            host.abort(code)  # the others may be waiting for us: end the job
-        return code
+    except (JobInterrupted, BenchError) as exc:
+        # one line, the stored run's outcome, and the other ranks told (they may be waiting for us)
+        return end_run(exc, signals, host, store)
     finally:
+        signals.disarm()
         if reporter is not None:
             reporter.close()
         for w in workers:
             w.close()
         host.close()
+        signals.restore()

@@ -19,6 +19,7 @@ from ..errors import BenchError, ExitCode
 from .detect import LaunchInfo, derive_token
 from .hostcomm import HostComm, MpiHostComm, SingleHostComm
 from .rendezvous import DEFAULT_TIMEOUT_S, TcpHostComm
+from .shutdown import note_for_launcher
 
 MPI_LAUNCHERS = ("ompi", "mpich-hydra")
 
@@ -119,6 +120,16 @@ def mpi_impossible_reason(info: LaunchInfo) -> str | None:
 
 def make_host_comm(info: LaunchInfo, timeout_s: float | None = None, prefer_mpi: bool = False, *,
                    require_mpi: bool = False, op_timeout_s: float | None | str = "same") -> HostComm:
+    """The process-level communicator for this launch (see `_make_host_comm`).
+    Once it is formed, a rank started by ncclbench's launcher tells it who it
+    is (rank, host, pid), so the launcher can name it if it dies or stops."""
+    comm = _make_host_comm(info, timeout_s, prefer_mpi, require_mpi=require_mpi, op_timeout_s=op_timeout_s)
+    note_for_launcher(rank=comm.rank if comm.size > 1 else info.rank)
+    return comm
+
+
+def _make_host_comm(info: LaunchInfo, timeout_s: float | None = None, prefer_mpi: bool = False, *,
+                    require_mpi: bool = False, op_timeout_s: float | None | str = "same") -> HostComm:
     """The process-level communicator for this launch.
 
     MPI (MpiHostComm) under mpirun/mpiexec when mpi4py is importable, and under

@@ -40,8 +40,9 @@ class HostComm(ABC):
         """Sub-communicator of the processes with the same color (NCCL_TESTS_SPLIT)."""
         raise ValueError(f"{type(self).__name__} cannot split")
 
-    def abort(self, code: int = 1) -> None:
-        """Best effort: end the whole job (used when a rank fails)."""
+    def abort(self, code: int = 1, message: str = "") -> None:
+        """Best effort: end the whole job (used when a rank fails); `message`
+        says why (the TCP rendezvous passes it to every rank)."""
 
     def add_failure_callback(self, cb: Callable[[BenchError], None]) -> None:
         """Call `cb` (from another thread) when a peer process is found dead, so
@@ -106,5 +107,8 @@ class MpiHostComm(HostComm):
     def split(self, color: int, key: int) -> "HostComm":
         return MpiHostComm(self.comm.Split(color, key))
 
-    def abort(self, code: int = 1) -> None:
+    def abort(self, code: int = 1, message: str = "") -> None:
+        from .shutdown import note_for_launcher
+
+        note_for_launcher(ending=f"ended the job (MPI_Abort {code})" + (f": {message}" if message else ""))
         self.comm.Abort(code)

@@ -115,7 +115,12 @@ class _Transport:
         if failure is not None:
             cb(failure)
 
-    def fail(self, message: str, code: int = ExitCode.TIMEOUT) -> None:
+    def fail(self, message: str, code: int = ExitCode.TIMEOUT, status: str | None = None,
+             relayed: bool = False) -> None:
+        """Report the job's first failure to every rank.  `status`: how the run is
+        stored ('interrupted' for a dead or aborting peer; None: from the code,
+        so a rank that never answered in time is a 'timeout').  `relayed`: another
+        rank reported it first (under ncclbench's launcher only the origin speaks)."""
         try:
             code = ExitCode(code)
         except ValueError:
@@ -128,7 +133,9 @@ class _Transport:
                 return
             self._claimed = True
         failure = BenchError(message, code)
-        self._on_fail(message, int(code))  # tell the other ranks before this one can exit
+        failure.status = status  # type: ignore[attr-defined]
+        failure.relayed = relayed  # type: ignore[attr-defined]
+        self._on_fail(message, int(code), status)  # tell the other ranks before this one can exit
         with self.cond:
             self.failure = failure
             self.cond.notify_all()
@@ -139,13 +146,16 @@ class _Transport:
             except Exception:  # a callback must not hide the failure itself
                 pass
 
-    def _on_fail(self, message: str, code: int) -> None:
+    def _on_fail(self, message: str, code: int, status: str | None) -> None:
         pass
 
     def raise_failure(self) -> None:
         f = self.failure
         if f is not None:
-            raise BenchError(f.message, f.code)
+            err = BenchError(f.message, f.code)
+            err.status = getattr(f, "status", None)  # type: ignore[attr-defined]
+            err.relayed = getattr(f, "relayed", False)  # type: ignore[attr-defined]
+            raise err
 
     def wait_result(self, key: tuple[int, int], bound_s: float | None, what: str) -> Any:
         end = None if bound_s is None else time.monotonic() + bound_s
@@ -349,7 +359,7 @@ class _Hub(_Transport):
                     self._depart(rank)
                     return
                 elif tag == "abort":
-                    self.fail(f"{self.who(rank)} aborted the job: {msg[2]}", msg[1])
+                    self.fail(f"{self.who(rank)} aborted the job: {msg[2]}", msg[1], "interrupted", relayed=True)
         except EOFError:
             self._lost(rank, "its connection closed without a goodbye (process died or was killed)")
         except (OSError, ConnectionError, wire.HandshakeError, ValueError, TypeError) as e:
@@ -361,7 +371,7 @@ class _Hub(_Transport):
         with self.cond:
             if self.closing or rank in self.departed:
                 return
-        self.fail(f"{self.who(rank)} died: {reason}")
+        self.fail(f"{self.who(rank)} died: {reason}", status="interrupted")
 
     def _depart(self, rank: int) -> None:
         with self.cond:
@@ -371,7 +381,8 @@ class _Hub(_Transport):
                      if rank in p.members and self._idx(k[0], rank) not in p.contribs]
         if stuck:
             (cid, seq), p = stuck[0]
-            self.fail(f"{self.who(rank)} left the job (closed) while the others wait in {p.name} #{seq}")
+            self.fail(f"{self.who(rank)} left the job (closed) while the others wait in {p.name} #{seq}",
+                      status="interrupted")
 
     def _index_of(self, cid: int) -> dict[int, int]:
         """World rank -> index among the members of communicator `cid`."""
@@ -438,8 +449,8 @@ class _Hub(_Transport):
             self._lost(rank, f"sending to it failed ({e})")
             return False
 
-    def _on_fail(self, message: str, code: int) -> None:
-        body = wire.dumps(("fail", code, message))
+    def _on_fail(self, message: str, code: int, status: str | None) -> None:
+        body = wire.dumps(("fail", code, message, status))
         for r in list(self.conns):
             if r not in self.departed:
                 conn, lock = self.conns[r], self.send_locks[r]
@@ -487,7 +498,7 @@ class _Hub(_Transport):
         return self.wait_result((cid, seq), None, f"{name} #{seq}")
 
     def abort(self, code: int, message: str) -> None:
-        self.fail(f"rank 0 ({self.peers[0]}) aborted the job: {message}", code)
+        self.fail(f"rank 0 ({self.peers[0]}) aborted the job: {message}", code, "interrupted")
 
     def _shutdown_all(self) -> None:
         with self.cond:
@@ -607,12 +618,12 @@ class _Link(_Transport):
                         self.peers[r] = PeerInfo(h, pid, a)
                     self.welcome.set()
                 elif tag == "fail":
-                    self.fail(msg[2], msg[1])
+                    self.fail(msg[2], msg[1], msg[3] if len(msg) > 3 else None, relayed=True)
         except Exception as e:
             if not self.closing:
                 why = "it closed the connection" if isinstance(e, EOFError) else f"{type(e).__name__}: {e}"
                 self.fail(f"rank {self.rank}: lost connection to rank 0 ({self.peers.get(0)}): {why}; "
-                          f"rank 0 died or ended the job")
+                          f"rank 0 died or ended the job", status="interrupted")
 
     def _send(self, msg: tuple) -> None:
         body = wire.dumps(msg)
@@ -647,7 +658,7 @@ class _Link(_Transport):
             self._send(("abort", code, message))
         except OSError:
             pass
-        self.fail(f"rank {self.rank} aborted the job: {message}", code)
+        self.fail(f"rank {self.rank} aborted the job: {message}", code, "interrupted")
 
     def close(self) -> None:
         self.closing = True
@@ -728,9 +739,9 @@ class TcpHostComm(HostComm):
         cid, rank, size = self._op("split", None, (int(color), int(key)))
         return TcpHostComm._view(self._t, cid, rank, size)
 
-    def abort(self, code: int = 1, message: str = "abort requested") -> None:
+    def abort(self, code: int = 1, message: str = "") -> None:
         """Tell every rank the job is over (they raise BenchError(code) naming this rank); returns."""
-        self._t.abort(code, message)  # type: ignore[attr-defined]
+        self._t.abort(code, message or "abort requested")  # type: ignore[attr-defined]
 
     def close(self) -> None:
         if self._owner and not self._t.closed.is_set():

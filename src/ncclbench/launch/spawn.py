@@ -12,6 +12,15 @@ rendezvous names the dead rank), then are terminated.
 
 `spawn_mpiexec` does the same job through the mpiexec that sits beside the
 Python interpreter (the mpich wheel's) or on PATH, for the CPU backend.
+
+Both end the way schedulers end jobs (`launch.shutdown`): SIGTERM, SIGINT or
+SIGHUP to the launcher is passed on to the job, and every process is gone
+within `STOP_BOUND_S`: what has not ended by itself after the ranks' own grace
+is terminated, then killed, and a last sweep ends any process that still
+carries the job's token (orphans of a killed mpiexec or proxy).  The launcher
+prints one line naming the signal (or the rank that was signalled, died or
+stopped: `launch.jobwatch`), and the stored run is left "interrupted" or
+"timeout" with the reason, never "running" or "complete".
 """
 
 from __future__ import annotations
@@ -30,6 +39,8 @@ from pathlib import Path
 from typing import IO, Mapping, Sequence
 
 from ..errors import BenchError, ExitCode, UnsupportedError
+from .jobwatch import JobWatch, RankRecord, describe_exit
+from .shutdown import GRACE_S, HANDLED, exit_status_meaning, preexec_die_with_parent, signal_name
 
 _SPAWN_VARS = ("NCCLBENCH_SPAWN_RANK", "NCCLBENCH_SPAWN_SIZE", "NCCLBENCH_SPAWN_ADDR", "NCCLBENCH_SPAWN_PORT",
                "NCCLBENCH_SPAWN_TOKEN", "NCCLBENCH_SPAWN_FD")
@@ -49,6 +60,13 @@ def strip_nprocs(argv: Sequence[str]) -> list[str]:
     return out
 
 
+# After the job is told to stop: the ranks' own grace (they unwind, rank 0 marks
+# its run), then SIGTERM, then SIGKILL; STOP_BOUND_S is the most it can take.
+_STOP_WAIT_S = GRACE_S + 1.5
+_TERM_WAIT_S = 2.0
+STOP_BOUND_S = _STOP_WAIT_S + _TERM_WAIT_S + 2.0 + 1.0  # ... + the kill and the orphan sweep
+
+
 def _code(returncode: int) -> int:
     """Popen's -N (killed by signal N) -> the shell's 128+N."""
     return 128 - returncode if returncode < 0 else returncode
@@ -62,6 +80,68 @@ def _pump(src: IO[bytes], dst: IO[str], prefix: str) -> None:
         except (OSError, ValueError):
             pass
     src.close()
+
+
+class _JobEnd:
+    """What a launcher knows when its job ends: why, and since when."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None  # a signal the launcher itself received
+        self.signal_at: float | None = None
+        self.started = time.monotonic()
+
+    def on_signal(self, signum: int) -> bool:
+        """Record a signal to the launcher; True for the first one."""
+        if self.signum is not None:
+            return False
+        self.signum, self.signal_at = signum, time.monotonic()
+        return True
+
+
+def _install(handler) -> dict[int, object] | None:
+    """The launcher's handlers for SIGTERM/SIGINT/SIGHUP (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return {s: signal.signal(s, lambda signum, frame: handler(signum)) for s in HANDLED}
+
+
+def _restore(old: dict[int, object] | None) -> None:
+    for s, h in (old or {}).items():
+        signal.signal(s, h)  # type: ignore[arg-type]
+
+
+def _forwarded(signum: int) -> int:
+    """The signal passed on to the job: SIGHUP becomes SIGTERM (MPICH's mpiexec
+    dies of SIGHUP instead of passing it to the ranks)."""
+    return signal.SIGTERM if signum == signal.SIGHUP else signum
+
+
+def _signal_status(said: str, default: int) -> int:
+    """128+N for a rank's 'SIGTERM received' note: the job's status is the signal's."""
+    try:
+        return 128 + int(signal.Signals[said.split()[0]])
+    except (KeyError, IndexError):
+        return default
+
+
+def _store_outcome(watch: JobWatch, status: str, reason: str, overwrite_reason: bool) -> str:
+    """Make sure the run rank 0 stored is not left 'running', record why it ended,
+    and say in words what the store now holds ('' when nothing was stored)."""
+    found = watch.stored_run()
+    if found is None:
+        return ""
+    run_id, db = found
+    try:
+        from ..store.db import ResultStore
+
+        with ResultStore(db, create=False) as store:
+            store.mark_interrupted(run_id, reason, status=status)
+            if overwrite_reason:
+                store.set_end_reason(run_id, reason)
+            h = store.get_run_header(run_id)
+            return f"; run {run_id} kept {h.nrows} row{'s' if h.nrows != 1 else ''}, stored as {h.status}"
+    except Exception as e:  # the store is a convenience; the job's end must still be reported
+        return f"; run {run_id} could not be updated ({e})"
 
 
 class LocalSpawnLauncher:
@@ -86,17 +166,32 @@ class LocalSpawnLauncher:
         self.stderr = stderr or sys.stderr
         self.procs: list[subprocess.Popen] = []
         self.first_failure: tuple[int, int] | None = None  # (rank, exit code)
+        self.ended_in_s: float | None = None  # signal (or first failure) to the last process gone
         self._exits: list[tuple[int, int]] = []
         self._exits_cond = threading.Condition()
+        self._end = _JobEnd()
+        self._watch: JobWatch | None = None
 
     def _child_env(self, rank: int, port: int, token: str, fd: int) -> dict[str, str]:
         env = {k: v for k, v in self.env.items() if k not in _SPAWN_VARS}
         env.update(NCCLBENCH_SPAWN_RANK=str(rank), NCCLBENCH_SPAWN_SIZE=str(self.nprocs),
                    NCCLBENCH_SPAWN_ADDR="127.0.0.1", NCCLBENCH_SPAWN_PORT=str(port),
                    NCCLBENCH_SPAWN_TOKEN=token)
+        if self._watch is not None:
+            env.update(self._watch.env())
         if rank == 0:
             env["NCCLBENCH_SPAWN_FD"] = str(fd)
         return env
+
+    def _on_signal(self, signum: int) -> None:
+        if self._end.on_signal(signum):
+            self._signal_all(_forwarded(signum))
+            with self._exits_cond:
+                self._exits_cond.notify_all()
+
+    def _on_stopped(self, rec: RankRecord) -> None:
+        with self._exits_cond:
+            self._exits_cond.notify_all()
 
     def run(self) -> int:
         listener = socket.create_server(("127.0.0.1", 0), backlog=max(128, self.nprocs * 2))
@@ -104,11 +199,13 @@ class LocalSpawnLauncher:
         outs: list[IO[bytes] | None] = []
         pumps: list[threading.Thread] = []
         cmd = [self.python, "-m", self.module, *self.argv]
-        old_term = None
-        if threading.current_thread() is threading.main_thread():
-            old_term = signal.signal(signal.SIGTERM, lambda s, f: self._signal_all(signal.SIGTERM))
+        self._watch = JobWatch(self.nprocs, stderr=self.stderr, on_stopped_limit=self._on_stopped)
+        old = _install(self._on_signal)
+        code = 0
         try:
             for rank in range(self.nprocs):
+                if self._end.signum is not None:
+                    break
                 out = None if rank == 0 else tempfile.TemporaryFile()
                 outs.append(out)
                 try:
@@ -120,24 +217,25 @@ class LocalSpawnLauncher:
                     self._signal_all(signal.SIGTERM)
                     raise BenchError(f"cannot start {self.python}: {e.strerror}", ExitCode.INVALID_USAGE) from None
                 self.procs.append(p)
-                threading.Thread(target=self._watch, args=(rank, p), daemon=True).start()
+                threading.Thread(target=self._watch_exit, args=(rank, p), daemon=True).start()
                 if p.stderr is not None:
                     t = threading.Thread(target=_pump, args=(p.stderr, self.stderr, f"[rank {rank}] "), daemon=True)
                     t.start()
                     pumps.append(t)
             listener.close()  # rank 0 holds its own copy now
             code = self._wait()
-        except KeyboardInterrupt:
-            self._signal_all(signal.SIGINT)
-            self._reap(self.timeout_s)
-            code = 130
         finally:
             listener.close()
-            if old_term is not None:
-                signal.signal(signal.SIGTERM, old_term)
-        for t in pumps:
-            t.join(1.0)
-        self._show_failed_stdout(outs)
+            if self._end.signum is not None or any(p.poll() is None for p in self.procs):
+                self._reap(_STOP_WAIT_S)
+            _restore(old)
+            try:
+                for t in pumps:
+                    t.join(1.0)
+                self._show_failed_stdout(outs)
+                code = self._finish(code)
+            finally:
+                self._watch.close()
         return code
 
     def _signal_all(self, sig: int) -> None:
@@ -149,9 +247,10 @@ class LocalSpawnLauncher:
                     pass
 
     def _reap(self, grace_s: float) -> None:
-        """Wait up to grace_s, then SIGTERM, then SIGKILL after 3 s more."""
+        """Wait up to grace_s, then SIGTERM, then SIGKILL after _TERM_WAIT_S more."""
         end = time.monotonic() + grace_s
-        for sig, until in ((None, end), (signal.SIGTERM, end + 3.0), (signal.SIGKILL, end + 6.0)):
+        for sig, until in ((None, end), (signal.SIGTERM, end + _TERM_WAIT_S),
+                           (signal.SIGKILL, end + _TERM_WAIT_S + 2.0)):
             if sig is not None:
                 self._signal_all(sig)
             while time.monotonic() < until and any(p.poll() is None for p in self.procs):
@@ -159,7 +258,7 @@ class LocalSpawnLauncher:
             if all(p.poll() is not None for p in self.procs):
                 return
 
-    def _watch(self, rank: int, p: subprocess.Popen) -> None:
+    def _watch_exit(self, rank: int, p: subprocess.Popen) -> None:
         """One thread per child records exits in the order they happen, so the
         rank that failed first (not the first one polled) gives the exit code."""
         rc = p.wait()
@@ -168,17 +267,81 @@ class LocalSpawnLauncher:
             self._exits_cond.notify_all()
 
     def _wait(self) -> int:
+        watch = self._watch
         with self._exits_cond:
             while True:
                 bad = next(((r, _code(rc)) for r, rc in self._exits if rc != 0), None)
+                if self._end.signum is not None:
+                    return 128 + self._end.signum
+                if watch is not None and watch.stop_ended is not None:
+                    break
                 if bad is not None or len(self._exits) == len(self.procs):
                     break
                 self._exits_cond.wait(0.5)
+        if watch is not None and watch.stop_ended is not None and bad is None:
+            rec = watch.stop_ended
+            try:
+                os.kill(rec.pid, signal.SIGKILL)  # stopped: it cannot unwind; the rendezvous tells the others
+            except OSError:
+                pass
+            self._reap(_STOP_WAIT_S)
+            return int(ExitCode.TIMEOUT)
         if bad is None:
             return 0
         self.first_failure = bad
-        self._reap(self.timeout_s)
+        signalled = exit_status_meaning(bad[1]) is not None and bad[1] != int(ExitCode.TIMEOUT)
+        self._reap(_STOP_WAIT_S if signalled else self.timeout_s)
         return bad[1]
+
+    def _finish(self, code: int) -> int:
+        """Orphans swept, the one line printed, the stored run's outcome made sure."""
+        watch = self._watch
+        assert watch is not None
+        watch.sweep()
+        t_end = time.monotonic()
+        since = self._end.signal_at
+        n = len(self.procs)
+        if self._end.signum is not None:
+            name = signal_name(self._end.signum)
+            self.ended_in_s = t_end - (since or t_end)
+            reason = f"{name} received by ncclbench's launcher (pid {os.getpid()})"
+            stored = _store_outcome(watch, "interrupted", reason, overwrite_reason=True)
+            self._say(f"ncclbench: {name} received: ended all {n} ranks in {self.ended_in_s:.2f} s{stored}")
+            return 128 + self._end.signum
+        if watch.stop_ended is not None and code == int(ExitCode.TIMEOUT) and self.first_failure is None:
+            rec = watch.stop_ended
+            reason = f"{rec.who()} stayed stopped (SIGSTOP/SIGTSTP) for {watch.stopped_limit_s:g} s"
+            stored = _store_outcome(watch, "timeout", reason, overwrite_reason=True)
+            self._say(f"ncclbench: {reason}: ended the job{stored}")
+            return code
+        first = watch.first_ending()
+        if first is not None and first[2].endswith(" received"):  # a signal to one rank (or to several)
+            at, rec, said = first
+            reason = f"{said.removesuffix(' received')} received by {rec.who()}"
+            stored = _store_outcome(watch, "interrupted", reason, overwrite_reason=True)
+            self.ended_in_s = t_end - at
+            self._say(f"ncclbench: {reason}: ended the job in {self.ended_in_s:.2f} s{stored}")
+            return _signal_status(said, code)
+        if self.first_failure is not None:
+            rank, rc = self.first_failure
+            meaning = exit_status_meaning(rc)
+            if meaning is None or meaning[0] == "timeout":
+                _store_outcome(watch, meaning[0] if meaning else "interrupted",
+                               f"rank {rank} ended with exit status {rc}", overwrite_reason=False)
+                return code
+            rec = watch.ranks.get(rank)
+            who = rec.who() if rec else f"rank {rank} (pid {self.procs[rank].pid})"
+            how = "was killed by" if rc in (128 + signal.SIGKILL, -signal.SIGKILL) else "ended by"
+            reason = f"{who} {how} {describe_exit(rc)}"
+            stored = _store_outcome(watch, "interrupted", reason, overwrite_reason=True)
+            self._say(f"ncclbench: {reason}: the job ended{stored}")
+        return code
+
+    def _say(self, line: str) -> None:
+        try:
+            print(line, file=self.stderr, flush=True)
+        except (OSError, ValueError):
+            pass
 
     def _show_failed_stdout(self, outs: list[IO[bytes] | None]) -> None:
         for rank, (p, out) in enumerate(zip(self.procs, outs)):
@@ -208,14 +371,20 @@ def _is_open_mpi(mpiexec: str) -> bool:
 
 
 def spawn_mpiexec(nprocs: int, argv: Sequence[str], env: Mapping[str, str] | None = None, *,
-                  module: str = "ncclbench", timeout_s: float | None = None) -> int:
-    """Run `mpiexec -n N python -m <module> <argv>` and return its exit status."""
+                  module: str = "ncclbench", timeout_s: float | None = None,
+                  stderr: IO[str] | None = None) -> int:
+    """Run `mpiexec -n N python -m <module> <argv>` and return its exit status.
+
+    mpiexec runs in a session of its own, so a signal to the launcher's process
+    group (a terminal's Ctrl-C, `kill -TERM -PGID`) reaches mpiexec once, from
+    the launcher, not twice; it dies with the launcher (PR_SET_PDEATHSIG)."""
     if nprocs < 1:
         raise BenchError(f"--nprocs must be at least 1, not {nprocs}", ExitCode.ARGUMENT)
     mpiexec = find_mpiexec()
     if mpiexec is None:
         raise UnsupportedError("--nprocs with --backend mpi needs mpiexec: pip install 'ncclbench[test]' "
                                "(MPICH's mpiexec) or install an MPI")
+    err = stderr or sys.stderr
     child_env = dict(os.environ if env is None else env)
     cmd = [mpiexec, "-n", str(nprocs)]
     if _is_open_mpi(mpiexec):
@@ -226,25 +395,119 @@ def spawn_mpiexec(nprocs: int, argv: Sequence[str], env: Mapping[str, str] | Non
         child_env.setdefault("PRTE_MCA_rmaps_default_mapping_policy", ":oversubscribe")
         child_env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
     cmd += [sys.executable, "-m", module, *argv]
+    end = _JobEnd()
+    stopped_for: list[RankRecord] = []
+    watch = JobWatch(nprocs, stderr=err, on_stopped_limit=stopped_for.append)
+    child_env.update(watch.env())
     try:
-        proc = subprocess.Popen(cmd, env=child_env)
+        proc = subprocess.Popen(cmd, env=child_env, start_new_session=True, preexec_fn=preexec_die_with_parent)
     except OSError as e:
+        watch.close()
         raise BenchError(f"cannot run {mpiexec}: {e.strerror}", ExitCode.INVALID_USAGE) from None
+
+    def on_signal(signum: int) -> None:
+        if end.on_signal(signum) and proc.poll() is None:
+            try:
+                proc.send_signal(_forwarded(signum))  # mpiexec passes SIGTERM/SIGINT to every rank
+            except OSError:
+                pass
+
+    old = _install(on_signal)
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    timed_out = killed_stopped = False
     try:
-        return _code(proc.wait(timeout=timeout_s))
-    except subprocess.TimeoutExpired:
-        proc.terminate()
+        while proc.poll() is None:
+            try:
+                proc.wait(0.2)
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            if end.signum is not None and now - (end.signal_at or now) > _STOP_WAIT_S:
+                break
+            if stopped_for and not killed_stopped and proc.poll() is None:
+                killed_stopped = True
+                try:  # a stopped rank cannot unwind; mpiexec ends the others when it is gone
+                    os.kill(stopped_for[0].pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            if deadline is not None and now > deadline:
+                timed_out = True
+                break
+        if proc.poll() is None:  # mpiexec did not end the job in time: end it, and its proxy
+            _end_session(proc)
+        code = _code(proc.wait())
+        _restore(old)
+        old = None
+        watch.sweep()
+        return _report_mpiexec(watch, end, code, nprocs, err, timeout_s if timed_out else None)
+    finally:
+        _restore(old)
+        if proc.poll() is None:
+            _end_session(proc)
+        watch.close()
+
+
+def _end_session(proc: subprocess.Popen) -> None:
+    """SIGTERM to mpiexec's session (mpiexec, its proxy), SIGKILL 2 s later."""
+    for sig, wait in ((signal.SIGTERM, _TERM_WAIT_S), (signal.SIGKILL, 5.0)):
         try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        raise BenchError(f"mpiexec did not finish within {timeout_s:g} s", ExitCode.TIMEOUT) from None
-    except KeyboardInterrupt:
-        proc.send_signal(signal.SIGINT)
+            os.killpg(proc.pid, sig)
+        except OSError:
+            pass
         try:
-            proc.wait(10)
+            proc.wait(wait)
+            return
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        return 130
+            continue
+
+
+def _report_mpiexec(watch: JobWatch, end: _JobEnd, code: int, nprocs: int, err: IO[str],
+                    timed_out_s: float | None) -> int:
+    """The one line about how an mpiexec job ended, the stored run's outcome, the exit status."""
+    def say(line: str) -> None:
+        try:
+            print(line, file=err, flush=True)
+        except (OSError, ValueError):
+            pass
+
+    now = time.monotonic()
+    if timed_out_s is not None:
+        reason = f"mpiexec did not finish within {timed_out_s:g} s"
+        _store_outcome(watch, "timeout", reason, overwrite_reason=True)
+        raise BenchError(reason, ExitCode.TIMEOUT)
+    if end.signum is not None:
+        name = signal_name(end.signum)
+        took = now - (end.signal_at or now)
+        stored = _store_outcome(watch, "interrupted", f"{name} received by ncclbench's launcher "
+                                f"(pid {os.getpid()})", overwrite_reason=True)
+        say(f"ncclbench: {name} received: ended all {nprocs} ranks in {took:.2f} s{stored}")
+        return 128 + end.signum
+    if watch.stop_ended is not None:
+        rec = watch.stop_ended
+        reason = f"{rec.who()} stayed stopped (SIGSTOP/SIGTSTP) for {watch.stopped_limit_s:g} s"
+        stored = _store_outcome(watch, "timeout", reason, overwrite_reason=True)
+        say(f"ncclbench: {reason}: ended the job{stored}")
+        return int(ExitCode.TIMEOUT)
+    if code == 0:
+        return 0
+    meaning = exit_status_meaning(code)
+    first = watch.first_ending()
+    death = watch.first_death()
+    if first is not None and (death is None or first[0] <= watch.deaths[0].at):
+        at, rec, said = first
+        if said.endswith(" received"):  # a signal to one rank (or to several: the first one names it)
+            reason = f"{said.removesuffix(' received')} received by {rec.who()}"
+            stored = _store_outcome(watch, "interrupted", reason, overwrite_reason=True)
+            say(f"ncclbench: {reason}: ended the job in {now - at:.2f} s{stored}")
+            return _signal_status(said, code)
+        else:  # it ended the job itself (an error it printed, -T): keep its words
+            _store_outcome(watch, meaning[0] if meaning else "interrupted", f"{rec.who()}: {said}",
+                           overwrite_reason=False)
+        return code
+    if death is not None:
+        stored = _store_outcome(watch, "interrupted", death, overwrite_reason=True)
+        say(f"ncclbench: {death}{stored}")
+        return code
+    _store_outcome(watch, meaning[0] if meaning else "interrupted", f"mpiexec ended with {describe_exit(code)}",
+                   overwrite_reason=False)
+    return code

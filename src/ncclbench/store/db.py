@@ -7,11 +7,19 @@ either lands completely or not at all.
 
 Layout (schema version in PRAGMA user_version):
   runs      one per benchmark run or imported test; metadata as JSON columns
-            (RunInfo / BenchOptions / RunSummary as dataclasses.asdict)
+            (RunInfo / BenchOptions / RunSummary as dataclasses.asdict);
+            status running / complete / interrupted (a signal, a dead rank, an
+            error) / timeout (-T, a rank that never answered), and why it ended
+            (end_reason) when that was not a normal finish
   rows      one per printed result line (both placements as columns)
   per_iter  `-I` statistics per row and placement (times as JSON lists)
   messages  extra lines a run printed (warnings, notes), in order
   baselines named pointers to runs, for the regression gate
+  baseline_runs  the further runs of a baseline made of several runs (its
+            history: the gate's noise estimate); baselines.run_id is the newest
+
+Schema 1 (before 'timeout', end_reason and baseline_runs) is upgraded in
+place the first time a newer ncclbench opens the store for writing.
 """
 
 from __future__ import annotations
@@ -33,15 +41,15 @@ from ..errors import ArgumentError, BenchError, ExitCode
 from ..output.numfmt import now_string
 from ..results import DeviceInfo, HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
 
-SCHEMA_VERSION = 1
-STATUSES = ("running", "complete", "interrupted")
+SCHEMA_VERSION = 2
+STATUSES = ("running", "complete", "interrupted", "timeout")
 PLACEMENTS = ("out_of_place", "in_place")
 
 _SCHEMA = """
 CREATE TABLE runs (
     id            INTEGER PRIMARY KEY AUTOINCREMENT,
     created_at    TEXT NOT NULL,
-    status        TEXT NOT NULL CHECK (status IN ('running', 'complete', 'interrupted')),
+    status        TEXT NOT NULL CHECK (status IN ('running', 'complete', 'interrupted', 'timeout')),
     source        TEXT NOT NULL,
     source_path   TEXT,
     content_hash  TEXT,
@@ -58,7 +66,8 @@ CREATE TABLE runs (
     gpus          TEXT NOT NULL,
     nranks        INTEGER,
     writer_host   TEXT,
-    writer_pid    INTEGER
+    writer_pid    INTEGER,
+    end_reason    TEXT
 );
 CREATE INDEX runs_hash ON runs(content_hash);
 CREATE TABLE rows (
@@ -98,6 +107,48 @@ CREATE TABLE baselines (
     run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
     created_at TEXT NOT NULL,
     note       TEXT
+);
+CREATE TABLE baseline_runs (
+    name       TEXT NOT NULL REFERENCES baselines(name) ON DELETE CASCADE,
+    run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    PRIMARY KEY (name, run_id)
+);
+"""
+
+# Schema 1 -> 2: SQLite cannot change a CHECK constraint, so the runs table is
+# rebuilt (the documented 12-step way: foreign keys off, copy, swap, check).
+_UPGRADE_1_TO_2 = """
+CREATE TABLE runs_v2 (
+    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+    created_at    TEXT NOT NULL,
+    status        TEXT NOT NULL CHECK (status IN ('running', 'complete', 'interrupted', 'timeout')),
+    source        TEXT NOT NULL,
+    source_path   TEXT,
+    content_hash  TEXT,
+    program       TEXT NOT NULL,
+    collective    TEXT NOT NULL,
+    start_time    TEXT,
+    end_time      TEXT,
+    argv          TEXT NOT NULL,
+    env           TEXT NOT NULL,
+    info          TEXT NOT NULL,
+    options       TEXT NOT NULL,
+    summary       TEXT,
+    hosts         TEXT NOT NULL,
+    gpus          TEXT NOT NULL,
+    nranks        INTEGER,
+    writer_host   TEXT,
+    writer_pid    INTEGER,
+    end_reason    TEXT
+);
+INSERT INTO runs_v2 SELECT *, NULL FROM runs;
+DROP TABLE runs;
+ALTER TABLE runs_v2 RENAME TO runs;
+CREATE INDEX runs_hash ON runs(content_hash);
+CREATE TABLE baseline_runs (
+    name       TEXT NOT NULL REFERENCES baselines(name) ON DELETE CASCADE,
+    run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    PRIMARY KEY (name, run_id)
 );
 """
 
@@ -167,6 +218,9 @@ class RunHeader:
     gpus: list[str]
     nranks: int | None
     nrows: int
+    end_reason: str | None = None  # why an interrupted/timeout run ended, when known
+    writer_host: str | None = None
+    writer_pid: int | None = None
 
 
 @dataclass
@@ -185,6 +239,7 @@ class StoredRun:
     env: dict[str, str]
     messages: list[str] = field(default_factory=list)
     end_time: str | None = None
+    end_reason: str | None = None
 
     @property
     def label(self) -> str:
@@ -249,7 +304,28 @@ class ResultStore:
                     c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         else:
             c.execute("PRAGMA journal_mode = WAL")
+            if version < SCHEMA_VERSION:
+                self._upgrade(version)
         c.execute("PRAGMA synchronous = NORMAL")
+
+    def _upgrade(self, version: int) -> None:
+        """Bring an older store up to SCHEMA_VERSION (inside one transaction;
+        another process may be upgrading it at the same moment)."""
+        c = self.conn
+        c.execute("PRAGMA foreign_keys = OFF")  # must be set outside a transaction
+        try:
+            with self.transaction():
+                if c.execute("PRAGMA user_version").fetchone()[0] == 1:
+                    for stmt in _UPGRADE_1_TO_2.split(";"):
+                        if stmt.strip():
+                            c.execute(stmt)
+                    bad = c.execute("PRAGMA foreign_key_check").fetchall()
+                    if bad:
+                        raise BenchError(f"cannot upgrade result store {self.path}: it holds rows of "
+                                         f"runs that do not exist ({len(bad)} found)", ExitCode.ARGUMENT)
+                    c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        finally:
+            c.execute("PRAGMA foreign_keys = ON")
 
     def close(self) -> None:
         with contextlib.suppress(sqlite3.Error):
@@ -337,10 +413,28 @@ class ResultStore:
                       (status, None if summary is None else json.dumps(dataclasses.asdict(summary)),
                        end_time, run_id))
 
-    def mark_interrupted(self, run_id: int) -> None:
+    def mark_interrupted(self, run_id: int, reason: str | None = None, *,
+                         status: str = "interrupted") -> bool:
+        """End a run that is still 'running' as `status` ('interrupted' or
+        'timeout'), with why; a run that already ended keeps its status.
+        Returns True when it was changed."""
+        if status not in ("interrupted", "timeout"):
+            raise ValueError(f"bad status {status!r}")
         with self.transaction() as c:
-            c.execute("UPDATE runs SET status = 'interrupted' WHERE id = ? AND status = 'running'",
-                      (run_id,))
+            cur = c.execute("UPDATE runs SET status = ?, end_reason = ?, end_time = coalesce(end_time, ?) "
+                            "WHERE id = ? AND status = 'running'", (status, reason, now_string(), run_id))
+            return cur.rowcount > 0
+
+    def set_end_reason(self, run_id: int, reason: str) -> None:
+        """Say why a run that did not finish ended (the launcher knows the root
+        cause better than a rank that was only told to stop)."""
+        with self.transaction() as c:
+            c.execute("UPDATE runs SET end_reason = ? WHERE id = ? AND status IN ('interrupted', 'timeout')",
+                      (reason, run_id))
+
+    def end_reason(self, run_id: int) -> str | None:
+        r = self.conn.execute("SELECT end_reason FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return None if r is None else r[0]
 
     def find_by_hash(self, content_hash: str) -> int | None:
         r = self.conn.execute("SELECT id FROM runs WHERE content_hash = ? ORDER BY id LIMIT 1",
@@ -348,23 +442,57 @@ class ResultStore:
         return None if r is None else int(r[0])
 
     # ------------------------------------------------------------------ baselines
-    def set_baseline(self, name: str, run_id: int, note: str | None = None) -> None:
+    def set_baseline(self, name: str, run_id: int | list[int], note: str | None = None) -> None:
+        """Name one run, or several runs of the same test (the newest becomes the
+        reference, all of them the history the gate takes its noise from)."""
         if not name or name.strip() != name or name.isdigit():
             raise ArgumentError(f"bad baseline name {name!r} (non-empty, no surrounding spaces, "
                                 "not a plain number)")
-        self.get_run_header(run_id)
+        ids = sorted(set([run_id] if isinstance(run_id, int) else run_id))
+        if not ids:
+            raise ArgumentError("a baseline needs at least one run")
+        programs = {rid: self.get_run_header(rid).program for rid in ids}
+        if len(set(programs.values())) > 1:
+            raise ArgumentError("a baseline's runs must be runs of one test, not " + ", ".join(
+                f"run {r} ({p})" for r, p in programs.items()))
         with self.transaction() as c:
             c.execute("INSERT INTO baselines VALUES (?,?,?,?) ON CONFLICT(name) DO UPDATE SET "
                       "run_id = excluded.run_id, created_at = excluded.created_at, "
-                      "note = excluded.note", (name, run_id, _now(), note))
+                      "note = excluded.note", (name, ids[-1], _now(), note))
+            c.execute("DELETE FROM baseline_runs WHERE name = ?", (name,))
+            c.executemany("INSERT INTO baseline_runs VALUES (?,?)", [(name, r) for r in ids[:-1]])
 
     def get_baseline(self, name: str) -> int | None:
+        """The baseline's reference run (its newest run)."""
         r = self.conn.execute("SELECT run_id FROM baselines WHERE name = ?", (name,)).fetchone()
         return None if r is None else int(r[0])
 
+    def get_baseline_runs(self, name: str) -> list[int]:
+        """Every run of the baseline, oldest first (the reference run last); [] if unknown."""
+        ref = self.get_baseline(name)
+        if ref is None:
+            return []
+        more = [int(r[0]) for r in self.conn.execute(
+            "SELECT run_id FROM baseline_runs WHERE name = ? ORDER BY run_id", (name,))]
+        return sorted(set(more + [ref]))
+
+    def runs_of_same_command(self, run_id: int, limit: int = 10) -> list[int]:
+        """The newest `limit` finished ('complete') runs stored with the same program,
+        argv, rank count and hosts as `run_id`, up to and including it, oldest first:
+        `baseline set NAME RUN --runs N` uses them as the baseline's history."""
+        r = self.conn.execute("SELECT program, argv, nranks, hosts FROM runs WHERE id = ?",
+                              (run_id,)).fetchone()
+        if r is None:
+            raise ArgumentError(self._unknown(run_id))
+        ids = [int(x[0]) for x in self.conn.execute(
+            "SELECT id FROM runs WHERE program = ? AND argv = ? AND nranks IS ? AND hosts = ? "
+            "AND id <= ? AND (status = 'complete' OR id = ?) ORDER BY id DESC LIMIT ?",
+            (*r, run_id, run_id, int(limit)))]
+        return sorted(ids)
+
     def list_baselines(self) -> list[tuple[str, int, str, str | None]]:
         return [tuple(r) for r in self.conn.execute(
-            "SELECT name, run_id, created_at, note FROM baselines ORDER BY name")]
+            "SELECT name, run_id, created_at, note FROM baselines ORDER BY name")]  # type: ignore[misc]
 
     def delete_baseline(self, name: str) -> None:
         with self.transaction() as c:
@@ -380,17 +508,18 @@ class ResultStore:
         return None if r[0] is None else int(r[0])
 
     def _header(self, r) -> RunHeader:
-        status = r[2]
+        status, reason = r[2], r[15]
         if status == "running" and r[12] == socket.gethostname() and r[13] and not _alive(r[13]):
-            status = "interrupted"  # its writer died without a word (kill -9, OOM)
+            status = "interrupted"  # its writer died without a word (kill -9, OOM, the MPI job killed it)
+            reason = reason or f"the process that recorded it (pid {r[13]}) ended without finishing it"
         return RunHeader(id=r[0], created_at=r[1], status=status, source=r[3], source_path=r[4],
                          program=r[5], collective=r[6], start_time=r[7], argv=json.loads(r[8]),
                          hosts=json.loads(r[9]), gpus=json.loads(r[10]), nranks=r[11],
-                         nrows=int(r[14]))
+                         nrows=int(r[14]), end_reason=reason, writer_host=r[12], writer_pid=r[13])
 
     _HEADER_SQL = ("SELECT id, created_at, status, source, source_path, program, collective,"
                    " start_time, argv, hosts, gpus, nranks, writer_host, writer_pid,"
-                   " (SELECT count(*) FROM rows WHERE rows.run_id = runs.id) FROM runs")
+                   " (SELECT count(*) FROM rows WHERE rows.run_id = runs.id), end_reason FROM runs")
 
     def list_runs(self, limit: int | None = None, program: str | None = None) -> list[RunHeader]:
         """Newest first."""
@@ -449,7 +578,7 @@ class ResultStore:
                          source_path=r[4], info=info_from_json(r[5]),
                          options=options_from_json(r[6]), rows=rows,
                          summary=summary_from_json(r[7]), env=json.loads(r[8]),
-                         messages=messages, end_time=r[9])
+                         messages=messages, end_time=r[9], end_reason=header.end_reason)
 
     def resolve(self, ref: str) -> int:
         """A run id, `latest`/`last`, `latest~N`, or a baseline name -> run id."""
@@ -484,4 +613,9 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    try:  # a zombie (killed, not yet reaped) has ended too
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        return data[data.rfind(b")") + 2:][:1] != b"Z"
+    except OSError:
+        return True

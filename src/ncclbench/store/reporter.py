@@ -3,7 +3,11 @@
 `StoreReporter` follows the harness' Reporter protocol (begin/message/row/
 end/close).  Each row is committed in its own transaction the moment it is
 measured, so a run killed at any point keeps everything measured before the
-kill, and `close()` without `end()` records the run as 'interrupted'.
+kill, and `close()` without `end()` records the run as 'interrupted'
+(`set_outcome` first says why, or that it was a timeout).  A process that
+must end without unwinding (a signal while the main thread is stuck, the -T
+watchdog's abort) still marks its run, through `launch.shutdown`'s last words
+and a connection of its own.
 
 A broken store must not cost the user the benchmark they just ran: the first
 database error is reported once on stderr and the reporter goes quiet.
@@ -16,7 +20,7 @@ import os
 import platform
 import sqlite3
 import sys
-from typing import TextIO
+from typing import Callable, TextIO
 
 from .. import __version__
 from ..config import BenchOptions
@@ -37,6 +41,8 @@ class StoreReporter:
         self._closed = False
         self._warn = warn
         self._owns_store = False
+        self._outcome: tuple[str, str | None] | None = None
+        self._unregister: Callable[[], None] | None = None
 
     def _guard(self, fn, *args) -> None:
         if self.error is not None:
@@ -69,9 +75,18 @@ class StoreReporter:
         def _begin() -> None:
             facts = {"python": platform.python_version(), "platform": platform.platform(),
                      "ncclbench": __version__}
+            try:  # a busy host explains a slow run; the gate warns when the runs it compares differ
+                facts["loadavg_at_start"] = round(os.getloadavg()[0], 2)
+            except OSError:
+                pass
             recorded = dataclasses.replace(info, extra={**facts, **info.extra})
             self.run_id = self.store.begin_run(recorded, opts)
         self._guard(_begin)
+        if self.run_id is not None:
+            from ..launch.shutdown import note_for_launcher, register_last_words
+
+            self._unregister = register_last_words(self._last_words)
+            note_for_launcher(run_id=self.run_id, db=str(self.store.path))
 
     def message(self, line: str) -> None:
         if self.run_id is not None:
@@ -89,15 +104,38 @@ class StoreReporter:
         self._guard(self.store.finish_run, self.run_id, summary)
         self._ended = True
 
+    def set_outcome(self, status: str, reason: str | None) -> None:
+        """How the run ended when it did not finish ('interrupted' or 'timeout',
+        and why); written by close().  Without it close() says 'interrupted'."""
+        if self._outcome is None:
+            self._outcome = (status, reason)
+
+    @property
+    def rows_written(self) -> int:
+        return self._seq
+
     def close(self) -> None:
-        """Idempotent; after an error (no end()) the run is kept as 'interrupted'."""
+        """Idempotent; after an error (no end()) the run is kept as 'interrupted'
+        (or as set_outcome said)."""
         if self._closed:
             return
         self._closed = True
+        if self._unregister is not None:
+            self._unregister()
         if self.run_id is not None and not self._ended:
-            self._guard(self.store.mark_interrupted, self.run_id)
+            status, reason = self._outcome or ("interrupted", None)
+            self._guard(lambda: self.store.mark_interrupted(self.run_id, reason, status=status))
         if self._owns_store and self.store is not None:
             self.store.close()
+
+    def _last_words(self, status: str, reason: str) -> None:
+        """Runs from another thread while this process ends without unwinding:
+        sqlite3 connections are per thread, so mark the run through a new one."""
+        if self.run_id is None or self._ended or self.store is None or self.error is not None:
+            return
+        status, reason = self._outcome or (status, reason)
+        with ResultStore(self.store.path, create=False) as store:
+            store.mark_interrupted(self.run_id, reason, status=status)
 
     def check_baseline(self, name: str, max_drop_pct: float = 5.0,
                        max_rise_pct: float | None = None, out: TextIO | None = None) -> int:
