@@ -25,7 +25,7 @@ def synthetic_result(times: dict[int, dict[str, list[float]]], cands=None, **kw)
     cs = cands or nccl_candidates("all_reduce", 22809, algos=["ring", "tree", "auto"], protos=["LL", "Simple"],
                                   nnodes=1)
     base = dict(collective="all_reduce", backend="nccl", library="NCCL 2.28.9", version_code=22809, nranks=8,
-                nnodes=1, datatype="float", op="sum", rounds=3, iters_per_round=4, candidates=cs.candidates,
+                nnodes=1, datatype="float", op="sum", rounds=5, iters_per_round=4, candidates=cs.candidates,
                 skipped=cs.skipped, times_us=times, algbw_bytes={s: float(s) for s in times}, bus_factor=1.75)
     base.update(kw)
     return TuneResult(**base)
@@ -34,13 +34,13 @@ def synthetic_result(times: dict[int, dict[str, list[float]]], cands=None, **kw)
 def three_band_result() -> TuneResult:
     # 1 KiB, 2 KiB: Tree/LL clearly faster; 4 KiB: nothing beyond noise; 8 KiB: Ring/Simple with 2 CTAs... no CTAs
     # here, 8 KiB: auto/LL (protocol only) faster.
-    slow = [10.0, 10.1, 9.9]
+    slow = [10.0, 10.1, 9.9, 10.0, 10.05]
     t = {}
     for size, fast in ((1024, "Tree/LL"), (2048, "Tree/LL"), (4096, None), (8192, "auto/LL")):
         row = {label: list(slow) for label in ("default", "Ring/LL", "Ring/Simple", "Tree/LL", "Tree/Simple",
                                                 "auto/LL", "auto/Simple")}
         if fast:
-            row[fast] = [5.0, 5.1, 4.9]
+            row[fast] = [5.0, 5.1, 4.9, 5.0, 5.05]
         t[size] = row
     return synthetic_result(t)
 
@@ -74,7 +74,7 @@ def test_tuner_config_lines():
 
 
 def test_no_tuner_config_for_mpi_or_p2p():
-    r = synthetic_result({8: {"default": [1.0, 1.0, 1.0]}}, backend="mpi")
+    r = synthetic_result({8: {"default": [1.0] * 5}}, backend="mpi")
     text, notes = tuner_config(r)
     assert text == "" and "NCCL's" in notes[0]
 
@@ -144,7 +144,7 @@ def test_plugin_minus_one_channels_means_one_channel(example_plugin, tmp_path, m
 
 def test_ctas_candidate_writes_its_channel_count(example_plugin, tmp_path, monkeypatch):
     cs = nccl_candidates("all_reduce", 22809, algos=["ring"], protos=["LL128"], ctas=[4])
-    r = synthetic_result({65536: {"default": [10.0, 10.0, 10.0], "Ring/LL128/ctas=4": [4.0, 4.0, 4.0]}},
+    r = synthetic_result({65536: {"default": [10.0] * 5, "Ring/LL128/ctas=4": [4.0] * 5}},
                          cands=cs)
     text, _ = tuner_config(r)
     conf = tmp_path / "tuner.conf"

@@ -124,17 +124,14 @@ def report_lines(result: TuneResult) -> list[str]:
     for (label, reason), sizes in na.items():
         out.append(f"# {label} not measured at {', '.join(human_size(s) for s in sorted(sizes))}: {reason}")
     out.append("#")
-    out.append(f"# {'size':>10} {'default us':>11} {'best':>24} {'best us':>10} {'gain':>8} "
-               f"{'noise':>7} {'wins':>5}  verdict")
+    out.append(f"# {'size':>10} {'default us':>11} {'best':>26} {'best us':>10} {'gain':>8} "
+               f"{'noise':>7} {'wins':>5} {'p':>6}  verdict")
     for v in result.verdicts():
-        if v.best == "default":
-            verdict = "default is fastest"
-        elif v.claimed:
-            verdict = "faster"
-        else:
-            verdict = "within noise" if v.gain <= v.noise else "not consistent"
-        out.append(f"# {human_size(v.size):>10} {v.default_us:11.2f} {v.best:>24} {v.best_us:10.2f} "
-                   f"{pct(v.gain):>8} {v.noise * 100:6.1f}% {v.wins:>2}/{v.rounds:<2}  {verdict}")
+        p = f"{v.p:6.3f}" if v.best != "default" else f"{'-':>6}"
+        out.append(f"# {human_size(v.size):>10} {v.default_us:11.2f} {v.best:>26} {v.best_us:10.2f} "
+                   f"{pct(v.gain):>8} {v.noise * 100:6.1f}% {v.wins:>2}/{v.rounds:<2} {p}  {v.reason}")
+    out.append("# (noise: the larger robust run-to-run spread of default and best; wins: paired rounds won, "
+               "p: sign test; a gain counts when gain > noise and p <= 0.05)")
     out.append("#")
     out.append("# per size band:")
     for s in band_settings(result):
@@ -151,7 +148,7 @@ def report_lines(result: TuneResult) -> list[str]:
 def result_json(result: TuneResult) -> dict:
     """The result with its judgement, for the -J-like JSON file."""
     doc = result.to_json()
-    doc["verdicts"] = [vars(v) | {"winner": v.winner} for v in result.verdicts()]
+    doc["verdicts"] = [vars(v) | {"winner": v.winner, "reason": v.reason} for v in result.verdicts()]
     doc["bands"] = band_settings(result)
     text, notes = tuner_config(result)
     doc["tuner_config"] = text or None

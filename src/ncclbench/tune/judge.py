@@ -6,16 +6,24 @@ round r of the default and of a candidate were measured moments apart).
 
 * time: the median over rounds;
 * gain: default median / candidate median - 1 (+0.25 = 25 % less time);
-* spread: (max - min) / median over the rounds, the run-to-run noise of that
-  candidate at that size, measured in this job;
-* wins: in how many rounds the candidate beat the default of the same round.
+* spread: the run-to-run noise of one candidate at one size in this job:
+  1.4826 x the median absolute deviation over the rounds, relative to the
+  median (a standard deviation where the noise is normal; with two rounds,
+  (max - min) / median).  The median deviation, not the range: on a shared
+  host a round now and then is hit by a descheduled process and takes ten
+  times as long (bench/results/tune-cpu.md), and one such round must neither
+  hide a real gain nor fake one;
+* wins: in how many rounds the candidate beat the default of the same round,
+  and `p`, the one-sided sign-test probability of that many wins if the two
+  were equally fast (5 of 5: 1/32).
 
 A gain is *claimed* only when it exceeds the larger spread of the two (the
-candidate's and the default's); otherwise the default stays, and the report
-says the difference is within the noise.  (Then every round of the
-candidate is faster than the default's median, so it also wins most paired
-rounds; `wins` is reported as the confidence a reader can check.)  Sizes in a row with the same verdict form a *band*: the unit the
-emitters write (one tuner-config line, one env setting) and --verify checks.
+candidate's and the default's) and the paired rounds agree (p <= 0.05: with
+5 rounds all five won, with 8 at least seven); otherwise the default stays,
+and the report says why.  Tune picks the best of many candidates, so a
+claimed gain can still be luck: --verify re-measures it in separate jobs.
+Sizes in a row with the same verdict form a *band*: the unit the emitters
+write (one tuner-config line, one env setting) and --verify checks.
 """
 
 from __future__ import annotations
@@ -38,11 +46,41 @@ class Series:
 
     @property
     def spread(self) -> float:
-        """(max - min) / median; 0 with one round (no noise measured)."""
-        if len(self.times_us) < 2:
-            return 0.0
+        """Robust relative spread (module doc); 0 with one round (no noise measured)."""
+        return relative_spread(self.times_us)
+
+    @property
+    def range(self) -> float:
+        """(max - min) / median, for the record."""
         med = self.median_us
         return (max(self.times_us) - min(self.times_us)) / med if med > 0 else float("inf")
+
+
+MAD_TO_SIGMA = 1.4826  # median absolute deviation -> standard deviation of a normal distribution
+SIGN_TEST_LEVEL = 0.05
+
+
+def relative_spread(values: Sequence[float]) -> float:
+    """1.4826 x MAD / median for three or more values, (max - min) / median
+    for two, 0 for one."""
+    if len(values) < 2:
+        return 0.0
+    med = statistics.median(values)
+    if med <= 0:
+        return float("inf")
+    if len(values) == 2:
+        return (max(values) - min(values)) / med
+    mad = statistics.median(abs(v - med) for v in values)
+    return MAD_TO_SIGMA * mad / med
+
+
+def sign_test_p(wins: int, rounds: int) -> float:
+    """P(at least `wins` of `rounds` fair coin flips): one-sided sign test."""
+    from math import comb
+
+    if rounds <= 0:
+        return 1.0
+    return sum(comb(rounds, k) for k in range(wins, rounds + 1)) / 2 ** rounds
 
 
 @dataclass(frozen=True)
@@ -57,7 +95,19 @@ class Verdict:
     noise: float  # max(spread of default, spread of best)
     wins: int  # rounds in which `best` beat the default
     rounds: int
-    claimed: bool  # gain > noise
+    claimed: bool  # gain > noise and p <= 0.05
+    p: float = 1.0  # sign-test probability of `wins` by chance
+
+    @property
+    def reason(self) -> str:
+        """Why the verdict is what it is, in a few words."""
+        if self.best == "default":
+            return "default is fastest"
+        if self.claimed:
+            return "faster"
+        if self.gain <= self.noise:
+            return "within noise"
+        return "rounds disagree"
 
     @property
     def winner(self) -> str:
@@ -85,8 +135,9 @@ def judge_size(size: int, series: Mapping[str, Series], default: str = "default"
     noise = max(d.spread, best_s.spread)
     wins = paired_wins(d.times_us, best_s.times_us)
     rounds = min(len(d.times_us), len(best_s.times_us))
-    claimed = gain > noise
-    return Verdict(size, d.median_us, best, best_s.median_us, gain, noise, wins, rounds, claimed)
+    p = sign_test_p(wins, rounds)
+    claimed = gain > noise and p <= SIGN_TEST_LEVEL
+    return Verdict(size, d.median_us, best, best_s.median_us, gain, noise, wins, rounds, claimed, p)
 
 
 @dataclass

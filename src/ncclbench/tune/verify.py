@@ -7,9 +7,10 @@ runs over the band's sizes, the default and the setting alternating
 (D S S D D S ...: each pair in the other order, so neither always runs
 first), each a separate job with the setting's environment (`process_env`:
 also NCCL_MIN/MAX_CTAS for a CTA candidate).  Per size the median
-out-of-place times give the gain; the noise is the larger (max - min) /
-median of the two settings over their runs.  The gain is confirmed when it
-is positive and larger than that noise.
+out-of-place times give the gain and `judge.relative_spread` of each
+setting's runs the noise; over the band, the median gain must be positive,
+above the median noise, and the setting must have won most of the
+(pair, size) comparisons.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 from ..errors import BenchError, ExitCode
 from ..store.stats import human_size
 from .emit import band_settings, pct
+from .judge import relative_spread
 from .result import TuneResult
 
 RunFn = Callable[[list[str], dict[str, str]], dict[int, float]]
@@ -47,21 +49,24 @@ def band_args(bench_args: Sequence[str], lo: int, hi: int) -> list[str]:
 
 
 def judge_band(default: dict[int, list[float]], setting: dict[int, list[float]]) -> dict:
-    """Per-size and overall gain of `setting` over `default` (times in us per run)."""
+    """Per-size and overall gain of `setting` over `default`.  Times are in us,
+    one per run, in pair order (the i-th default and setting runs were a pair)."""
     per_size = {}
+    wins = comparisons = 0
     for size in sorted(set(default) & set(setting)):
         d, s = default[size], setting[size]
         md, ms = statistics.median(d), statistics.median(s)
-        spread = max((max(x) - min(x)) / statistics.median(x) if len(x) > 1 and statistics.median(x) > 0 else 0.0
-                     for x in (d, s))
+        w = sum(1 for a, b in zip(d, s) if b < a)
+        wins, comparisons = wins + w, comparisons + min(len(d), len(s))
         per_size[size] = {"default_us": d, "setting_us": s, "gain": md / ms - 1 if ms > 0 else 0.0,
-                          "noise": spread}
+                          "noise": max(relative_spread(d), relative_spread(s)), "wins": w}
     if not per_size:
-        return {"per_size": {}, "gain": None, "noise": None, "confirmed": False}
+        return {"per_size": {}, "gain": None, "noise": None, "wins": 0, "comparisons": 0, "confirmed": False}
     gain = statistics.median(v["gain"] for v in per_size.values())
     noise = statistics.median(v["noise"] for v in per_size.values())
     return {"per_size": {str(k): v for k, v in per_size.items()}, "gain": gain, "noise": noise,
-            "confirmed": gain > 0 and gain > noise}
+            "wins": wins, "comparisons": comparisons,
+            "confirmed": gain > 0 and gain > noise and wins * 2 > comparisons}
 
 
 def subprocess_runner(program: str, backend: str, nprocs: int | None, log: Callable[[str], None]) -> RunFn:
@@ -114,7 +119,8 @@ def verify(result: TuneResult, bench_args: Sequence[str], rounds: int, run: RunF
             say(f"# verify {span} {cand.label}: no common sizes measured")
             continue
         say(f"# verify {span} {cand.label}: tune {pct(band['median_gain'])}, ordinary runs "
-            f"{pct(judged['gain'])} (noise {judged['noise'] * 100:.1f}%, {rounds} runs each): "
+            f"{pct(judged['gain'])} (noise {judged['noise'] * 100:.1f}%, won {judged['wins']}/"
+            f"{judged['comparisons']} run pairs x sizes, {rounds} runs each): "
             + ("CONFIRMED" if judged["confirmed"] else "NOT confirmed"))
     if not bands_out:
         say("# verify: nothing to verify (no setting beat the default)")
