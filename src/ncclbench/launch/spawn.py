@@ -137,7 +137,7 @@ def _store_outcome(watch: JobWatch, status: str, reason: str, overwrite_reason: 
         with ResultStore(db, create=False) as store:
             store.mark_interrupted(run_id, reason, status=status)
             if overwrite_reason:
-                store.set_end_reason(run_id, reason)
+                store.set_end_reason(run_id, reason, status)
             h = store.get_run_header(run_id)
             return f"; run {run_id} kept {h.nrows} row{'s' if h.nrows != 1 else ''}, stored as {h.status}"
     except Exception as e:  # the store is a convenience; the job's end must still be reported

@@ -425,12 +425,14 @@ class ResultStore:
                             "WHERE id = ? AND status = 'running'", (status, reason, now_string(), run_id))
             return cur.rowcount > 0
 
-    def set_end_reason(self, run_id: int, reason: str) -> None:
-        """Say why a run that did not finish ended (the launcher knows the root
-        cause better than a rank that was only told to stop)."""
+    def set_end_reason(self, run_id: int, reason: str, status: str | None = None) -> None:
+        """Say why a run that did not finish ended, and (status) how: the launcher
+        knows the root cause better than a rank that was only told to stop."""
+        if status not in (None, "interrupted", "timeout"):
+            raise ValueError(f"bad status {status!r}")
         with self.transaction() as c:
-            c.execute("UPDATE runs SET end_reason = ? WHERE id = ? AND status IN ('interrupted', 'timeout')",
-                      (reason, run_id))
+            c.execute("UPDATE runs SET end_reason = ?, status = coalesce(?, status) WHERE id = ? "
+                      "AND status IN ('interrupted', 'timeout')", (reason, status, run_id))
 
     def end_reason(self, run_id: int) -> str | None:
         r = self.conn.execute("SELECT end_reason FROM runs WHERE id = ?", (run_id,)).fetchone()
