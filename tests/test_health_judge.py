@@ -70,3 +70,12 @@ def test_percent_of_expected_only_when_the_ceiling_is_known():
     assert percent_of({"pairs:2x1": 50.0}, "pairs:2x1", 45.0) == pytest.approx(90.0)
     assert percent_of(None, "pairs:2x1", 45.0) is None
     assert percent_of({"intra:1x8": 370.0}, "pairs:2x1", 45.0) is None
+
+
+def test_a_gross_outlier_is_slow_even_when_few_groups_make_a_wide_spread():
+    bw = np.array([86.0, 99.0, 11.6])  # three host pairs, one at 100 Mbit/s among unshaped ones
+    refs = References(robust_reference(bw, 0.01, 3), None)
+    plain = score(RoundResult(bw, np.full(3, np.nan), np.zeros(3, dtype=int)), refs, 3.5)
+    assert plain.status == [OK, OK, OK] and plain.z_bw[2] > -3.5  # the z alone misses it
+    sc = score(RoundResult(bw, np.full(3, np.nan), np.zeros(3, dtype=int)), refs, 3.5, gross_fraction=0.5)
+    assert sc.status == [OK, OK, SLOW] and "(13 % of it)" in sc.why[2]

@@ -21,7 +21,7 @@ class Fleet:
     ranks: tuple[tuple[int, ...], ...]  # world ranks of each host; index = GPU slot
 
     @classmethod
-    def from_rank_hosts(cls, rank_hosts: Sequence[str]) -> "Fleet":
+    def from_rank_hosts(cls, rank_hosts: Sequence[str]) -> Fleet:
         """Group world ranks by the host name each one reported (index = rank)."""
         order: dict[str, list[int]] = {}
         for rank, host in enumerate(rank_hosts):
@@ -29,7 +29,7 @@ class Fleet:
         return cls(tuple(order), tuple(tuple(r) for r in order.values()))
 
     @classmethod
-    def uniform(cls, nhosts: int, gpus: int, prefix: str = "node") -> "Fleet":
+    def uniform(cls, nhosts: int, gpus: int, prefix: str = "node") -> Fleet:
         """nhosts hosts of `gpus` ranks each, block-ordered (simulation, tests)."""
         width = len(str(max(nhosts - 1, 0)))
         hosts = tuple(f"{prefix}{i:0{width}d}" for i in range(nhosts))

@@ -43,6 +43,10 @@ class Thresholds:
     lat_floor: float = 0.05  # latency spread floor, fraction of the median
     min_groups: int = 3  # fewer answering groups make no fleet reference (the MAD of 3 is already rough)
     fleet_fault_fraction: float = 0.25  # more groups than this slow: a fleet-wide problem, not a node
+    # A group below this fraction of the reference median is slow whatever its z: with
+    # three or four groups the MAD is the healthy groups' own scatter and even a 7x
+    # slowdown can stay under the z limit (seen across 6 namespace hosts sharing 2 cores).
+    gross_fraction: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -141,8 +145,9 @@ class Score:
         return np.array([s in (SLOW, NO_ANSWER, WRONG) for s in self.status], dtype=bool)
 
 
-def score(result: RoundResult, refs: References, limit_z: float) -> Score:
-    """Each group against the references: slow when busbw z < -limit or latency z > +limit."""
+def score(result: RoundResult, refs: References, limit_z: float, gross_fraction: float = 0.0) -> Score:
+    """Each group against the references: slow when busbw z < -limit, or busbw below
+    gross_fraction x the reference median, or latency z > +limit."""
     n = len(result.busbw)
     bw = np.asarray(result.busbw, dtype=float)
     lat = np.asarray(result.lat_us, dtype=float)
@@ -154,6 +159,8 @@ def score(result: RoundResult, refs: References, limit_z: float) -> Score:
     wrong = ~no_answer & (np.asarray(result.wrong) > 0)
     with np.errstate(invalid="ignore"):
         slow_bw = z_bw < -limit_z
+        gross = (bw < gross_fraction * refs.busbw.center) if refs.busbw else np.zeros(n, dtype=bool)
+        slow_bw |= gross
         slow_lat = np.isfinite(z_lat) & (z_lat > limit_z)
     slow = ~no_answer & ~wrong & (slow_bw | slow_lat) if refs.busbw else np.zeros(n, dtype=bool)
     status = np.full(n, OK, dtype=object)
@@ -173,7 +180,8 @@ def score(result: RoundResult, refs: References, limit_z: float) -> Score:
         else:
             parts = []
             if slow_bw[i]:
-                parts.append(f"busbw {bw[i]:.4g} GB/s, z {z_bw[i]:+.1f} vs {refs.busbw.describe('GB/s')}")
+                share = f" ({100 * bw[i] / refs.busbw.center:.0f} % of it)" if gross[i] else ""
+                parts.append(f"busbw {bw[i]:.4g} GB/s, z {z_bw[i]:+.1f} vs {refs.busbw.describe('GB/s')}{share}")
             if slow_lat[i]:
                 parts.append(f"latency {lat[i]:.4g} us, z {z_lat[i]:+.1f} vs {refs.lat_us.describe('us')}")
             why[i] = "; ".join(parts)

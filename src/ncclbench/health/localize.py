@@ -86,7 +86,7 @@ class _Scan:
             idx = np.array([i for i, s in enumerate(shapes) if s == shape])
             sub = RoundResult(result.busbw[idx], result.lat_us[idx], result.wrong[idx],
                               {j: result.errors[int(i)] for j, i in enumerate(idx) if int(i) in result.errors})
-            sc = score(sub, self.refs.get(shape) or References(None, None), limit)
+            sc = score(sub, self.refs.get(shape) or References(None, None), limit, self.thr.gross_fraction)
             for j, i in enumerate(idx):
                 out.status[i], out.why[i] = sc.status[j], sc.why[j]
                 out.z_bw[i], out.z_lat[i] = sc.z_bw[j], sc.z_lat[j]
@@ -635,6 +635,8 @@ def _pair_aggregate(rnd: Round, result: RoundResult) -> tuple[Round, RoundResult
     by_pair: dict[tuple[int, ...], list[int]] = defaultdict(list)
     for i, g in enumerate(rnd.groups):
         by_pair[g.hosts].append(i)
+    if all(len(idx) == 1 for idx in by_pair.values()):
+        return None  # one rail per pair: the rail is the whole host
     groups, n = [], len(by_pair)
     res = RoundResult.empty(n)
     for j, (hosts, idx) in enumerate(by_pair.items()):
@@ -688,6 +690,6 @@ def _unit_text(u: int | None) -> str:
 def _units_text(units: set, tested: set) -> str:
     if units == {None}:
         return ""
-    if len(units) == len(tested) and len(tested) > 1:
+    if units and units == tested:
         return "all rails"
     return ", ".join(_unit_text(u) for u in sorted(units))

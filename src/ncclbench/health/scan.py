@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .findings import NO_ANSWER_C, NO_ANSWER_V, Finding, drain_hosts, merge
+from .findings import NO_ANSWER_C, NO_ANSWER_V, NODE_COMPONENTS, Finding, drain_hosts, merge
 from .fleet import Fleet
 from .judge import Baseline, RoundResult, Thresholds
 from .localize import PairScan, RepeatScan
@@ -54,8 +54,9 @@ class HealthReport:
     findings: list[Finding]
     notes: list[str]
     rounds: list[RoundLog]
-    host_status: dict[str, str]  # host -> faulty / suspect / healthy / not tested
+    host_status: dict[str, str]  # host -> faulty / suspect / healthy / partly tested / not tested
     references: dict[str, dict] = field(default_factory=dict)
+    measurements: list[dict] = field(default_factory=list)  # every group of every round, as judged
 
     @property
     def confirmed(self) -> list[Finding]:
@@ -84,6 +85,7 @@ class HealthReport:
             "notes": list(self.notes),
             "rounds": [vars(r) for r in self.rounds],
             "references": self.references,
+            "measurements": self.measurements,
         }
 
 
@@ -97,9 +99,12 @@ class ScanEnded(Exception):
 
 def run_scan(fleet: Fleet, config: ScanConfig, run_round: RunRound,
              dead_hosts: Callable[[], Mapping[int, str]] | None = None,
-             expected_hosts: list[str] | None = None) -> HealthReport:
+             expected_hosts: list[str] | None = None,
+             lost_hosts: Callable[[], Mapping[int, str]] | None = None) -> HealthReport:
     """Run every applicable phase through `run_round`; `dead_hosts()` says which hosts
-    the runtime saw die (host index -> rank, pid), so later rounds leave them out."""
+    the runtime saw die or go silent (host index -> rank, pid), so later rounds leave
+    them out and name them; `lost_hosts()` the hosts left out without blame (stuck
+    behind a stopped member), reported as partly tested."""
     notes = fleet.problems(expected_hosts)
     scans, skipped = _phase_scans(fleet, config)
     notes.extend(skipped)
@@ -113,10 +118,13 @@ def run_scan(fleet: Fleet, config: ScanConfig, run_round: RunRound,
                 dead.setdefault(h, why)
             for h, why in dead.items():
                 scan.mark_dead(h, why)
+            lost = dict(lost_hosts()) if lost_hosts else {}
+            for h in lost:
+                scan.mark_dead(h, "")  # its measurements say nothing about its partners
             rnd = scan.next_round()
             if rnd is None:
                 break
-            rnd = _without_dead(rnd, dead)
+            rnd = _without_dead(rnd, {**dead, **lost})
             if not rnd.groups:
                 break
             try:
@@ -137,14 +145,43 @@ def run_scan(fleet: Fleet, config: ScanConfig, run_round: RunRound,
         raw.extend(scan.findings())
         tested |= scan.tested_hosts()
     raw.extend(Finding(NO_ANSWER_C, (fleet.hosts[h],), NO_ANSWER_V, evidence=[why]) for h, why in dead.items())
+    lost = {h: why for h, why in (lost_hosts() if lost_hosts else {}).items() if h not in dead}
+    raw = [f for f in raw if not (f.component == NO_ANSWER_C and f.hosts
+                                  and f.hosts[0] in {fleet.hosts[h] for h in lost})]
     findings = merge(raw)
     status = _host_status(fleet, findings, tested)
+    for h, why in lost.items():
+        status[fleet.hosts[h]] = "partly tested"
+        notes.append(why)
+    if ended:  # what was measured was fine, but the later phases never ran
+        for name, st in status.items():
+            if st == "healthy":
+                status[name] = "partly tested"
     if expected_hosts:
         for h in expected_hosts:
             status.setdefault(h, "not tested")
     refs = {shape: {"busbw": vars(r.busbw) if r.busbw else None, "lat_us": vars(r.lat_us) if r.lat_us else None}
             for scan in scans for shape, r in scan.refs.items()}
-    return HealthReport(fleet, findings, notes, logs, status, refs)
+    return HealthReport(fleet, findings, notes, logs, status, refs, _measurements(fleet, scans))
+
+
+def _measurements(fleet: Fleet, scans: list) -> list[dict]:
+    out = []
+    for scan in scans:
+        for rec in scan.records:
+            groups = []
+            for i, g in enumerate(rec.round.groups):
+                groups.append({"group": g.label(fleet), "hosts": [fleet.hosts[h] for h in g.hosts], "rail": g.rail,
+                               "busbw": _f(rec.result.busbw[i]), "lat_us": _f(rec.result.lat_us[i]),
+                               "wrong": int(rec.result.wrong[i]), "status": rec.score.status[i],
+                               "z_busbw": _f(rec.score.z_bw[i]), "z_lat": _f(rec.score.z_lat[i]),
+                               "why": rec.score.why[i] or None})
+            out.append({"round": rec.round.name, "purpose": rec.round.purpose, "groups": groups})
+    return out
+
+
+def _f(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
 
 
 def _phase_scans(fleet: Fleet, cfg: ScanConfig) -> tuple[list, list[str]]:
@@ -203,6 +240,8 @@ def _without_dead(rnd: Round, dead: Mapping[int, str]) -> Round:
 def _host_status(fleet: Fleet, findings: list[Finding], tested: set[int]) -> dict[str, str]:
     status = {name: ("healthy" if h in tested else "not tested") for h, name in enumerate(fleet.hosts)}
     for f in findings:
+        if f.component not in NODE_COMPONENTS:
+            continue  # a slow link is between two hosts that work with everyone else
         for name in f.hosts:
             if f.confirmed:
                 status[name] = "faulty"

@@ -1,0 +1,277 @@
+"""`ncclbench health`: find the slow GPU, node, NIC rail or link of the job's hosts.
+
+One launch holds every rank (`srun -N 64 --ntasks-per-node 8 ncclbench health`,
+`mpirun ...`, or `--nprocs N` on one host); the scan's rounds run as groups
+split off the world (`ncclbench.health`).  A coordinator hands out the
+groups: world rank 0 by default, or a process outside the job
+(`ncclbench health --serve PORT --ranks N` on a login node, ranks started
+with `--coordinator HOST:PORT`), which is where a verdict survives a
+launcher that ends the whole job when one rank dies.  `--nprocs` runs the
+coordinator in the starting process for that reason.
+
+Output: the verdict table on stdout, `--json FILE`, `--drain FILE` (one host
+per line); exit 0 (no fault confirmed) or 8 (faults found).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import sys
+import threading
+
+from ..errors import ArgumentError, BenchError, ExitCode, UnsupportedError
+from .base import PROGRAM, CommandParser
+
+NAME = "health"
+HELP = "find the slow GPU, node, NIC rail or link: one job, phases as concurrent groups, verdicts with evidence"
+
+COORD_ENV = "NCCLBENCH_HEALTH_COORD"
+TOKEN_ENV = "NCCLBENCH_HEALTH_TOKEN"
+
+
+def add_arguments(parser: CommandParser) -> None:
+    from ..health.schedule import PAIR_SHAPES, PHASES
+
+    parser.description = __doc__.split("\n\n")[0].split(": ", 1)[1]
+    parser.add_argument("--phases", default=",".join(PHASES),
+                        help=f"comma-separated subset of {','.join(PHASES)} (default: all that the fleet allows)")
+    parser.add_argument("--pair-shape", choices=PAIR_SHAPES, default="rails",
+                        help="rails: one 2-rank group per GPU slot of a host pair (each NIC alone); "
+                             "full: all GPUs of both hosts in one group")
+    parser.add_argument("--all-pairs", action="store_true",
+                        help="every host pair (a round-robin tournament, n-1 rounds) instead of pairs + re-pairing")
+    parser.add_argument("--bw-size", default="4M", help="bandwidth size of each group's all_reduce (default 4M)")
+    parser.add_argument("--lat-size", default="8", help="latency size (default 8 bytes)")
+    parser.add_argument("-n", "--iters", type=int, default=20, help="timed iterations per cycle (default 20)")
+    parser.add_argument("-w", "--warmup-iters", type=int, default=5)
+    parser.add_argument("--cycles", type=int, default=3, help="timed cycles per size; a group's figure is the median")
+    parser.add_argument("--round-timeout", type=float, default=60.0,
+                        help="seconds a round may take; a group not done by then is 'no answer' (default 60)")
+    parser.add_argument("--join-timeout", type=float, default=60.0, help="seconds to wait for every rank to join")
+    parser.add_argument("--json", dest="json_path", default=None, metavar="FILE", help="write the report as JSON")
+    parser.add_argument("--drain", dest="drain_path", default=None, metavar="FILE",
+                        help="write the hosts to drain, one per line (empty file when none)")
+    parser.add_argument("--baseline", default=None, metavar="FILE",
+                        help="a stored reference (JSON written by --save-baseline) to judge against as well")
+    parser.add_argument("--save-baseline", default=None, metavar="FILE",
+                        help="write this run's fleet references as a baseline file")
+    parser.add_argument("--hosts", default=None, help="comma-separated host list the job should hold (checked)")
+    parser.add_argument("--backend", choices=("auto", "nccl", "mpi"), default="auto")
+    parser.add_argument("--nprocs", type=int, default=None, help="start N local ranks (no launcher needed)")
+    parser.add_argument("--serve", default=None, metavar="[ADDR:]PORT",
+                        help="be the coordinator only, outside the job; ranks join with --coordinator")
+    parser.add_argument("--ranks", type=int, default=None, help="with --serve: how many ranks will join")
+    parser.add_argument("--coordinator", default=None, metavar="HOST:PORT",
+                        help=f"join a coordinator started with --serve (token in ${TOKEN_ENV})")
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg, spec = _config(args)
+    if args.serve is not None:
+        return _serve(args, cfg, spec)
+    from ..backends.select import choose_backend
+    from ..config import Backend
+
+    backend, _ = choose_backend(args.backend)
+    if backend is Backend.NCCL:
+        raise UnsupportedError("health: the NCCL (GPU) runtime is not built yet; the CPU backend runs "
+                               "with --backend mpi (the scan's logic is the same)")
+    from ..launch.detect import detect_launch
+
+    if args.nprocs is not None and detect_launch().kind == "single":
+        return _self_launch(args, cfg, spec)
+    return _rank(args, cfg, spec)
+
+
+# -- configuration --------------------------------------------------------------------------------
+def _config(args: argparse.Namespace):
+    from ..health.judge import Baseline
+    from ..health.mpi_group import GroupSpec
+    from ..health.scan import ScanConfig
+    from ..options import parse_size
+
+    phases = tuple(p.strip() for p in args.phases.split(",") if p.strip())
+    for value, name in ((args.iters, "--iters"), (args.cycles, "--cycles")):
+        if value < 1:
+            raise ArgumentError(f"health: {name} must be at least 1")
+    if args.warmup_iters < 0 or args.round_timeout <= 0 or args.join_timeout <= 0:
+        raise ArgumentError("health: --warmup-iters must be >= 0 and the timeouts > 0")
+    spec = GroupSpec(parse_size(args.bw_size, "--bw-size"), parse_size(args.lat_size, "--lat-size"),
+                     args.iters, args.warmup_iters, args.cycles)
+    if spec.bw_bytes < 4 or spec.lat_bytes < 4:
+        raise ArgumentError("health: --bw-size and --lat-size must be at least 4 bytes (one float)")
+    baseline = _load_baseline(args.baseline) if args.baseline else None
+    try:
+        cfg = ScanConfig(phases=phases, pair_shape=args.pair_shape, all_pairs=args.all_pairs, baseline=baseline)
+    except ValueError as exc:
+        raise ArgumentError(f"health: {exc}") from None
+    return cfg, spec
+
+
+def _load_baseline(path: str):
+    import json
+
+    from ..health.judge import Baseline
+
+    try:
+        doc = json.loads(open(path).read())
+        return Baseline({k: tuple(v) for k, v in doc["busbw"].items()},
+                        {k: tuple(v) for k, v in doc.get("lat_us", {}).items()}, name=doc.get("name", path))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ArgumentError(f"health: cannot read baseline {path}: {exc}") from None
+
+
+def _expected_hosts(args: argparse.Namespace) -> list[str] | None:
+    if not args.hosts:
+        return None
+    return [h.strip() for h in args.hosts.split(",") if h.strip()]
+
+
+def _coordinate(args, cfg, spec, coord, backend: str) -> int:
+    from ..health.coordinate import Outputs, coordinate
+
+    progress = sys.stderr.isatty() or os.environ.get("NCCLBENCH_HEALTH_PROGRESS") == "1"
+    outputs = Outputs(args.json_path, args.drain_path, sys.stdout, progress=progress)
+    code = coordinate(coord, cfg, spec, args.round_timeout, args.join_timeout, outputs, backend,
+                      argv=sys.argv[1:], expected_hosts=_expected_hosts(args))
+    if args.save_baseline:
+        _save_baseline(args.save_baseline, args.json_path)
+    return code
+
+
+def _save_baseline(path: str, json_path: str | None) -> None:
+    raise_if = None if json_path else "--save-baseline needs --json FILE (the references are read from it)"
+    if raise_if:
+        print(f"{PROGRAM}: health: {raise_if}", file=sys.stderr)
+        return
+    import json
+
+    doc = json.loads(open(json_path).read())
+    refs = doc.get("references", {})
+    base = {"name": os.path.basename(path), "busbw": {}, "lat_us": {}}
+    for shape, r in refs.items():
+        for metric in ("busbw", "lat_us"):
+            if r.get(metric) and r[metric]["source"] == "fleet":
+                base[metric][shape] = [r[metric]["center"], r[metric]["spread"]]
+    with open(path, "w") as f:
+        json.dump(base, f, indent=1)
+
+
+# -- the three ways to run --------------------------------------------------------------------------
+def _serve(args, cfg, spec) -> int:
+    from ..health.control import Coordinator
+
+    if not args.ranks or args.ranks < 1:
+        raise ArgumentError("health: --serve needs --ranks N (how many ranks will join)")
+    addr, _, port = args.serve.rpartition(":")
+    try:
+        port_no = int(port)
+    except ValueError:
+        raise ArgumentError(f"health: --serve expects [ADDR:]PORT, not {args.serve!r}") from None
+    token = os.environ.get(TOKEN_ENV)
+    if not token:
+        token = secrets.token_hex(16)
+        print(f"# health: token for the ranks: {TOKEN_ENV}={token}", file=sys.stderr, flush=True)
+    coord = Coordinator(args.ranks, token, bind=addr or "0.0.0.0", port=port_no)
+    print(f"# health: coordinator listening on {addr or '0.0.0.0'}:{coord.port} for {args.ranks} rank(s)",
+          file=sys.stderr, flush=True)
+    try:
+        return _coordinate(args, cfg, spec, coord, "CPU backend (MPI), external coordinator")
+    finally:
+        coord.close()
+
+
+def _self_launch(args, cfg, spec) -> int:
+    """Start N ranks under mpiexec, and coordinate them from here (outside the MPI job)."""
+    from ..health.control import Coordinator
+    from ..launch.spawn import spawn_mpiexec
+
+    if args.nprocs < 1:
+        raise ArgumentError("health: --nprocs must be at least 1")
+    token = secrets.token_hex(16)
+    coord = Coordinator(args.nprocs, token, bind="127.0.0.1")
+    env = dict(os.environ)
+    env[COORD_ENV] = f"127.0.0.1:{coord.port}"
+    env[TOKEN_ENV] = token
+    child = [NAME, *_child_args(sys.argv[sys.argv.index(NAME) + 1:] if NAME in sys.argv else [])]
+    status: dict[str, int] = {}
+
+    def launch() -> None:
+        status["mpiexec"] = spawn_mpiexec(args.nprocs, child, env=env)
+
+    t = threading.Thread(target=launch, daemon=True, name="health-mpiexec")
+    t.start()
+    try:
+        code = _coordinate(args, cfg, spec, coord, "CPU backend (MPI), coordinator outside the job")
+    finally:
+        coord.close()
+    t.join(timeout=30)
+    return code
+
+
+def _child_args(argv: list[str]) -> list[str]:
+    """The ranks' command line: this one without what only the starter does."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a in ("--nprocs", "--json", "--drain", "--save-baseline"):
+            skip = True
+            continue
+        if a.startswith(("--nprocs=", "--json=", "--drain=", "--save-baseline=")):
+            continue
+        out.append(a)
+    return out
+
+
+def _rank(args, cfg, spec) -> int:
+    """One rank of a launched job (and, on world rank 0, the coordinator unless one is given)."""
+    from mpi4py import MPI
+
+    from ..health.control import Coordinator, RankLink
+    from ..health.runtime import advertised_address, rank_info, serve_rank
+
+    world = MPI.COMM_WORLD
+    world.Set_errhandler(MPI.ERRORS_RETURN)
+    rank, size = world.Get_rank(), world.Get_size()
+    where = args.coordinator or os.environ.get(COORD_ENV)
+    token = os.environ.get(TOKEN_ENV, "")
+    coord = thread = None
+    result: dict[str, int] = {}
+    if where is None:
+        if rank == 0:
+            token = secrets.token_hex(16)
+            coord = Coordinator(size, token)
+            where = f"{advertised_address()}:{coord.port}"
+
+            def body() -> None:
+                try:
+                    result["code"] = _coordinate(args, cfg, spec, coord, "CPU backend (MPI)")
+                except BenchError as exc:
+                    print(f"{PROGRAM}: {exc.message}", file=sys.stderr, flush=True)
+                    result["code"] = int(exc.code)
+                    for r in coord.ranks:
+                        coord.send(r, ("end", int(exc.code), "exit"))
+
+            thread = threading.Thread(target=body, daemon=True, name="health-coordinator")
+            thread.start()
+        where, token = world.bcast((where, token), root=0)
+    elif not token:
+        raise ArgumentError(f"health: --coordinator needs the coordinator's token in ${TOKEN_ENV}")
+    addr, _, port = where.rpartition(":")
+    link = RankLink(addr, int(port), token, rank_info(rank), timeout_s=args.join_timeout)
+    code, how = serve_rank(world, link, silence_s=2 * args.round_timeout + 30)
+    if thread is not None:
+        thread.join(timeout=30)
+        code = result.get("code", code)
+    link.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if how == "abort":
+        world.Abort(code)
+    if how == "exit":
+        os._exit(code)
+    return code

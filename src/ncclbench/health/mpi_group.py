@@ -1,0 +1,209 @@
+"""One group's measurement on the CPU backend: all_reduce at two sizes on a
+communicator made for the group alone, timed by the harness's own loop.
+
+The communicator is made with MPI_Comm_create_group over the world, which
+only the group's members take part in, so a rank that stopped elsewhere in
+the fleet cannot hold it up (MPI_Comm_split would need every rank of the
+world).  Every MPI call of the measurement - the collective in the timed
+loop, the barrier, the check's sum - is non-blocking and polled against the
+round's deadline: a member that stopped answering makes the others give up
+at the deadline and report so, instead of hanging with it.  Members first
+exchange a "ready" message (point to point, also polled), because creating
+the communicator itself cannot be abandoned once entered.
+
+Timing is `harness.timing.measure` (nccl-tests' loop: untimed op, barrier,
+iters timed ops, bit-exact check), `cycles` times per size; the group's
+figure is the median cycle.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..backends.base import RankSlot, Worker
+from ..backends.mpi_cpu import MpiCommunicator
+from ..collectives import lookup
+from ..config import BenchOptions
+from ..datatypes import DATATYPE_BY_NAME, REDOP_BY_NAME, DataType, RedOp
+from ..fills import Fill
+from ..harness.timing import Placement, measure, warm_up
+
+_ALIGN = 4096
+_GRAVEYARD: list[Any] = []  # abandoned requests and their buffers stay alive (MPI may still touch them)
+
+
+class GroupTimeout(Exception):
+    """A member did not finish its part before the round's deadline."""
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    bw_bytes: int = 4 << 20
+    lat_bytes: int = 8
+    iters: int = 20
+    warmup: int = 5
+    cycles: int = 3
+    check: int = 1
+
+
+def _wait(req: Any, deadline: float, what: str) -> None:
+    """Poll until done; past the deadline, abandon the request.  The poll yields the
+    CPU between tests: ranks that share cores (many per host, or an oversubscribed
+    test machine) otherwise starve the very peer they wait for."""
+    if req.Test():
+        return
+    while not req.Test():
+        if time.monotonic() > deadline:
+            _GRAVEYARD.append(req)
+            raise GroupTimeout(what)
+        os.sched_yield()
+
+
+class DeadlineComm(MpiCommunicator):
+    """MpiCommunicator whose all_reduce is MPI_Iallreduce polled against a deadline."""
+
+    def __init__(self, comm: Any, scratch: np.ndarray, deadline: float):
+        super().__init__(comm, scratch)
+        self.deadline = deadline
+
+    def all_reduce(self, send, recv, count, dtype, op):
+        src = self.MPI.IN_PLACE if send == recv else self._buf(send, count, dtype, True)
+        _wait(self.comm.Iallreduce(src, self._buf(recv, count, dtype, True), self._op(op)),
+              self.deadline, "all_reduce")
+
+    def compile(self, calls):
+        if len(calls) == 1 and calls[0][0] == "all_reduce":
+            send, recv, count, dtype, op = calls[0][1]
+            src = self.MPI.IN_PLACE if send == recv else self._buf(send, count, dtype, True)
+            dst, mop, iallreduce, deadline = self._buf(recv, count, dtype, True), self._op(op), \
+                self.comm.Iallreduce, self.deadline
+            return lambda: _wait(iallreduce(src, dst, mop), deadline, "all_reduce")
+        return super().compile(calls)
+
+
+class GroupWorker(Worker):
+    """The harness's Worker for one rank of one health group (host memory, one rank)."""
+
+    backend_name = "mpi"
+
+    def __init__(self, comm: Any, max_bytes: int, deadline: float):
+        from mpi4py import MPI
+
+        self.MPI, self.group, self.deadline = MPI, comm, deadline
+        self.nranks = comm.Get_size()
+        self.max_bytes = max_bytes
+        self._send = np.zeros(max_bytes + _ALIGN, dtype=np.uint8)
+        self._recv = np.zeros(max_bytes + _ALIGN, dtype=np.uint8)
+        self._scratch = np.zeros(max_bytes // max(1, self.nranks) + 64, dtype=np.uint8)
+        _GRAVEYARD.append((self._send, self._recv, self._scratch))  # an abandoned op may still write here
+        self.comm = DeadlineComm(comm, self._scratch, deadline)
+        self.slots = [RankSlot(comm.Get_rank(), self.comm, _aligned(self._send), _aligned(self._recv), -1)]
+
+    @property
+    def is_reporter(self) -> bool:
+        return self.group.Get_rank() == 0
+
+    def wait(self) -> None:
+        pass  # calls complete inside _wait
+
+    def barrier(self) -> None:
+        _wait(self.group.Ibarrier(), self.deadline, "barrier")
+
+    def allreduce_host(self, value: float, op: str) -> float:
+        mpi_op = {"sum": self.MPI.SUM, "min": self.MPI.MIN, "max": self.MPI.MAX}[op]
+        send, recv = np.array([value], dtype=np.float64), np.zeros(1, dtype=np.float64)
+        _wait(self.group.Iallreduce(send, recv, mpi_op), self.deadline, "check")
+        return float(recv[0])
+
+    def gather_host(self, obj: Any) -> list[Any] | None:
+        raise NotImplementedError("health groups gather through the coordinator, not MPI")
+
+    def zero(self, slot: RankSlot, ptr: int, nbytes: int) -> None:
+        if nbytes:
+            ctypes.memset(ptr, 0, nbytes)
+
+    def fill(self, slot: RankSlot, ptr: int, fills: Sequence[Fill], dtype: DataType, op: RedOp) -> None:
+        from .. import verifiable
+
+        span = max((f.offset + f.count for f in fills), default=0) * dtype.itemsize
+        verifiable.host_fill(_view(ptr, span), fills, dtype, op, self.nranks)
+
+    def count_wrong(self, slot: RankSlot, ptr: int, count: int, fills: Sequence[Fill],
+                    dtype: DataType, op: RedOp) -> int:
+        from .. import verifiable
+
+        return verifiable.host_count_wrong(_view(ptr, count * dtype.itemsize), count, fills, dtype, op,
+                                           self.nranks)
+
+
+def _aligned(arr: np.ndarray) -> int:
+    addr = arr.ctypes.data
+    return addr + (-addr) % _ALIGN
+
+
+def _view(ptr: int, nbytes: int) -> np.ndarray:
+    if nbytes <= 0:
+        return np.zeros(0, dtype=np.uint8)
+    return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(ptr))
+
+
+def ready_exchange(p2p: Any, me: int, members: Sequence[int], tag: int, deadline: float) -> None:
+    """Every member tells every other it is here; GroupTimeout names who is not."""
+    reqs, flags = [], {}
+    for peer in members:
+        if peer == me:
+            continue
+        flag = np.zeros(1, dtype=np.int32)
+        flags[peer] = flag
+        reqs.append((peer, p2p.Irecv(flag, source=peer, tag=tag)))
+        reqs.append((None, p2p.Isend(np.ones(1, dtype=np.int32), dest=peer, tag=tag)))
+    pending = list(reqs)
+    while pending:
+        pending = [(peer, r) for peer, r in pending if not r.Test()]
+        if pending and time.monotonic() > deadline:
+            _GRAVEYARD.append((reqs, flags))
+            silent = sorted({peer for peer, _ in pending if peer is not None})
+            raise GroupTimeout("rank(s) " + ", ".join(map(str, silent)) + " never joined the group"
+                               if silent else "the group's ready messages were not delivered")
+
+
+def measure_group(world: Any, p2p: Any, members: Sequence[int], spec: GroupSpec, tag: int,
+                  deadline: float, stage: list[str] | None = None) -> dict:
+    """This rank's part of one group: {"bw_us", "lat_us", "wrong"} (medians over cycles).
+    `stage[0]` says what it is doing (for a watchdog that reports a rank stuck in a
+    call that cannot be abandoned)."""
+    stage = stage if stage is not None else [""]
+    me = world.Get_rank()
+    stage[0] = "waiting for the group's members"
+    ready_exchange(p2p, me, members, tag, deadline)
+    stage[0] = "creating the group's communicator (MPI_Comm_create_group cannot be abandoned)"
+    comm = world.Create_group(world.Get_group().Incl(list(members)), tag)
+    stage[0] = "measuring"
+    comm.Set_errhandler(world.Get_errhandler())
+    coll = lookup("all_reduce")
+    dtype, op = DATATYPE_BY_NAME["float"], REDOP_BY_NAME["sum"]
+    worker = GroupWorker(comm, max(spec.bw_bytes, spec.lat_bytes, 64), deadline)
+    opts = BenchOptions(iters=spec.iters, warmup_iters=spec.warmup, check=spec.check)
+    out: dict[str, float | int] = {"wrong": 0}
+    for key, nbytes in (("bw_us", spec.bw_bytes), ("lat_us", spec.lat_bytes)):
+        elt = dtype.itemsize
+        counts = coll.counts(nbytes // elt, worker.nranks, elt)
+        placement = Placement(worker, coll, dtype, op, 0, counts, False)
+        warm_up(worker, placement, spec.warmup)
+        times = []
+        for _ in range(max(1, spec.cycles)):
+            m, wrong_world = measure(worker, placement, opts)
+            times.append(m.time_us)
+            out["wrong"] = max(int(out["wrong"]), int(wrong_world))
+        out[key] = statistics.median(times)
+        out[key.replace("_us", "_bytes")] = coll.algbw_bytes(counts, elt, worker.nranks)
+    out["nranks"] = worker.nranks
+    return out

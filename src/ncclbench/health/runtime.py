@@ -1,0 +1,275 @@
+"""The scan for real: the coordinator turns rounds into work for the ranks, the
+ranks measure their groups, and what comes back becomes `RoundResult`s.
+
+Coordinator side (`LiveRounds`): `run_scan`'s `run_round` callable.  For a
+round it tells every member rank its group (world ranks) and the round's
+deadline, then collects each rank's times.  A group's time is the mean over
+its ranks (nccl-tests' -a 1); busbw = bytes x 2(n-1)/n / time (a group of
+one reports algbw: busbw is 0 for one rank).  A group some member did not
+report for is "no answer", with who was missing:
+* a closed connection is a dead rank, named at once (rank, host, pid);
+* silence past the deadline + grace is a stopped or hung rank, named too;
+* members that gave up waiting for them say so and stay in the scan.
+Dead and silent ranks' hosts go to `dead_hosts()`, so later rounds leave
+them out.
+
+Rank side (`serve_rank`): receive a group, measure it (`mpi_group`), send
+the numbers, until the coordinator says the scan is over.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..errors import BenchError, ExitCode
+from .control import Coordinator, RankInfo, RankLink
+from .fleet import Fleet
+from .judge import RoundResult
+from .mpi_group import GroupSpec, GroupTimeout, measure_group
+from .scan import ScanEnded
+from .schedule import Round
+
+GRACE_S = 2.0  # after the deadline, for the last reports to cross the network
+
+
+class LiveRounds:
+    """`run_round` over live ranks through the coordinator."""
+
+    def __init__(self, coord: Coordinator, fleet: Fleet, spec: GroupSpec, round_timeout_s: float,
+                 progress: Any = None):
+        self.coord, self.fleet, self.spec, self.timeout = coord, fleet, spec, round_timeout_s
+        self.round_no = 0
+        self.silent: dict[int, str] = {}  # rank -> why it is out of the scan (blamed)
+        self.stuck: dict[int, str] = {}  # rank -> why it is out of the scan (not blamed)
+        self.progress = progress
+
+    def _who(self, rank: int) -> str:
+        info = self.coord.ranks.get(rank)
+        return str(info) if info else f"rank {rank}"
+
+    def teardown(self) -> tuple[list[int], list[int]] | None:
+        """(first dead ranks, ranks that died with the job) when deaths span several
+        hosts: a launcher ending the job after one rank died (MPICH's Hydra does, with
+        or without -disable-auto-cleanup).  The first host to lose a rank is named;
+        the others are casualties of the teardown, not faults."""
+        dead = sorted(self.coord.dead.items(), key=lambda kv: kv[1][0])
+        hosts = {self.fleet.where(r)[0] for r, _ in dead}
+        if len(hosts) < 2:
+            return None
+        first_host = self.fleet.where(dead[0][0])[0]
+        first = [r for r, _ in dead if self.fleet.where(r)[0] == first_host]
+        return first, [r for r, _ in dead if r not in first]
+
+    def out(self) -> dict[int, str]:
+        """Ranks out of the scan (dead or silent) -> why; in a teardown only the first host."""
+        out = dict(self.silent)
+        td = self.teardown()
+        for rank, (_, why) in self.coord.dead.items():
+            if td and rank in td[1]:
+                continue
+            extra = f"; then {len(td[1])} rank(s) on other hosts ended with the job" if td else ""
+            out.setdefault(rank, f"{self._who(rank)} died: {why}{extra}")
+        return out
+
+    def dead_hosts(self) -> Mapping[int, str]:
+        """Hosts with a rank that died or went silent: "no answer" verdicts."""
+        hosts: dict[int, str] = {}
+        for rank, why in sorted(self.out().items()):
+            h, _ = self.fleet.where(rank)
+            hosts.setdefault(h, why)
+        return hosts
+
+    def lost_hosts(self) -> Mapping[int, str]:
+        """Hosts left out of later rounds through no fault of theirs (a rank stuck
+        behind a stopped member): not tested further, not blamed."""
+        dead = self.dead_hosts()
+        hosts: dict[int, str] = {}
+        for rank, why in sorted(self.stuck.items()):
+            h, _ = self.fleet.where(rank)
+            if h not in dead:
+                hosts.setdefault(h, why)
+        return hosts
+
+    def __call__(self, rnd: Round) -> RoundResult:
+        self.round_no += 1
+        no, t0 = self.round_no, time.monotonic()
+        n = len(rnd.groups)
+        result = RoundResult.empty(n)
+        members = [[self.fleet.rank_of(h, s) for h, s in g.members] for g in rnd.groups]
+        waiting: dict[int, int] = {}  # rank -> group index
+        gave_up: dict[int, str] = {}
+        got: dict[int, dict] = {}
+        busy = set()
+        for gi, ranks in enumerate(members):
+            job = {"round": no, "name": rnd.name, "group": gi, "members": ranks, "spec": self.spec,
+                   "timeout_s": self.timeout}
+            for r in ranks:
+                busy.add(r)
+                if self.coord.send(r, ("group", job)):
+                    waiting[r] = gi
+        for r in self.coord.ranks:  # idle this round: a tick, so they know the coordinator lives
+            if r not in busy and r not in self.silent and r not in self.stuck:
+                self.coord.send(r, ("tick", no))
+        deadline = t0 + self.timeout + GRACE_S
+        while waiting and time.monotonic() < deadline:
+            item = self.coord.receive(min(0.5, max(0.0, deadline - time.monotonic())))
+            if item is None:
+                continue
+            rank, msg = item
+            if msg[0] == "dead":
+                waiting.pop(rank, None)
+                continue
+            if msg[0] == "stuck":
+                if msg[1] == no:
+                    waiting.pop(rank, None)
+                gave_up[rank] = f"stuck {msg[3]}"
+                self.stuck.setdefault(rank, f"{self._who(rank)} got stuck in {rnd.name} {msg[3]}, waiting for a "
+                                            "member that stopped; left out of the later rounds")
+                continue
+            if msg[0] != "result" or msg[1] != no:
+                continue  # a late report of an earlier round
+            waiting.pop(rank, None)
+            if "error" in msg[3]:
+                gave_up[rank] = msg[3]["error"]
+            else:
+                got[rank] = msg[3]
+        td = self.teardown()
+        if td:
+            first = ", ".join(self._who(r) for r in td[0])
+            raise ScanEnded(f"{first} died and the launcher ended {len(td[1])} other rank(s) on other hosts")
+        for rank in waiting:
+            if rank not in self.coord.dead:
+                self.silent.setdefault(rank, f"{self._who(rank)} did not report within {self.timeout:.0f} s "
+                                             f"in {rnd.name} (stopped or hung)")
+        for gi, ranks in enumerate(members):
+            missing = [r for r in ranks if r not in got]
+            if not missing:
+                self._combine(result, gi, [got[r] for r in ranks])
+                continue
+            result.errors[gi] = self._why(rnd, ranks, missing, gave_up)
+        result.wall_s = time.monotonic() - t0
+        if self.progress:
+            self.progress(rnd, result)
+        return result
+
+    def _combine(self, result: RoundResult, gi: int, parts: list[dict]) -> None:
+        nranks = int(parts[0]["nranks"])
+        factor = 2.0 * (nranks - 1) / nranks if nranks > 1 else 1.0
+        bw_us = float(np.mean([p["bw_us"] for p in parts]))
+        lat_us = float(np.mean([p["lat_us"] for p in parts]))
+        result.busbw[gi] = parts[0]["bw_bytes"] / 1e9 / (bw_us * 1e-6) * factor if bw_us > 0 else np.nan
+        result.lat_us[gi] = lat_us
+        result.wrong[gi] = max(int(p["wrong"]) for p in parts)
+
+    def _why(self, rnd: Round, ranks: list[int], missing: list[int], gave_up: dict[int, str]) -> str:
+        dead = [r for r in missing if r in self.coord.dead]
+        silent = [r for r in missing if r not in self.coord.dead and r not in gave_up]
+        parts = []
+        if dead:
+            parts.append("; ".join(f"{self._who(r)} died" for r in dead))
+        if silent:
+            parts.append("; ".join(f"{self._who(r)} did not report within {self.timeout:.0f} s" for r in silent))
+        waited = [r for r in missing if r in gave_up]
+        if waited:
+            parts.append(f"{len(waited)} member(s) gave up waiting ({gave_up[waited[0]]})")
+        return "no answer: " + ("; ".join(parts) or "unknown")
+
+
+def serve_rank(world: Any, link: RankLink, silence_s: float) -> tuple[int, str]:
+    """A rank's loop: measure the groups the coordinator sends until it says stop.
+    Returns (exit code, how to leave: "finalize", "exit" or "abort"); a coordinator
+    that closes or stays silent `silence_s` gives TIMEOUT."""
+    p2p = world.Dup()  # the ready handshakes never mix with anything else
+    while True:
+        try:
+            msg = link.recv(silence_s)
+        except TimeoutError:
+            print(f"ncclbench: health: the coordinator sent nothing for {silence_s:.0f} s; giving up",
+                  file=sys.stderr, flush=True)
+            return int(ExitCode.TIMEOUT), "exit"
+        except (EOFError, OSError, ConnectionError):
+            print("ncclbench: health: the coordinator closed the connection before the end of the scan",
+                  file=sys.stderr, flush=True)
+            return int(ExitCode.TIMEOUT), "exit"
+        if msg[0] == "end":
+            return int(msg[1]), str(msg[2])
+        if msg[0] != "group":
+            continue
+        job = msg[1]
+        deadline = time.monotonic() + job["timeout_s"]
+        stage = [""]
+        # A member that stops between the ready messages and MPI_Comm_create_group leaves
+        # this rank inside a call nothing can interrupt: say so, so the coordinator leaves
+        # this rank out without blaming it (the launcher ends it with the job).
+        watchdog = threading.Timer(job["timeout_s"] + 1.0, _report_stuck, (link, job, stage))
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            res: dict = measure_group(world, p2p, job["members"], job["spec"], tag=job["round"] % 32000,
+                                      deadline=deadline, stage=stage)
+        except GroupTimeout as exc:
+            res = {"error": f"gave up at the deadline: {exc}"}
+        except BenchError as exc:
+            res = {"error": exc.message}
+        except Exception as exc:  # an MPI error inside one group must not end the scan
+            res = {"error": f"{type(exc).__name__}: {exc}"}
+        finally:
+            watchdog.cancel()
+        try:
+            link.send(("result", job["round"], job["group"], res))
+        except OSError:
+            return int(ExitCode.TIMEOUT), "exit"
+
+
+def _report_stuck(link: RankLink, job: dict, stage: list[str]) -> None:
+    try:
+        link.send(("stuck", job["round"], job["group"], stage[0]))
+    except OSError:
+        pass
+
+
+def fleet_from(coord: Coordinator) -> Fleet:
+    """Hosts as the ranks reported them (index = world rank)."""
+    return Fleet.from_rank_hosts([coord.ranks[r].host for r in range(coord.size)])
+
+
+def rank_info(world_rank: int) -> RankInfo:
+    import os
+
+    return RankInfo(world_rank, host_name(world_rank), os.getpid())
+
+
+def host_name(world_rank: int) -> str:
+    """This rank's host identity: its host name (first label), or the entry of
+    NCCLBENCH_HEALTH_HOST_MAP (comma-separated, one per world rank) - for tests
+    and for containers that all carry one host name."""
+    import os
+    import socket
+
+    mapping = os.environ.get("NCCLBENCH_HEALTH_HOST_MAP")
+    if mapping:
+        names = [x.strip() for x in mapping.split(",")]
+        if world_rank < len(names) and names[world_rank]:
+            return names[world_rank]
+    return socket.gethostname().split(".")[0]
+
+
+def advertised_address() -> str:
+    """Where the other ranks can reach this process: NCCLBENCH_HEALTH_ADDR, else the
+    address this host name resolves to (a cluster's DNS or /etc/hosts)."""
+    import os
+    import socket
+
+    env = os.environ.get("NCCLBENCH_HEALTH_ADDR")
+    if env:
+        return env
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"

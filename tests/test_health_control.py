@@ -1,0 +1,70 @@
+"""health.control: the coordinator's TCP channel - token handshake both ways, a
+missing rank named at join, a dead rank seen at once as a closed connection."""
+
+import threading
+import time
+
+import pytest
+
+from ncclbench.errors import BenchError
+from ncclbench.health.control import Coordinator, RankInfo, RankLink
+
+
+def test_ranks_join_and_exchange_messages():
+    coord = Coordinator(2, "secret", bind="127.0.0.1")
+    links = [RankLink("127.0.0.1", coord.port, "secret", RankInfo(r, f"h{r}", 100 + r), timeout_s=10) for r in (1, 0)]
+    coord.wait_joined(10)
+    assert coord.ranks[1] == RankInfo(1, "h1", 101) and str(coord.ranks[0]) == "rank 0 (host h0, pid 100)"
+    assert coord.send(0, ("group", {"x": 1}))
+    assert links[1].recv(5) == ("group", {"x": 1})
+    links[0].send(("result", 1, 0, {"bw_us": 3.0}))
+    assert coord.receive(5) == (1, ("result", 1, 0, {"bw_us": 3.0}))
+    with pytest.raises(TimeoutError):
+        links[1].recv(0.2)
+    for link in links:
+        link.close()
+    coord.close()
+
+
+def test_wrong_token_is_refused_and_the_missing_rank_named():
+    coord = Coordinator(2, "secret", bind="127.0.0.1")
+    RankLink("127.0.0.1", coord.port, "secret", RankInfo(0, "h0", 1), timeout_s=10)
+    with pytest.raises(BenchError, match="handshake with the coordinator"):
+        RankLink("127.0.0.1", coord.port, "guess", RankInfo(1, "h1", 2), timeout_s=10)
+    t0 = time.monotonic()
+    with pytest.raises(BenchError, match=r"1 of 2 ranks reached the coordinator within 1 s; missing rank\(s\) 1"):
+        coord.wait_joined(1)
+    assert time.monotonic() - t0 < 5
+    assert 1 not in coord.ranks
+    coord.close()
+
+
+def test_a_rank_that_is_not_ours_cannot_pose_as_the_coordinator():
+    fake = Coordinator(1, "other-token", bind="127.0.0.1")
+    with pytest.raises(BenchError, match="handshake"):
+        RankLink("127.0.0.1", fake.port, "secret", RankInfo(0, "h0", 1), timeout_s=5)
+    fake.close()
+
+
+def test_a_dead_rank_is_seen_at_once():
+    coord = Coordinator(2, "t", bind="127.0.0.1")
+    links = [RankLink("127.0.0.1", coord.port, "t", RankInfo(r, "h", r), timeout_s=10) for r in (0, 1)]
+    coord.wait_joined(10)
+    t0 = time.monotonic()
+    links[1].sock.close()  # what a killed process's socket does
+    item = coord.receive(5)
+    assert item == (1, ("dead",)) and time.monotonic() - t0 < 2
+    assert 1 in coord.dead and "connection closed" in coord.dead[1][1]
+    assert not coord.send(1, ("tick", 1))
+    links[0].close()
+    coord.close()
+
+
+def test_a_rank_learns_when_the_coordinator_is_gone():
+    coord = Coordinator(1, "t", bind="127.0.0.1")
+    link = RankLink("127.0.0.1", coord.port, "t", RankInfo(0, "h", 1), timeout_s=10)
+    coord.wait_joined(5)
+    threading.Timer(0.2, coord.close).start()
+    with pytest.raises((EOFError, ConnectionError, OSError)):
+        link.recv(5)
+    link.close()

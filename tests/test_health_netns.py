@@ -1,0 +1,205 @@
+"""`ncclbench health` across network-namespace hosts with real faults (CPU backend).
+
+Six hosts (tests/netns_hosts.py: one namespace, veth and host name each, joined
+by a bridge); one rank per host under MPICH's mpiexec, data over the veth
+links (UCX over TCP only, MPIR_CVAR_NOLOCAL=1).  One fault per run, so the
+faulty pairs stay a minority of the three (fleet statistics need that):
+* slow node: one host's link shaped with `tc` to 100 Mbit/s both ways;
+* slow link: traffic between two hosts (a filter on the peer's address)
+  shaped to 100 Mbit/s, everything else unshaped;
+* hung: one host's rank stopped with SIGSTOP mid-scan;
+* dead: one host's rank killed mid-scan (MPICH then ends the whole job).
+The coordinator runs outside the MPI job (`--serve`), in host 0's namespace.
+health must name exactly those, blame no other host, and end in bounded time.
+"""
+
+import json
+import os
+import secrets
+import signal
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from health_runtime_helpers import PY, rank_pids
+from launch_helpers import child_env, free_port
+from netns_hosts import netns_hosts
+
+pytestmark = [pytest.mark.netns, pytest.mark.mpi]
+
+NHOSTS = 6
+SLOW_RATE = "100mbit"
+SCAN = ["--phases", "local,pairs", "--bw-size", "512K", "--lat-size", "8", "-n", "5", "-w", "1", "--cycles", "3"]
+
+
+def _tc(ns: str, *args: str) -> None:
+    subprocess.run(["ip", "netns", "exec", ns, "tc", *args], check=True, capture_output=True, text=True, timeout=20)
+
+
+def shape(hosts, slow_host=None, slow_link=None):
+    """The slow host's link at SLOW_RATE both ways (its own egress and the bridge port
+    towards it); a slow link as an htb class, filtered on the peer's address, at each
+    end (other traffic in a class far above what the veth carries here)."""
+    if slow_host is not None:
+        h = hosts[slow_host]
+        tag = h.name[:-2]  # netns_hosts names: <tag>h<i>, the bridge <tag>sw, its ports <tag>p<i>
+        _tc(h.name, "qdisc", "add", "dev", h.veth, "root", "tbf", "rate", SLOW_RATE, "burst", "64kb",
+            "latency", "50ms")
+        _tc(f"{tag}sw", "qdisc", "add", "dev", f"{tag}p{slow_host}", "root", "tbf", "rate", SLOW_RATE,
+            "burst", "64kb", "latency", "50ms")
+    if slow_link is not None:
+        for i in slow_link:
+            h, other = hosts[i], hosts[slow_link[1] if i == slow_link[0] else slow_link[0]]
+            _tc(h.name, "qdisc", "add", "dev", h.veth, "root", "handle", "1:", "htb", "default", "10")
+            _tc(h.name, "class", "add", "dev", h.veth, "parent", "1:", "classid", "1:10", "htb", "rate", "100gbit")
+            _tc(h.name, "class", "add", "dev", h.veth, "parent", "1:", "classid", "1:20", "htb", "rate", SLOW_RATE)
+            _tc(h.name, "filter", "add", "dev", h.veth, "protocol", "ip", "parent", "1:", "prio", "1", "u32",
+                "match", "ip", "dst", f"{other.addr}/32", "flowid", "1:20")
+
+
+def start(hosts, tmp_path, timeout_s=20):
+    """The coordinator (host 0, outside the job) and the ranks (mpiexec, one per host)."""
+    port, token = free_port(), secrets.token_hex(8)
+    js, drain = tmp_path / "health.json", tmp_path / "drain.txt"
+    env = child_env(NCCLBENCH_HEALTH_TOKEN=token, NCCLBENCH_HEALTH_PROGRESS="1", NCCLBENCH_NO_STORE="1")
+    tag = secrets.token_hex(6)
+    coord = subprocess.Popen(hosts[0].cmd([PY, "-m", "ncclbench", "health", "--serve", f"0.0.0.0:{port}", "--ranks",
+                                           str(len(hosts)), *SCAN, "--round-timeout", str(timeout_s),
+                                           "--json", str(js), "--drain", str(drain)]),
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wrapper = tmp_path / "enter-netns"
+    wrapper.write_text('#!/bin/sh\n[ "$1" = "-x" ] && shift\nhost=$1; shift\n'
+                       'exec ip netns exec "$host" unshare --uts sh -c "hostname $host && exec $*"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    mpiexec = str(Path(PY).parent / "mpiexec")
+    if not os.path.exists(mpiexec):
+        pytest.skip("MPICH's mpiexec is not installed beside this Python (pip install mpich)")
+    cmd = [mpiexec, "-launcher", "ssh", "-launcher-exec", str(wrapper), "-localhost", hosts[0].addr,
+           "-hosts", ",".join(h.name for h in hosts), "-n", str(len(hosts)), "-ppn", "1",
+           # data over the veth links: UCX over TCP only (its shared-memory transports cross namespaces)
+           "-genv", "UCX_TLS", "tcp,self", "-genv", "MPIR_CVAR_NOLOCAL", "1", "-genv", "FI_PROVIDER", "tcp",
+           "-genv", "NCCLBENCH_TEST_TAG", tag,
+           PY, "-m", "ncclbench", "health", "--backend", "mpi", "--coordinator", f"{hosts[0].addr}:{port}",
+           "--round-timeout", str(timeout_s)]
+    ranks = subprocess.Popen(hosts[0].cmd(cmd), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return coord, ranks, tag, js, drain
+
+
+def finish(coord, ranks, bound_s):
+    t0 = time.monotonic()
+    try:
+        out, err = coord.communicate(timeout=bound_s)
+    except subprocess.TimeoutExpired:
+        coord.kill()
+        ranks.kill()
+        raise AssertionError(f"the coordinator did not end within {bound_s} s")
+    try:
+        ranks.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        ranks.kill()
+        ranks.communicate()
+    return coord.returncode, out, err, time.monotonic() - t0
+
+
+def confirmed(js):
+    doc = json.loads(js.read_text())
+    return doc, sorted((f["component"], tuple(f["hosts"]), f["detail"]) for f in doc["findings"] if f["confirmed"])
+
+
+def _wait_progress(proc_err_lines, text, timeout_s):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if any(text in line for line in proc_err_lines):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_slow_node_is_named_exactly(tmp_path):
+    with netns_hosts(NHOSTS) as hosts:
+        shape(hosts, slow_host=4)
+        coord, ranks, _, js, drain = start(hosts, tmp_path)
+        code, out, err, elapsed = finish(coord, ranks, 240)
+        doc, found = confirmed(js)
+        names = [h.name for h in hosts]
+        assert code == 8, (out, err)
+        assert found == [("node nic", (names[4],), "all rails")], out
+        assert drain.read_text() == f"{names[4]}\n"
+        assert all(s == "healthy" for h, s in doc["host_status"].items() if h != names[4]), out
+        nic = [f for f in doc["findings"] if f["component"] == "node nic"][0]
+        assert nic["measured"] < 0.5 * nic["expected"]  # 100 Mbit/s against unshaped links, in the numbers
+
+
+def test_slow_link_is_named_exactly_and_drains_no_host(tmp_path):
+    with netns_hosts(NHOSTS) as hosts:
+        shape(hosts, slow_link=(2, 3))
+        coord, ranks, _, js, drain = start(hosts, tmp_path)
+        code, out, err, elapsed = finish(coord, ranks, 240)
+        doc, found = confirmed(js)
+        names = [h.name for h in hosts]
+        assert code == 8, (out, err)
+        assert found == [("link", (names[2], names[3]), "all rails")], out
+        assert drain.read_text() == ""  # a slow link is the fabric's: no host to drain
+        assert all(s == "healthy" for s in doc["host_status"].values()), out
+        rounds = [r["name"] for r in doc["rounds"] if r["name"].startswith("pairs")]
+        assert rounds == ["pairs r1", "pairs r2", "pairs r3"]  # suspect, both ends cleared, re-run
+
+
+def _fault_mid_scan(tmp_path, sig):
+    with netns_hosts(NHOSTS) as hosts:
+        coord, ranks, tag, js, drain = start(hosts, tmp_path, timeout_s=8)
+        lines: list[str] = []
+        import threading
+
+        reader = threading.Thread(target=lambda: lines.extend(coord.stderr), daemon=True)
+        reader.start()
+        assert _wait_progress(lines, "local r1", 120), lines
+        pids = {}
+        deadline = time.monotonic() + 10
+        while len(pids) < NHOSTS and time.monotonic() < deadline:
+            pids = rank_pids(tag)
+            time.sleep(0.1)
+        assert len(pids) == NHOSTS, pids
+        os.kill(pids[4], sig)
+        t0 = time.monotonic()
+        try:
+            coord.wait(timeout=120)
+            out = coord.stdout.read()
+        finally:
+            try:
+                os.kill(pids[4], signal.SIGKILL)
+            except OSError:
+                pass
+        elapsed = time.monotonic() - t0
+        try:
+            ranks.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            ranks.kill()
+        doc, found = confirmed(js)
+        names = [h.name for h in hosts]
+        return coord.returncode, out, "".join(lines), elapsed, doc, found, names, pids[4]
+
+
+def test_hung_host_is_named_and_the_scan_goes_on(tmp_path):
+    code, out, err, elapsed, doc, found, names, pid = _fault_mid_scan(tmp_path, signal.SIGSTOP)
+    assert code == 8, (out, err)
+    assert found == [("no answer", (names[4],), "")], out
+    ev = " ".join(f for x in doc["findings"] for f in x["evidence"])
+    assert f"rank 4 (host {names[4]}, pid {pid})" in ev
+    others = [s for h, s in doc["host_status"].items() if h != names[4]]
+    assert all(s in ("healthy", "partly tested") for s in others), doc["host_status"]
+    assert elapsed < 60
+
+
+def test_killed_host_is_named_and_what_was_measured_is_kept(tmp_path):
+    code, out, err, elapsed, doc, found, names, pid = _fault_mid_scan(tmp_path, signal.SIGKILL)
+    assert code == 8, (out, err)
+    assert found == [("no answer", (names[4],), "")], out
+    ev = " ".join(f for x in doc["findings"] for f in x["evidence"])
+    assert f"rank 4 (host {names[4]}, pid {pid}) died" in ev
+    assert doc["rounds"] and doc["rounds"][0]["name"] == "local r1" and doc["rounds"][0]["answered"] == NHOSTS
+    assert all(s in ("healthy", "partly tested") for h, s in doc["host_status"].items() if h != names[4])
+    assert elapsed < 30

@@ -1,0 +1,116 @@
+"""`ncclbench health` with real MPI processes on this machine (CPU backend).
+
+Hosts are told apart by NCCLBENCH_HEALTH_HOST_MAP (one name per rank), so the
+scan's logic runs across "hosts" without root; the same runs across network
+namespaces with real shaping are in test_health_netns.py.  Faults are real: a
+rank's process is stopped (SIGSTOP) or killed (SIGKILL) mid-scan, and the scan
+must name exactly that host, blame no other, and end in bounded time.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from health_runtime_helpers import HealthRun, rank_pids
+
+pytestmark = pytest.mark.mpi
+
+SIX = "h0,h1,h2,h3,h4,h5"
+SMALL = ["--bw-size", "64K", "-n", "5", "-w", "1", "--cycles", "1"]
+
+
+def env(ncclbench_env, hosts=SIX):
+    return dict(ncclbench_env, NCCLBENCH_HEALTH_HOST_MAP=hosts)
+
+
+def test_healthy_hosts_json_and_empty_drain_list(ncclbench_env, tmp_path):
+    js, drain = tmp_path / "h.json", tmp_path / "drain.txt"
+    run = HealthRun(["--backend", "mpi", "--nprocs", "6", "--phases", "local,pairs", *SMALL,
+                     "--round-timeout", "20", "--json", str(js), "--drain", str(drain)], env(ncclbench_env))
+    code, out, err, elapsed = run.finish(120)
+    assert code == 0, (out, err)
+    assert "# ncclbench health: 6 host(s), 6 rank(s)" in out and "# no fault confirmed" in out
+    doc = json.loads(js.read_text())
+    assert doc["faults_found"] is False and doc["drain"] == [] and drain.read_text() == ""
+    assert set(doc["host_status"].values()) == {"healthy"}
+    names = [r["name"] for r in doc["rounds"]]
+    assert names[0] == "local r1" and "pairs r1" in names
+    pairs = doc["references"]["pairs:2x1"]["busbw"]
+    assert pairs["source"] == "fleet" and pairs["n"] == 3 and pairs["center"] > 0
+
+
+def _stop_or_kill(ncclbench_env, tmp_path, sig):
+    js = tmp_path / "h.json"
+    run = HealthRun(["--backend", "mpi", "--nprocs", "6", "--phases", "local,pairs", *SMALL,
+                     "--round-timeout", "5", "--json", str(js), "--drain", str(tmp_path / "drain.txt")],
+                    env(ncclbench_env))
+    assert run.wait_for_line("local r1", 90), "".join(run.err_lines)
+    pids = rank_pids(run.tag)
+    assert len(pids) == 6, pids
+    os.kill(pids[3], sig)
+    try:
+        code, out, err, elapsed = run.finish(90)
+    finally:
+        try:
+            os.kill(pids[3], signal.SIGKILL)
+        except OSError:
+            pass
+    return code, out, err, elapsed, json.loads(js.read_text()), pids[3]
+
+
+def test_a_stopped_rank_is_named_and_no_other_host_blamed(ncclbench_env, tmp_path):
+    code, out, err, elapsed, doc, pid = _stop_or_kill(ncclbench_env, tmp_path, signal.SIGSTOP)
+    assert code == 8, (out, err)
+    confirmed = [f for f in doc["findings"] if f["confirmed"]]
+    assert [(f["component"], f["hosts"]) for f in confirmed] == [("no answer", ["h3"])], out
+    assert f"rank 3 (host h3, pid {pid})" in " ".join(confirmed[0]["evidence"])
+    assert doc["drain"] == ["h3"] and (tmp_path / "drain.txt").read_text() == "h3\n"
+    assert all(s in ("healthy", "partly tested") for h, s in doc["host_status"].items() if h != "h3")
+    assert elapsed < 60  # one 5 s round timeout (+ grace) where the stopped rank was due, not a hang
+
+
+def test_a_killed_rank_is_named_and_the_scan_ends(ncclbench_env, tmp_path):
+    code, out, err, elapsed, doc, pid = _stop_or_kill(ncclbench_env, tmp_path, signal.SIGKILL)
+    assert code == 8, (out, err)
+    confirmed = [f for f in doc["findings"] if f["confirmed"]]
+    assert [(f["component"], f["hosts"]) for f in confirmed] == [("no answer", ["h3"])], out
+    assert f"rank 3 (host h3, pid {pid}) died" in " ".join(confirmed[0]["evidence"])
+    # MPICH's launcher ends the whole job when a rank dies: the others are not blamed
+    assert all(s in ("healthy", "partly tested") for h, s in doc["host_status"].items() if h != "h3")
+    assert elapsed < 60
+
+
+def test_one_host_runs_what_it_can_and_says_why(ncclbench_env):
+    run = HealthRun(["--backend", "mpi", "--nprocs", "2", *SMALL, "--round-timeout", "20"],
+                    env(ncclbench_env, "solo,solo"))
+    code, out, err, _ = run.finish(90)
+    assert code == 0, (out, err)
+    assert "# note: 1 host (solo): the inter-node phases (rail, pairs) need at least 2 hosts" in out
+    assert "pairs" not in " ".join(json.dumps(line) for line in out.splitlines() if not line.startswith("# note"))
+
+
+def _cli(args, ncclbench_env):
+    return subprocess.run([sys.executable, "-m", "ncclbench", "health", *args], env=ncclbench_env,
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--phases", "local,warp"], "health: unknown phase(s) warp"),
+    (["--serve", "7000"], "health: --serve needs --ranks N"),
+    (["--cycles", "0"], "health: --cycles must be at least 1"),
+    (["--bw-size", "2"], "--bw-size and --lat-size must be at least 4 bytes"),
+])
+def test_bad_input_is_one_line_and_exit_255(args, message, ncclbench_env):
+    res = _cli(args, ncclbench_env)
+    assert res.returncode == 255, res
+    assert res.stderr.count("\n") == 1 and message in res.stderr and "Traceback" not in res.stderr
+
+
+def test_gpu_backend_not_built_says_so(ncclbench_env):
+    res = _cli(["--backend", "nccl"], ncclbench_env)
+    assert res.returncode == 5 and "NCCL (GPU) runtime is not built yet" in res.stderr
+    assert res.stderr.count("\n") == 1
