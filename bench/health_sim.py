@@ -40,8 +40,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from health_peers import (JOB_START_S, POLL_S, superbench_scan, together_scan, tournament_pairs,  # noqa: E402
-                          trimmed_baseline)
+from health_peers import JOB_START_S, POLL_S, superbench_scan, together_scan, tournament_pairs, trimmed_baseline  # noqa: E402
+
 from ncclbench.health.fleet import Fleet  # noqa: E402
 from ncclbench.health.scan import ScanConfig, run_scan  # noqa: E402
 from ncclbench.health.schedule import disjoint_pairs  # noqa: E402

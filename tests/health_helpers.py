@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import zlib
 
-import numpy as np
-
 from ncclbench.health.judge import RoundResult
 
 NOMINAL = {"local": 2000.0, "intra": 360.0, "rail": 48.0, "pairs": 48.0}

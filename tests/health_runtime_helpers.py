@@ -67,6 +67,6 @@ class HealthRun:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             out, _ = self.proc.communicate()
-            raise AssertionError(f"health did not end within {timeout_s} s; stderr: {''.join(self.err_lines)}")
+            raise AssertionError(f"health did not end within {timeout_s} s; stderr: {''.join(self.err_lines)}") from None
         self._reader.join(timeout=5)
         return self.proc.returncode, out, "".join(self.err_lines), time.monotonic() - self.t0

@@ -3,9 +3,24 @@
 import numpy as np
 import pytest
 
-from ncclbench.health.judge import (MAD_SE, MAD_TO_SIGMA, NO_ANSWER, OK, SLOW, UNJUDGED, WRONG, Baseline, References,
-                                    RoundResult, Thresholds, fleet_shift, percent_of, references,
-                                    robust_reference, score)
+from ncclbench.health.judge import (
+    MAD_SE,
+    MAD_TO_SIGMA,
+    NO_ANSWER,
+    OK,
+    SLOW,
+    UNJUDGED,
+    WRONG,
+    Baseline,
+    References,
+    RoundResult,
+    Thresholds,
+    fleet_shift,
+    percent_of,
+    references,
+    robust_reference,
+    score,
+)
 
 
 def test_median_and_scaled_mad_ignore_missing_values():

@@ -3,11 +3,11 @@ fault is named exactly, with its evidence, in a bounded number of rounds, and a
 healthy fleet or a one-off dip produces no finding."""
 
 import pytest
-
 from health_helpers import FakeFabric
-from ncclbench.health.judge import Baseline
+
 from ncclbench.health.findings import GPU, LINK, NO_ANSWER_C, NODE_INTRA, NODE_NIC, RAIL, SUSPECT_V, drain_hosts
 from ncclbench.health.fleet import Fleet
+from ncclbench.health.judge import Baseline
 from ncclbench.health.scan import ScanConfig, run_scan
 
 
@@ -164,4 +164,3 @@ def test_drain_list_takes_node_faults_only():
     assert drain_hosts(rep.findings) == ["node05"]
 
 
-from ncclbench.health.scan import run_scan  # noqa: E402  (used above through scan())

@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from health_runtime_helpers import PY, rank_pids
 from launch_helpers import child_env, free_port
 from netns_hosts import netns_hosts
@@ -95,7 +94,7 @@ def finish(coord, ranks, bound_s):
     except subprocess.TimeoutExpired:
         coord.kill()
         ranks.kill()
-        raise AssertionError(f"the coordinator did not end within {bound_s} s")
+        raise AssertionError(f"the coordinator did not end within {bound_s} s") from None
     try:
         ranks.communicate(timeout=30)
     except subprocess.TimeoutExpired:

@@ -14,7 +14,6 @@ import subprocess
 import sys
 
 import pytest
-
 from health_runtime_helpers import HealthRun, rank_pids
 
 pytestmark = pytest.mark.mpi

@@ -5,8 +5,16 @@ import itertools
 import pytest
 
 from ncclbench.health.fleet import Fleet
-from ncclbench.health.schedule import (Group, disjoint_pairs, intra_groups, local_groups, make_round, pair_groups,
-                                       rail_groups, round_robin)
+from ncclbench.health.schedule import (
+    Group,
+    disjoint_pairs,
+    intra_groups,
+    local_groups,
+    make_round,
+    pair_groups,
+    rail_groups,
+    round_robin,
+)
 
 
 def test_ranks_grouped_by_host_name_in_any_rank_order():

@@ -21,7 +21,7 @@ import secrets
 import sys
 import threading
 
-from ..errors import ArgumentError, BenchError, ExitCode, UnsupportedError
+from ..errors import ArgumentError, BenchError, UnsupportedError
 from .base import PROGRAM, CommandParser
 
 NAME = "health"
@@ -87,7 +87,6 @@ def run(args: argparse.Namespace) -> int:
 
 # -- configuration --------------------------------------------------------------------------------
 def _config(args: argparse.Namespace):
-    from ..health.judge import Baseline
     from ..health.mpi_group import GroupSpec
     from ..health.scan import ScanConfig
     from ..options import parse_size
@@ -102,6 +101,8 @@ def _config(args: argparse.Namespace):
                      args.iters, args.warmup_iters, args.cycles)
     if spec.bw_bytes < 4 or spec.lat_bytes < 4:
         raise ArgumentError("health: --bw-size and --lat-size must be at least 4 bytes (one float)")
+    if args.save_baseline and not args.json_path:
+        raise ArgumentError("health: --save-baseline needs --json FILE (the references are read from it)")
     baseline = _load_baseline(args.baseline) if args.baseline else None
     try:
         cfg = ScanConfig(phases=phases, pair_shape=args.pair_shape, all_pairs=args.all_pairs, baseline=baseline)
@@ -136,27 +137,23 @@ def _coordinate(args, cfg, spec, coord, backend: str) -> int:
     outputs = Outputs(args.json_path, args.drain_path, sys.stdout, progress=progress)
     code = coordinate(coord, cfg, spec, args.round_timeout, args.join_timeout, outputs, backend,
                       argv=sys.argv[1:], expected_hosts=_expected_hosts(args))
-    if args.save_baseline:
+    if args.save_baseline and args.json_path:
         _save_baseline(args.save_baseline, args.json_path)
     return code
 
 
-def _save_baseline(path: str, json_path: str | None) -> None:
-    raise_if = None if json_path else "--save-baseline needs --json FILE (the references are read from it)"
-    if raise_if:
-        print(f"{PROGRAM}: health: {raise_if}", file=sys.stderr)
-        return
+def _save_baseline(path: str, json_path: str) -> None:
     import json
 
-    doc = json.loads(open(json_path).read())
-    refs = doc.get("references", {})
-    base = {"name": os.path.basename(path), "busbw": {}, "lat_us": {}}
+    with open(json_path) as f:
+        refs = json.load(f).get("references", {})
+    tables: dict[str, dict[str, list[float]]] = {"busbw": {}, "lat_us": {}}
     for shape, r in refs.items():
-        for metric in ("busbw", "lat_us"):
+        for metric, table in tables.items():
             if r.get(metric) and r[metric]["source"] == "fleet":
-                base[metric][shape] = [r[metric]["center"], r[metric]["spread"]]
+                table[shape] = [r[metric]["center"], r[metric]["spread"]]
     with open(path, "w") as f:
-        json.dump(base, f, indent=1)
+        json.dump({"name": os.path.basename(path), **tables}, f, indent=1)
 
 
 # -- the three ways to run --------------------------------------------------------------------------

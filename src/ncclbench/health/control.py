@@ -197,7 +197,7 @@ class RankLink:
                 kind, body = wire.recv_frame(self.sock)
                 if kind == wire.KIND_PICKLE:
                     return wire.loads_trusted(body)
-        except socket.timeout:
+        except TimeoutError:
             raise TimeoutError from None
 
     def close(self) -> None:

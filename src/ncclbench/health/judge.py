@@ -105,7 +105,7 @@ class RoundResult:
     wall_s: float = 0.0
 
     @classmethod
-    def empty(cls, n: int) -> "RoundResult":
+    def empty(cls, n: int) -> RoundResult:
         return cls(np.full(n, np.nan), np.full(n, np.nan), np.zeros(n, dtype=np.int64))
 
 
@@ -178,11 +178,12 @@ def score(result: RoundResult, refs: References, limit_z: float, gross_fraction:
         elif status[i] == UNJUDGED:
             why[i] = "no reference: too few groups of this shape for fleet statistics and no baseline"
         else:
+            assert refs.busbw is not None  # a slow status needs a reference
             parts = []
             if slow_bw[i]:
                 share = f" ({100 * bw[i] / refs.busbw.center:.0f} % of it)" if gross[i] else ""
                 parts.append(f"busbw {bw[i]:.4g} GB/s, z {z_bw[i]:+.1f} vs {refs.busbw.describe('GB/s')}{share}")
-            if slow_lat[i]:
+            if slow_lat[i] and refs.lat_us is not None:
                 parts.append(f"latency {lat[i]:.4g} us, z {z_lat[i]:+.1f} vs {refs.lat_us.describe('us')}")
             why[i] = "; ".join(parts)
     return Score(list(status), z_bw, z_lat, why)

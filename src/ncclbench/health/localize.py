@@ -30,14 +30,42 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .findings import (FLEET, GPU, LINK, NO_ANSWER_C, NO_ANSWER_V, NODE_INTRA, NODE_NIC, RAIL, SLOW_V,
-                       SUSPECT_V, UNJUDGED_V, WRONG_V, Finding)
+from .findings import (
+    FLEET,
+    GPU,
+    LINK,
+    NO_ANSWER_C,
+    NO_ANSWER_V,
+    NODE_INTRA,
+    NODE_NIC,
+    RAIL,
+    SLOW_V,
+    SUSPECT_V,
+    UNJUDGED_V,
+    WRONG_V,
+    Finding,
+)
 from .fleet import Fleet
-from .judge import (NO_ANSWER, OK, SLOW, UNJUDGED, WRONG, Baseline, References, RoundResult, Score,
-                    Thresholds, fleet_shift, percent_of, references, score)
+from .judge import (
+    NO_ANSWER,
+    OK,
+    SLOW,
+    UNJUDGED,
+    WRONG,
+    Baseline,
+    References,
+    RoundResult,
+    Score,
+    Thresholds,
+    fleet_shift,
+    percent_of,
+    references,
+    score,
+)
 from .schedule import Group, Round, disjoint_pairs, make_round, pair_groups, round_robin
 
 BAD = (SLOW, NO_ANSWER, WRONG)
+DEFAULT_THRESHOLDS = Thresholds()
 _PARTNER_DEAD = "partner died"
 _VERDICT = {SLOW: SLOW_V, NO_ANSWER: NO_ANSWER_V, WRONG: WRONG_V}
 
@@ -110,7 +138,7 @@ class _Scan:
         out = []
         for shape, refs in self.refs.items():
             line = fleet_shift(refs, self.thr, shape)
-            if line:
+            if line and refs.busbw is not None and refs.base_busbw is not None:
                 out.append(Finding(FLEET, (), SLOW_V, shape, refs.busbw.center, refs.base_busbw.center,
                                    None, evidence=[line]))
         return out
@@ -129,7 +157,7 @@ class _Scan:
 class RepeatScan(_Scan):
     """local / intra / rail: measure every group, then re-run the ones that looked bad."""
 
-    def __init__(self, fleet: Fleet, phase: str, groups: Sequence[Group], thr: Thresholds = Thresholds(),
+    def __init__(self, fleet: Fleet, phase: str, groups: Sequence[Group], thr: Thresholds = DEFAULT_THRESHOLDS,
                  baseline: Baseline | None = None, expected: Mapping[str, float] | None = None):
         super().__init__(fleet, phase, thr, baseline, expected)
         self.groups = list(groups)
@@ -202,6 +230,7 @@ class RepeatScan(_Scan):
         zf = [z for z in zs if np.isfinite(z)]
         z = float(np.median(zf)) if zf else None
         host = self.fleet.hosts[g.hosts[0]]
+        hosts: tuple[str, ...]
         if self.phase == "local":
             comp, hosts, detail = GPU, (host,), f"gpu {g.members[0][1]}"
         elif self.phase == "intra":
@@ -234,7 +263,7 @@ class _Obs:
 class PairScan(_Scan):
     """pairs: disjoint pairs, then re-pairing with healthy hosts (or all pairs on request)."""
 
-    def __init__(self, fleet: Fleet, thr: Thresholds = Thresholds(), shape: str = "rails", max_rounds: int = 3,
+    def __init__(self, fleet: Fleet, thr: Thresholds = DEFAULT_THRESHOLDS, shape: str = "rails", max_rounds: int = 3,
                  all_pairs: bool = False, baseline: Baseline | None = None,
                  expected: Mapping[str, float] | None = None, hosts: Sequence[int] | None = None):
         super().__init__(fleet, "pairs", thr, baseline, expected)
@@ -315,7 +344,7 @@ class PairScan(_Scan):
         return pairs
 
     # -- state ----------------------------------------------------------------------------
-    def _state(self) -> "_PairState":
+    def _state(self) -> _PairState:
         key = (len(self.records), tuple(sorted(self.dead)))
         if getattr(self, "_cached", (None,))[0] != key:
             self._cached = (key, _PairState(self))
@@ -360,7 +389,7 @@ class PairScan(_Scan):
                                      extra=["slow once; both hosts fine with other partners; not re-run (rounds exhausted)"]))
         return out + self._fleet_notes() + self._unjudged_note(st.unjudged)
 
-    def _node_findings(self, st: "_PairState", h: int, units: set) -> list[Finding]:
+    def _node_findings(self, st: _PairState, h: int, units: set) -> list[Finding]:
         name = self.fleet.hosts[h]
         tested = st.units_of_node(h) - {None}
         if None in units and tested:  # the whole-host median convicted it: all rails, one finding
@@ -541,13 +570,13 @@ class _PairState:
         return out
 
     def units_of_node(self, h: int) -> set:
-        out = set()
+        out: set[int | None] = set()
         for _, a, b, u, *_ in self.rows:
             out.update(_unit(x) for x in np.unique(u[(a == h) | (b == h)]))
         return out
 
     def units_of_link(self, x: int, y: int) -> set:
-        out = set()
+        out: set[int | None] = set()
         for _, a, b, u, *_ in self.rows:
             out.update(_unit(v) for v in np.unique(u[((a == x) & (b == y)) | ((a == y) & (b == x))]))
         return out
@@ -639,7 +668,7 @@ def _pair_aggregate(rnd: Round, result: RoundResult) -> tuple[Round, RoundResult
         return None  # one rail per pair: the rail is the whole host
     groups, n = [], len(by_pair)
     res = RoundResult.empty(n)
-    for j, (hosts, idx) in enumerate(by_pair.items()):
+    for j, idx in enumerate(by_pair.values()):
         members = tuple(m for i in idx for m in rnd.groups[i].members)
         groups.append(Group("pairs", members))
         errs = [result.errors[i] for i in idx if i in result.errors]

@@ -157,7 +157,8 @@ def _view(ptr: int, nbytes: int) -> np.ndarray:
 
 def ready_exchange(p2p: Any, me: int, members: Sequence[int], tag: int, deadline: float) -> None:
     """Every member tells every other it is here; GroupTimeout names who is not."""
-    reqs, flags = [], {}
+    reqs: list[tuple[int | None, Any]] = []
+    flags = {}
     for peer in members:
         if peer == me:
             continue
@@ -189,6 +190,7 @@ def measure_group(world: Any, p2p: Any, members: Sequence[int], spec: GroupSpec,
     stage[0] = "measuring"
     comm.Set_errhandler(world.Get_errhandler())
     coll = lookup("all_reduce")
+    assert coll is not None
     dtype, op = DATATYPE_BY_NAME["float"], REDOP_BY_NAME["sum"]
     worker = GroupWorker(comm, max(spec.bw_bytes, spec.lat_bytes, 64), deadline)
     opts = BenchOptions(iters=spec.iters, warmup_iters=spec.warmup, check=spec.check)

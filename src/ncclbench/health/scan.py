@@ -158,8 +158,8 @@ def run_scan(fleet: Fleet, config: ScanConfig, run_round: RunRound,
             if st == "healthy":
                 status[name] = "partly tested"
     if expected_hosts:
-        for h in expected_hosts:
-            status.setdefault(h, "not tested")
+        for name in expected_hosts:
+            status.setdefault(name, "not tested")
     refs = {shape: {"busbw": vars(r.busbw) if r.busbw else None, "lat_us": vars(r.lat_us) if r.lat_us else None}
             for scan in scans for shape, r in scan.refs.items()}
     return HealthReport(fleet, findings, notes, logs, status, refs, _measurements(fleet, scans))
@@ -187,25 +187,17 @@ def _f(x: float) -> float | None:
 def _phase_scans(fleet: Fleet, cfg: ScanConfig) -> tuple[list, list[str]]:
     scans: list = []
     skipped: list[str] = []
-    common = dict(thr=cfg.thresholds, baseline=cfg.baseline, expected=cfg.expected)
+    thr, base, exp = cfg.thresholds, cfg.baseline, cfg.expected
     for phase in cfg.phases:
-        if phase == "local":
-            scans.append(RepeatScan(fleet, "local", local_groups(fleet), **common))
+        groups = {"local": local_groups, "intra": intra_groups, "rail": rail_groups}.get(phase, lambda f: ())(fleet)
+        if phase in ("local", "intra", "rail") and groups:
+            scans.append(RepeatScan(fleet, phase, groups, thr, base, exp))
         elif phase == "intra":
-            groups = intra_groups(fleet)
-            if groups:
-                scans.append(RepeatScan(fleet, "intra", groups, **common))
-            else:
-                skipped.append("intra phase skipped: no host has two GPUs or more")
-        elif phase == "rail":
-            groups = rail_groups(fleet)
-            if groups:
-                scans.append(RepeatScan(fleet, "rail", groups, **common))
-            elif fleet.nhosts >= 2:
-                skipped.append("rail phase skipped: no GPU slot is present on two hosts")
+            skipped.append("intra phase skipped: no host has two GPUs or more")
+        elif phase == "rail" and fleet.nhosts >= 2:
+            skipped.append("rail phase skipped: no GPU slot is present on two hosts")
         elif phase == "pairs" and fleet.nhosts >= 2:
-            scans.append(PairScan(fleet, shape=cfg.pair_shape, max_rounds=cfg.max_pair_rounds,
-                                  all_pairs=cfg.all_pairs, **common))
+            scans.append(PairScan(fleet, thr, cfg.pair_shape, cfg.max_pair_rounds, cfg.all_pairs, base, exp))
     return scans, skipped
 
 
