@@ -143,6 +143,7 @@ def run_tune_here(topts: TuneOptions, backend, launch, note: str | None) -> int:
             switcher = NcclSwitcher(opts, host, coll, cset.candidates)
             cset = CandidateSet([c for c in cset.candidates if c.label in switcher.workers],
                                 cset.skipped + switcher.dropped)
+        library = " ".join(library.split())  # MPICH's "MPICH Version:      5.0.2"
         return _measure_and_report(topts, opts, coll, dtype, op, root, cset, switcher, library, version_code,
                                    nnodes, notes, is_mpi, reporter)
     except BenchError as exc:
