@@ -113,3 +113,20 @@ def test_gpu_backend_not_built_says_so(ncclbench_env):
     res = _cli(["--backend", "nccl"], ncclbench_env)
     assert res.returncode == 5 and "NCCL (GPU) runtime is not built yet" in res.stderr
     assert res.stderr.count("\n") == 1
+
+
+def test_uneven_odd_and_a_disagreeing_host_list_each_get_one_line(ncclbench_env, tmp_path):
+    js = tmp_path / "h.json"
+    run = HealthRun(["--backend", "mpi", "--nprocs", "5", *SMALL, "--round-timeout", "20", "--hosts", "h0,h1,h2,h9",
+                     "--json", str(js)], env(ncclbench_env, "h0,h0,h1,h2,h2"))
+    code, out, err, _ = run.finish(120)
+    assert code == 0, (out, err)
+    notes = [line for line in out.splitlines() if line.startswith("# note: ")]
+    assert any("odd host count (3)" in n for n in notes), notes
+    assert any("uneven GPUs per host (h0: 2, h1: 1, h2: 2)" in n for n in notes), notes
+    assert any("listed but not in the job: h9" in n for n in notes), notes
+    doc = json.loads(js.read_text())
+    assert doc["host_status"]["h9"] == "not tested"
+    assert doc["gpus_per_host"] == [2, 1, 2]
+    ran = {r["name"].split()[0] for r in doc["rounds"]}
+    assert ran == {"local", "intra", "rail", "pairs"}  # every phase that can run still ran
