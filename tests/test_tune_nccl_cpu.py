@@ -80,3 +80,26 @@ def test_user_nccl_algo_is_refused_before_anything_starts(ncclbench_env):
     assert p.returncode == 255
     assert p.stderr.strip() == ("ncclbench: NCCL_ALGO=ring is set in the environment; tune measures the library's "
                                 "default against each candidate, so unset NCCL_ALGO first")
+
+
+def test_config_fields_reach_the_real_library_object():
+    """The override works on the NcclLibrary the set-up uses (loaded without a GPU)."""
+    from ncclbench.errors import BenchError
+    from ncclbench.nccl.binding import get_library
+
+    try:
+        lib = get_library(None)
+    except BenchError as exc:
+        pytest.skip(f"no libnccl to load here: {exc.message}")
+    with extra_config_fields(lib, {"minCTAs": 4, "maxCTAs": 4}):
+        cfg = lib.make_config()
+    values = config_struct.config_values(cfg)
+    assert (values["minCTAs"], values["maxCTAs"], values["version"]) == (4, 4, lib.version_code)
+    assert config_struct.config_values(lib.make_config())["maxCTAs"] == config_struct.NCCL_CONFIG_UNDEF_INT
+
+
+def test_newer_library_than_the_rules_gets_a_note():
+    from ncclbench.tune.nccl_rules import newer_than_rules_note
+
+    assert newer_than_rules_note(22809) is None
+    assert "2.32.3 is newer" in newer_than_rules_note(23203)

@@ -19,6 +19,7 @@ import time
 from ..collectives import lookup
 from ..datatypes import DATATYPE_BY_NAME, EMPTY_OP, NO_OP, REDOP_BY_NAME
 from ..errors import ArgumentError, BenchError, print_error
+from . import nccl_rules
 from .candidates import CandidateSet, mpich_candidates, nccl_candidates, preset_conflicts
 from .options import TuneOptions
 from .result import TuneResult
@@ -132,6 +133,9 @@ def run_tune_here(topts: TuneOptions, backend, launch, note: str | None) -> int:
             lib = get_library(opts.nccl_lib)
             version_code = lib.version_code
             library = f"NCCL {lib.version}"
+            newer = nccl_rules.newer_than_rules_note(version_code)
+            if newer:
+                notes.append(newer)
             nranks = host.size * opts.nthreads * opts.ngpus
             if nranks < 2:
                 if reporter:

@@ -45,6 +45,17 @@ PLUGIN_PROTOCOL = {"LL": "ll", "LL128": "ll128", "Simple": "simple"}
 PREFIX_SYNTAX_SINCE = 22400
 # ncclConfig_t.minCTAs / maxCTAs: src/nccl.h.in from v2.17.1.
 CTA_FIELDS_SINCE = 21700
+# The newest release whose source these rules were read from.
+RULES_READ_UP_TO = 23007
+
+
+def newer_than_rules_note(version_code: int) -> str | None:
+    """A note when the loaded NCCL is newer than the source these rules come from."""
+    if version_code <= RULES_READ_UP_TO:
+        return None
+    return (f"NCCL {version_text(version_code)} is newer than the last release tune's rules were read from "
+            f"({version_text(RULES_READ_UP_TO)}): candidates follow 2.30's rules, and NCCL itself refuses "
+            "what it no longer runs")
 
 
 def version_text(code: int) -> str:
