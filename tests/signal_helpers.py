@@ -58,13 +58,16 @@ class Job:
         return self.procs[0]
 
 
-def start(path: str, db: Path, *, extra_env: dict[str, str] | None = None, mode: str = "loop") -> Job:
+def start(path: str, db: Path, *, extra_env: dict[str, str] | None = None, mode: str = "loop",
+          extra_args: tuple[str, ...] = ()) -> Job:
+    """Start the job (`extra_args`: more ncclbench options, for the benchmark paths)."""
     env = child_env(NCCLBENCH_DB=str(db), PYTHONUNBUFFERED="1", **(extra_env or {}))
     kw = dict(env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     if path == "nprocs-mpi":
-        procs = [subprocess.Popen([PY, "-m", "ncclbench", *BENCH, "--nprocs", str(NPROCS)], **kw)]
+        procs = [subprocess.Popen([PY, "-m", "ncclbench", *BENCH, *extra_args, "--nprocs", str(NPROCS)], **kw)]
     elif path == "mpiexec":
-        procs = [subprocess.Popen([mpiexec_path(), "-n", str(NPROCS), PY, "-m", "ncclbench", *BENCH], **kw)]
+        procs = [subprocess.Popen([mpiexec_path(), "-n", str(NPROCS), PY, "-m", "ncclbench", *BENCH, *extra_args],
+                                  **kw)]
     elif path == "nprocs-tcp":
         code = ("import sys\nfrom ncclbench.launch.spawn import LocalSpawnLauncher\n"
                 f"sys.exit(LocalSpawnLauncher({NPROCS}, [{str(db)!r}, {mode!r}], module='signal_rank').run())")

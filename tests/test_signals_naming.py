@@ -98,3 +98,24 @@ def test_a_rank_stuck_in_an_mpi_call_still_ends_and_marks_its_run(tmp_path, mpie
     status, reason, nrows = stored_run(db)
     assert status == "interrupted" and nrows == 3, (status, reason, nrows)
     assert reason.startswith("SIGTERM received by rank 0 "), reason
+
+
+def test_a_T_timeout_is_stored_as_timeout(tmp_path):
+    """-T 3 and a rank that stops answering: the -T watchdog ends the job with
+    nccl-tests' timeout status, and the run is stored as 'timeout', not
+    'interrupted' (the rows measured before it are kept)."""
+    job = start("nprocs-mpi", tmp_path / "r.sqlite", extra_args=("-T", "3"))
+    try:
+        wait_for_rows(job, 4)
+        since = send(job, "rank 2", signal.SIGSTOP)
+        took = wait_gone(job, since, limit=40)
+        codes = finish(job)
+    finally:
+        left = kill_leftovers(job)
+    assert took is not None and not left, (took, left, job.err)
+    assert 3.0 <= took <= 3.0 + STOP_BOUND_S, took
+    assert codes[0] == 4, job.out[-2000:] + job.err
+    assert "Test timeout (3s)" in job.out + job.err
+    status, reason, nrows = stored_run(job.db)
+    assert status == "timeout" and nrows >= 4, (status, reason)
+    assert "Test timeout (3s)" in reason, reason

@@ -31,6 +31,7 @@ from ..datatypes import DataType, RedOp
 from ..errors import BenchError, ExitCode, UnsupportedError
 from ..fills import Fill
 from ..launch.hostcomm import HostComm, MpiHostComm
+from ..launch.shutdown import note_for_launcher, run_last_words
 from ..results import DeviceInfo
 from .base import IterationTimer, RankSlot, Worker
 
@@ -255,11 +256,18 @@ class MpiWorker(Worker):
         self.nranks = self.group.Get_size()
         self.timeout = opts.timeout
         pad = 8 * opts.unalign
-        self.max_bytes = opts.max_bytes
-        nbytes = opts.max_bytes + pad + _ALIGN
-        self._send = np.zeros(nbytes, dtype=np.uint8)
-        self._recv = np.zeros(nbytes, dtype=np.uint8)
-        scratch = np.zeros(opts.max_bytes // max(1, self.nranks) + 64, dtype=np.uint8)
+        # Like nccl-tests on a GPU: lower -e to what fits (every rank computes the
+        # same limit from the same gathered facts); the run plan's sweep follows.
+        self.max_bytes, note = host_memory_limit(self.host, opts.max_bytes, self.nranks, opts.unalign)
+        self.notes = [note] if note else []
+        nbytes = self.max_bytes + pad + _ALIGN
+        try:
+            self._send = np.zeros(nbytes, dtype=np.uint8)
+            self._recv = np.zeros(nbytes, dtype=np.uint8)
+            scratch = np.zeros(self.max_bytes // max(1, self.nranks) + 64, dtype=np.uint8)
+        except MemoryError:
+            raise BenchError(f"rank {self.world.Get_rank()}: cannot allocate 2 buffers of {nbytes} bytes of host "
+                             f"memory (-e {self.max_bytes}); lower -e", ExitCode.INTERNAL) from None
         send = _aligned(self._send)
         recv = _aligned(self._recv)
         self.comm = MpiCommunicator(self.group, scratch)
@@ -328,6 +336,19 @@ class MpiWorker(Worker):
             self._watchdog.stop()
         if self.group is not self.world:
             self.group.Free()
+
+
+def host_memory_limit(host: HostComm, max_bytes: int, nranks: int, unalign: int) -> tuple[int, str | None]:
+    """(-e to use, banner note or None): `max_bytes` lowered to what every host's
+    memory holds with all of its ranks (backends/host_memory.py).  Collective."""
+    from .host_memory import clamp_note, largest_fitting, this_process_room
+
+    rooms = host.allgather(this_process_room(socket.gethostname().split(".")[0]))
+    fit = largest_fitting(rooms, nranks, unalign)
+    if fit is None or fit[0] >= max_bytes:
+        return max_bytes, None
+    limit, why = fit
+    return limit, clamp_note(max_bytes, limit, why)
 
 
 def _aligned(arr: np.ndarray) -> int:
@@ -410,7 +431,11 @@ class _Watchdog:
         while not self._stop.wait(0.2):
             if time.monotonic() - self.last > self.timeout:
                 host = socket.gethostname().split(".")[0]
-                print(f"{host}: Test timeout ({self.timeout}s): rank {self.world.Get_rank()} waited "
-                      f"longer than -T {self.timeout} s for an MPI call; aborting the job",
-                      flush=True)
+                message = (f"{host}: Test timeout ({self.timeout}s): rank {self.world.Get_rank()} waited "
+                           f"longer than -T {self.timeout} s for an MPI call; aborting the job")
+                print(message, flush=True)
+                # before MPI_Abort ends every process: rank 0 stores its run as a timeout,
+                # and ncclbench's launcher (if it started us) learns why the job ended
+                run_last_words("timeout", message)
+                note_for_launcher(ending=f"ended the job (MPI_Abort {int(ExitCode.TIMEOUT)}): {message}")
                 self.world.Abort(int(ExitCode.TIMEOUT))
