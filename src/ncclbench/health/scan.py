@@ -17,7 +17,8 @@ import numpy as np
 from .findings import NO_ANSWER_C, NO_ANSWER_V, NODE_COMPONENTS, Finding, drain_hosts, merge
 from .fleet import Fleet
 from .judge import Baseline, RoundResult, Thresholds
-from .localize import PairScan, RepeatScan
+from .localize import RepeatScan
+from .pairs import PairScan
 from .schedule import PAIR_SHAPES, PHASES, Group, Round, intra_groups, local_groups, make_round, rail_groups
 
 

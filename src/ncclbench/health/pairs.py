@@ -1,0 +1,246 @@
+"""The pair phase: hosts in disjoint pairs, then re-pairing with healthy hosts.
+
+Round 1 puts every host in a disjoint pair (per rail, and the median of the
+pair's rails as a whole-host measurement).  A bad pair (a, b) cannot say
+which side is at fault, so the next round pairs a and b each with a
+distinct host already shown healthy.  A host bad with two different
+partners is at fault (its NIC, on the rails that were slow, or all of them);
+if both come out clean, the path between them is the suspect, and (a, b)
+runs again: bad twice is a slow link.  So a fault is pinned to a node, a NIC
+rail or a link in three rounds whatever the fleet size (four when a host sat
+out round 1: odd count, or a partner that died).  With `all_pairs`, the
+rounds are a round-robin tournament (every pair once) and one more round
+re-runs suspect links.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from .findings import LINK, NO_ANSWER_C, NO_ANSWER_V, NODE_NIC, RAIL, SLOW_V, SUSPECT_V, Finding
+from .fleet import Fleet
+from .judge import Baseline, References, RoundResult, Thresholds
+from .localize import BAD, DEFAULT_THRESHOLDS, VERDICT, PhaseScan, is_fleet
+from .pair_state import Obs, PairState, is_aggregate, pair_aggregate
+from .schedule import Round, disjoint_pairs, make_round, pair_groups, round_robin
+
+
+class PairScan(PhaseScan):
+    """pairs: disjoint pairs, then re-pairing with healthy hosts (or all pairs on request)."""
+
+    def __init__(self, fleet: Fleet, thr: Thresholds = DEFAULT_THRESHOLDS, shape: str = "rails", max_rounds: int = 3,
+                 all_pairs: bool = False, baseline: Baseline | None = None,
+                 expected: Mapping[str, float] | None = None, hosts: Sequence[int] | None = None):
+        super().__init__(fleet, "pairs", thr, baseline, expected)
+        self.shape, self.max_rounds, self.all_pairs = shape, max_rounds, all_pairs
+        self.hosts = list(range(fleet.nhosts)) if hosts is None else list(hosts)
+        self.tournament = round_robin(self.hosts) if all_pairs else None
+
+    def _update_refs(self) -> None:
+        """As for every phase, but a fleet statistic needs `min_groups` different
+        host pairs: the rails of one pair compared with each other say nothing
+        about which host is slow (two hosts alone are judged by a baseline or not at all)."""
+        super()._update_refs()
+        pairs: dict[str, set] = defaultdict(set)
+        for rec in self.records:
+            if is_fleet(rec.round):
+                for g in rec.round.groups:
+                    pairs[g.shape].add(g.hosts)
+        for shape, refs in list(self.refs.items()):
+            if len(pairs[shape]) < self.thr.min_groups and refs.busbw is not None and refs.busbw.source == "fleet":
+                self.refs[shape] = References(refs.base_busbw, refs.base_lat_us, refs.base_busbw, refs.base_lat_us)
+
+    def record(self, rnd: Round, result: RoundResult) -> None:
+        """A rails round also yields one whole-host measurement per pair: the median
+        of its rails.  Judged against the fleet's pair medians (a reference of its
+        own), it is what convicts a node whose every NIC is a little slow - one rail
+        alone can miss the threshold by noise, the median of eight rarely does."""
+        super().record(rnd, result)
+        agg = pair_aggregate(rnd, result)
+        if agg is not None:
+            super().record(*agg)
+
+    # -- planning --------------------------------------------------------------------------
+    def next_round(self) -> Round | None:
+        if len(self.hosts) < 2:
+            return None
+        k = len({id(r.round) for r in self.records if not is_aggregate(r.round)})
+        if self.tournament is not None:
+            if k < len(self.tournament):
+                pairs = [(a, b) for a, b in self.tournament[k] if a not in self.dead and b not in self.dead]
+                return self._round(k + 1, "fleet", pairs)
+            if k > len(self.tournament):
+                return None
+            pairs = [p for p in self._state().link_suspects if not set(p) & set(self.dead)]
+            return self._round(k + 1, "confirm", pairs)
+        if k == 0:
+            pairs, _ = disjoint_pairs(self.hosts)
+            return self._round(1, "fleet", pairs)
+        if k >= self.max_rounds:
+            return None
+        return self._round(k + 1, "localize", self._plan())
+
+    def _rounds_run(self) -> int:
+        return len({id(r.round) for r in self.records if not is_aggregate(r.round)})
+
+    def _round(self, index: int, purpose: str, pairs: list[tuple[int, int]]) -> Round | None:
+        groups = pair_groups(self.fleet, pairs, self.shape)
+        return make_round("pairs", index, purpose, groups) if groups else None
+
+    def _plan(self) -> list[tuple[int, int]]:
+        st = self._state()
+        good = [h for h in self.hosts if st.cleared(h) and h not in self.dead and not st.confirmed_units(h)]
+        busy: set[int] = set()
+        pairs: list[tuple[int, int]] = []
+        for a, b in st.link_suspects:
+            if not {a, b} & busy and a not in self.dead and b not in self.dead:
+                pairs.append((a, b))
+                busy |= {a, b}
+        needing = [h for h in self.hosts if h not in self.dead and h not in busy and st.needs_partner(h)]
+        cursor = 0
+        for n in needing:
+            for step in range(len(good)):
+                g = good[(cursor + step) % len(good)]
+                if g != n and g not in busy and g not in st.partners[n]:
+                    pairs.append((n, g))
+                    busy |= {n, g}
+                    cursor = (cursor + step + 1) % len(good)
+                    break
+        return pairs
+
+    # -- state ----------------------------------------------------------------------------
+    def _state(self) -> PairState:
+        key = (len(self.records), tuple(sorted(self.dead)))
+        if getattr(self, "_cached", (None,))[0] != key:
+            self._cached = (key, PairState(self))
+        return self._cached[1]
+
+    def findings(self) -> list[Finding]:
+        st = self._state()
+        out: list[Finding] = []
+        fleet = self.fleet
+        for u in sorted(st.fabric_units, key=lambda x: -1 if x is None else x):
+            bad, total = st.fabric_units[u]
+            out.append(Finding(RAIL, (), SLOW_V, unit_text(u), evidence=[
+                f"pairs: {bad} of {total} hosts slow on {unit_text(u) or 'the network'}: a fabric-wide problem, "
+                "not one node (node verdicts on it are withheld)"]))
+        for h in self.hosts:
+            name = fleet.hosts[h]
+            if h in self.dead:
+                out.append(Finding(NO_ANSWER_C, (name,), NO_ANSWER_V, evidence=[self.dead[h]] + st.evidence_of(h)))
+                continue
+            units = st.confirmed_units(h)
+            if units:
+                out.extend(self._node_findings(st, h, units))
+            elif st.suspect(h):
+                obs = list(st.bad_by_node[h])
+                note = ("rounds exhausted" if self._rounds_run() >= self.max_rounds
+                        else "no healthy partner was free to test it again")
+                out.append(self._finding(NODE_NIC, (name,), SUSPECT_V, "", obs,
+                                         extra=[f"one bad measurement only; {note}"]))
+        for (a, b), units in st.confirmed_links().items():
+            rails_tested = st.units_of_link(a, b) - {None}
+            if None in units and rails_tested:
+                units, detail = {None}, "all rails"
+            else:
+                units = units - {None} or units
+                detail = units_text(units, rails_tested or {None})
+            obs = [o for o in st.bad_by_link[(a, b)] if o.unit in units]
+            out.append(self._finding(LINK, (fleet.hosts[a], fleet.hosts[b]), verdict_of(obs), detail, obs,
+                                     extra=[st.cleared_by(a), st.cleared_by(b)]))
+        for a, b in st.link_suspects:
+            obs = list(st.bad_by_link[(a, b)])
+            out.append(self._finding(LINK, (fleet.hosts[a], fleet.hosts[b]), SUSPECT_V, "", obs,
+                                     extra=["slow once; both hosts fine with other partners; not re-run (rounds exhausted)"]))
+        return out + self._fleet_notes() + self._unjudged_note(st.unjudged)
+
+    def _node_findings(self, st: PairState, h: int, units: set) -> list[Finding]:
+        name = self.fleet.hosts[h]
+        tested = st.units_of_node(h) - {None}
+        if None in units and tested:  # the whole-host median convicted it: all rails, one finding
+            obs = [o for o in st.bad_by_node[h] if o.unit is None]
+            rails = sorted(u for u in units if u is not None)
+            extra = [f"rails slow on their own too: {', '.join(map(str, rails))}"] if rails else []
+            return [self._finding(NODE_NIC if verdict_of(obs) != NO_ANSWER_V else NO_ANSWER_C, (name,),
+                                  verdict_of(obs), "all rails", obs, extra=extra)]
+        units = units - {None}
+        if not units:
+            return []
+        obs = [o for o in st.bad_by_node[h] if o.unit in units]
+        verdict = verdict_of(obs)
+        comp = NO_ANSWER_C if verdict == NO_ANSWER_V else NODE_NIC
+        if len(units) == len(tested) or comp == NO_ANSWER_C:
+            return [self._finding(comp, (name,), verdict, units_text(units, tested), obs)]
+        return [self._finding(comp, (name,), verdict_of([o for o in obs if o.unit == u]), unit_text(u),
+                              [o for o in obs if o.unit == u]) for u in sorted(units)]
+
+    def _finding(self, comp: str, hosts: tuple[str, ...], verdict: str, detail: str, obs: list[Obs],
+                 extra: Sequence[str] = ()) -> Finding:
+        values = [o.rec.result.busbw[o.index] for o in obs]
+        zs = [o.rec.score.z_bw[o.index] for o in obs]
+        finite = [v for v in values if np.isfinite(v)]
+        zf = [z for z in zs if np.isfinite(z)]
+        shape = obs[0].rec.round.groups[obs[0].index].shape if obs else ""
+        refs = self.refs.get(shape)
+        measured = float(np.median(finite)) if finite else None
+        evidence = self._condensed(obs) + list(extra)
+        return Finding(comp, hosts, verdict, detail, measured,
+                       refs.busbw.center if refs and refs.busbw else None,
+                       float(np.median(zf)) if zf else None, evidence=evidence,
+                       pct_expected=self._pct(shape, measured))
+
+    def _condensed(self, obs: list[Obs]) -> list[str]:
+        """One line per (round, pair): the rails of one pair measurement together."""
+        by_pair: dict[tuple, list[Obs]] = defaultdict(list)
+        for o in obs:
+            by_pair[(o.rec.round.index, o.rec.round.groups[o.index].hosts, is_aggregate(o.rec.round))].append(o)
+        lines = []
+        for (_, hosts, _), items in by_pair.items():
+            if len(items) == 1:
+                lines.append(self.evidence_line(items[0].rec, items[0].index))
+                continue
+            rec = items[0].rec
+            g = rec.round.groups[items[0].index]
+            names = "+".join(self.fleet.hosts[h] for h in hosts)
+            tested = sum(1 for x in rec.round.groups if x.hosts == hosts)  # rails of this pair
+            bw = np.array([o.rec.result.busbw[o.index] for o in items])
+            z = np.array([o.rec.score.z_bw[o.index] for o in items])
+            rails = ",".join(str(o.unit) for o in items)
+            refs = self.refs.get(g.shape)
+            statuses = sorted({o.status for o in items})
+            if np.isfinite(bw).any():
+                ref = f" vs {refs.busbw.describe('GB/s')}" if refs and refs.busbw else ""
+                lines.append(f"{rec.round.name}: {names}: {len(items)} of {tested} rails {'/'.join(statuses)} "
+                             f"(rails {rails}): busbw {np.nanmin(bw):.4g}-{np.nanmax(bw):.4g} GB/s, "
+                             f"z {np.nanmin(z):+.1f}..{np.nanmax(z):+.1f}{ref}")
+            else:
+                why = rec.score.why[items[0].index]
+                lines.append(f"{rec.round.name}: {names}: {len(items)} of {tested} rails {'/'.join(statuses)}: {why}")
+        return lines
+
+    def tested_hosts(self) -> set[int]:
+        st = self._state()
+        return set(st.answered) & set(self.hosts)
+
+
+def verdict_of(obs: list[Obs]) -> str:
+    statuses = [o.status for o in obs if o.status in BAD]
+    if not statuses:
+        return SLOW_V
+    top = max(set(statuses), key=statuses.count)
+    return VERDICT[top]
+
+
+def unit_text(u: int | None) -> str:
+    return "" if u is None else f"rail {u}"
+
+
+def units_text(units: set, tested: set) -> str:
+    if units == {None}:
+        return ""
+    if units and units == tested:
+        return "all rails"
+    return ", ".join(unit_text(u) for u in sorted(units))
