@@ -27,7 +27,7 @@ def run_tune(program: str, argv: list[str]) -> int:
     try:
         topts = parse_tune_args(program, argv)
     except HelpRequested as h:
-        print(h.text.replace(f"Usage: {program}", f"Usage: ncclbench tune {program}", 1), end="")
+        print(h.text.replace("USAGE: ", "USAGE: ncclbench tune ", 1), end="")
         print(TUNE_HELP, end="", flush=True)
         return int(h.exit_code)
     backend, note = choose_backend(topts.bench.backend, topts.bench.nccl_lib)

@@ -110,12 +110,6 @@ def run_tune_here(topts: TuneOptions, backend, launch, note: str | None) -> int:
             from .mpich import MpiT, algorithm_cvar, cvar_choices
             from .runner import MpichSwitcher
 
-            worker = MpiWorker(opts, host)
-            workers = [worker]
-            if worker.nranks < 2:
-                if reporter:
-                    print(f"# ncclbench tune {coll.name}: {ONE_RANK_MPI}", flush=True)
-                return 0
             cvar = algorithm_cvar(coll.name)
             mpit = MpiT()
             try:
@@ -123,6 +117,12 @@ def run_tune_here(topts: TuneOptions, backend, launch, note: str | None) -> int:
             finally:
                 mpit.close()
             cset = mpich_candidates(coll.name, choices, list(topts.algos) if topts.algos else None)
+            worker = MpiWorker(opts, host)
+            workers = [worker]
+            if worker.nranks < 2:
+                if reporter:
+                    print(f"# ncclbench tune {coll.name}: {ONE_RANK_MPI}", flush=True)
+                return 0
             switcher = MpichSwitcher(worker, cvar, choices)  # type: ignore[arg-type]
             library = worker.library_description() if hasattr(worker, "library_description") else _mpi_library()
             version_code = None
@@ -138,6 +138,9 @@ def run_tune_here(topts: TuneOptions, backend, launch, note: str | None) -> int:
                 notes.append(newer)
             nranks = host.size * opts.nthreads * opts.ngpus
             if nranks < 2:
+                # names are still checked: a typo is an error whatever the rank count
+                nccl_candidates("all_reduce", version_code, list(topts.algos) if topts.algos else None,
+                                list(topts.protos) if topts.protos else None)
                 if reporter:
                     print(f"# ncclbench tune {coll.name}: {library}: {ONE_RANK_NCCL}", flush=True)
                 return 0

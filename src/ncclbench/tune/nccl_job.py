@@ -83,18 +83,19 @@ class NcclSwitcher:
         self.workers: dict[str, list[Worker]] = {}
         self.dropped: list[Skipped] = []
         for cand in cands:
-            error: str | None = None
+            error: tuple[str, int] | None = None
             try:
                 with scoped_env(cand.env), extra_config_fields(self.lib, dict(cand.config)):
                     self.workers[cand.label] = list(create_nccl_workers(opts, host, coll))
-            except (BenchError, ValueError) as exc:
-                error = exc.message if isinstance(exc, BenchError) else str(exc)
+            except BenchError as exc:
+                error = (exc.message, int(exc.code))
+            except ValueError as exc:  # a config field this libnccl lacks
+                error = (str(exc), int(ExitCode.NOT_IMPLEMENTED))
             failed = host.allreduce(1.0 if error else 0.0, "max")
             if failed:
-                texts = host.allgather(error)
-                why = next((t for t in texts if t), "another rank failed")
-                if cand.is_default:
-                    raise BenchError(f"NCCL's default communicator could not be made: {why}", ExitCode.NCCL_ERROR)
+                why, code = next((e for e in host.allgather(error) if e), ("another rank failed", 1))
+                if cand.is_default:  # nothing to compare with: the run fails as a plain run would
+                    raise BenchError(why, ExitCode(code), all_ranks=True)
                 self._close(cand.label)
                 self.dropped.append(Skipped(cand.label, f"communicator init failed: {why}"))
         self.control = self.workers["default"][0]
