@@ -40,6 +40,8 @@ import statistics
 import sys
 import time
 
+from copy_cost import real_libcudart  # bench/ is this script's directory
+
 from ncclbench.backends.nccl_setup import create_nccl_workers
 from ncclbench.collectives import COLLECTIVES
 from ncclbench.config import BenchOptions
@@ -48,8 +50,6 @@ from ncclbench.harness.timing import Placement
 from ncclbench.launch.hostcomm import MpiHostComm
 from ncclbench.nccl.callpath import timed_call_path
 from ncclbench.nccl.communicator import _compile
-
-from copy_cost import real_libcudart  # bench/ is this script's directory
 
 ITERS = 20  # nccl-tests' default -n
 

@@ -78,7 +78,8 @@ def main() -> int:
             per_op[(wname, n)] = d
             if host.rank == 0:
                 print(f"n={n:3d} wait={wname:5s} enqueue {e:6.2f} us/op  completion {d:6.2f} us/op  "
-                      f"(p90 {sorted(done)[int(0.9 * len(done))]:6.2f})  barrier exit spread {statistics.median(skew) * 1e6:6.1f} us",
+                      f"(p90 {sorted(done)[int(0.9 * len(done))]:6.2f})  "
+                      f"barrier exit spread {statistics.median(skew) * 1e6:6.1f} us",
                       flush=True)
     if host.rank == 0:
         for wname in waits:

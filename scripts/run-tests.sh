@@ -3,7 +3,7 @@
 # Creates .venv, installs ncclbench with its test extra (mpi4py + the MPICH wheel,
 # libnccl from NVIDIA's wheel for the binding tests, matplotlib), the Debian
 # packages some tests drive for real (chromium for the HTML report screenshot,
-# iproute2 for network-namespace hosts), then runs pytest.
+# iproute2 for network-namespace hosts), then runs ruff, mypy and pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -19,4 +19,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   fi
 fi
 export PATH="$PWD/.venv/bin:$PATH"
+# Lint and types first (config in pyproject.toml); a finding fails the run before the tests start.
+.venv/bin/ruff check src tests bench
+.venv/bin/mypy
 exec .venv/bin/python -m pytest -q "$@"

@@ -1,11 +1,11 @@
 """Shared by the explain tests: a described host's facts, read through the real readers."""
 
 import tempfile
+from pathlib import Path
 
 from ncclbench.explain import simulated as S
 from ncclbench.explain.gather import gather_host_topology
 from ncclbench.explain.nccl_log import parse_nccl_log
-from pathlib import Path
 
 H100 = ("NVIDIA H100 80GB HBM3", (9, 0))
 H200 = ("NVIDIA H200", (9, 0))

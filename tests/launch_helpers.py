@@ -41,5 +41,5 @@ def finish(p: subprocess.Popen, timeout: float) -> tuple[int, str, str]:
     except subprocess.TimeoutExpired:
         p.kill()
         out, err = p.communicate()
-        raise AssertionError(f"process {p.args} did not end within {timeout} s; stderr: {err[-2000:]}")
+        raise AssertionError(f"process {p.args} did not end within {timeout} s; stderr: {err[-2000:]}") from None
     return p.returncode, out, err

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from ncclbench.commands import main as run_store_command
+from ncclbench.commands.show import show_text
 from ncclbench.errors import ArgumentError
 from ncclbench.store import stats
-from ncclbench.commands import main as run_store_command
 from ncclbench.store.compare import compare_runs, format_comparison, gate
 from ncclbench.store.importers import load_file
-from ncclbench.commands.show import show_text
 
 FIX = Path(__file__).parent / "fixtures" / "nccl_tests_output"
 AR = FIX / "all_reduce_1proc_4gpu.txt"

@@ -6,11 +6,9 @@ import sys
 
 import pytest
 
+from ncclbench.backends.select import gpu_count  # noqa: E402
 from ncclbench.cuda import runtime as cr
 from ncclbench.errors import ExitCode
-
-
-from ncclbench.backends.select import gpu_count  # noqa: E402
 
 
 def _gpu_present() -> bool:

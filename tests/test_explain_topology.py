@@ -14,8 +14,13 @@ from ncclbench.explain import simulated as S
 from ncclbench.explain.gather import gather_host_topology
 from ncclbench.explain.nvml_reader import read_gpus
 from ncclbench.explain.sysfs_reader import pci_locality, read_nics
-from ncclbench.explain.topology import (HostTopology, format_topology_lines, format_topology_report,
-                                        normalize_bus_id, pcie_line_rate)
+from ncclbench.explain.topology import (
+    HostTopology,
+    format_topology_lines,
+    format_topology_report,
+    normalize_bus_id,
+    pcie_line_rate,
+)
 
 REAL_VM = Path(__file__).parent / "fixtures" / "topology" / "h100-vm-real"
 H100 = ("NVIDIA H100 80GB HBM3", (9, 0))

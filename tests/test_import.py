@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from ncclbench.commands.show import show_text
 from ncclbench.errors import BenchError, ExitCode
+from ncclbench.output.jsonout import repair_json
 from ncclbench.store import ResultStore, store_imported
 from ncclbench.store.importers import load_file, parse_text_log
-from ncclbench.output.jsonout import repair_json
 from ncclbench.store.jsonlog import parse_json_bytes
-from ncclbench.commands.show import show_text
 
 FIX = Path(__file__).parent / "fixtures" / "nccl_tests_output"
 TEXT_FIXTURES = sorted(FIX.glob("*.txt"))

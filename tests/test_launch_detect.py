@@ -3,7 +3,7 @@
 import pytest
 
 from ncclbench.errors import BenchError
-from ncclbench.launch.detect import derive_token, detect_launch, expand_hostlist, slurm_port, _slurm_local_size
+from ncclbench.launch.detect import _slurm_local_size, derive_token, detect_launch, expand_hostlist, slurm_port
 
 
 def test_expand_hostlist_ranges_padding_and_plain_names():

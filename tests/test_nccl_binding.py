@@ -16,10 +16,16 @@ import pytest
 from ncclbench.datatypes import DATATYPE_BY_NAME, REDOP_BY_NAME
 from ncclbench.errors import ExitCode
 from ncclbench.nccl import config_struct
-from ncclbench.nccl.binding import (NCCL_UNIQUE_ID_BYTES, NcclError, NcclLibrary, scalar_bytes)
+from ncclbench.nccl.binding import NCCL_UNIQUE_ID_BYTES, NcclError, NcclLibrary, scalar_bytes
 from ncclbench.nccl.communicator import NcclCommunicator
-from ncclbench.nccl.loader import (LIBNAME, NcclLibraryNotFound, LibraryCandidate, candidates,
-                                   read_banner, wheel_library_path)
+from ncclbench.nccl.loader import (
+    LIBNAME,
+    LibraryCandidate,
+    NcclLibraryNotFound,
+    candidates,
+    read_banner,
+    wheel_library_path,
+)
 
 WHEEL = wheel_library_path()
 needs_wheel = pytest.mark.skipif(WHEEL is None, reason="nvidia-nccl wheel not installed")

@@ -16,8 +16,14 @@ from pathlib import Path
 import pytest
 
 from ncclbench.explain.log_line import NCCL_LINE_MAX, read_log_line
-from ncclbench.explain.nccl_log import (CallChoice, NcclLogFacts, choice_lines, merge_facts, parse_nccl_log,
-                                        per_size_choices)
+from ncclbench.explain.nccl_log import (
+    CallChoice,
+    NcclLogFacts,
+    choice_lines,
+    merge_facts,
+    parse_nccl_log,
+    per_size_choices,
+)
 
 FIX = Path(__file__).parent / "fixtures" / "nccl_logs"
 sys.path.insert(0, str(FIX))

@@ -13,7 +13,6 @@ from ncclbench.backends.nccl_gpu import NcclSlot, NcclWorker, ProcessSetup
 from ncclbench.backends.threads import ThreadTeam
 from ncclbench.config import BenchOptions
 from ncclbench.cuda.runtime import DeviceProps
-from ncclbench.datatypes import DATATYPE_BY_NAME
 from ncclbench.errors import BenchError, ExitCode
 from ncclbench.launch.hostcomm import SingleHostComm
 from ncclbench.nccl.binding import Capabilities, NcclError

@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from launch_helpers import PY, TESTS, child_env, finish, free_port
 from netns_hosts import netns_hosts
 

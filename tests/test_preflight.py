@@ -6,8 +6,8 @@ import shutil
 import subprocess
 
 import pytest
-
 from launch_helpers import PY, child_env, finish, free_port, start
+
 from ncclbench.launch.facts import GpuFact, RankFacts, collect_rank_facts, facts_from_dict
 from ncclbench.launch.preflight import assigned_gpus, check_facts, format_rank_table, local_ranks
 

@@ -8,8 +8,8 @@ import threading
 import time
 
 import pytest
-
 from launch_helpers import TESTS, finish, free_port, start
+
 from ncclbench.errors import BenchError
 from ncclbench.launch.rendezvous import TcpHostComm, format_ranks
 

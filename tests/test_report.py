@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from ncclbench.commands import main as run_store_command
 from ncclbench.config import BenchOptions
 from ncclbench.errors import UnsupportedError
 from ncclbench.report import plots
 from ncclbench.report.html import build_report, write_report
 from ncclbench.report.progress import ProgressReporter
-from ncclbench.commands import main as run_store_command
 from ncclbench.store.importers import load_file
 
 FIX = Path(__file__).parent / "fixtures" / "nccl_tests_output"

@@ -5,8 +5,15 @@ import pytest
 
 from ncclbench.errors import ArgumentError, UnsupportedError
 from ncclbench.tune import nccl_rules
-from ncclbench.tune.candidates import (DEFAULT, Candidate, mpich_candidates, nccl_candidates, parse_ctas,
-                                       preset_conflicts, split_names)
+from ncclbench.tune.candidates import (
+    DEFAULT,
+    Candidate,
+    mpich_candidates,
+    nccl_candidates,
+    parse_ctas,
+    preset_conflicts,
+    split_names,
+)
 
 
 def labels(cs):

@@ -277,9 +277,10 @@ def _getopt(prog: str, args: list[str]) -> Iterator[tuple[_Opt, str | None]]:
             while j < len(arg):
                 ch = arg[j]
                 j += 1
-                opt = _BY_SHORT.get(ch)
-                if opt is None:
+                found = _BY_SHORT.get(ch)
+                if found is None:
                     raise _GetoptError(f"{prog}: invalid option -- '{ch}'")
+                opt = found
                 if not opt.has_arg:
                     yield opt, None
                 elif j < len(arg):

@@ -54,10 +54,10 @@ floats (p = mantissa bits + 1)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from math import ceil, floor
-from typing import Sequence
 
 import numpy as np
 
@@ -274,7 +274,7 @@ def _bitlen(a: np.ndarray) -> np.ndarray:
     return n + (x > 0)
 
 
-def _shl(a: np.ndarray, s: np.ndarray) -> np.ndarray:
+def _shl(a: np.ndarray, s: np.ndarray | int) -> np.ndarray:
     return a << np.asarray(s, dtype=np.int64).astype(_U)
 
 

@@ -12,8 +12,9 @@ run the same timing and checking code.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from ..collectives.base import Collective, Communicator
 from ..datatypes import DataType, RedOp
@@ -52,7 +53,7 @@ class Worker(ABC):
     the optional parts have defaults, so nothing is probed with getattr."""
 
     backend_name: str = "?"
-    slots: list[RankSlot]
+    slots: Sequence[RankSlot]
     nranks: int  # ranks per communicator
     # Usable bytes of each send/recv buffer, the same on every worker of the world.
     # The backend lowers it when the buffers would not fit (nccl-tests' memory

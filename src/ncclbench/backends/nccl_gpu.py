@@ -17,8 +17,9 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, cast
 
 from ..collectives.base import Collective
 from ..config import BenchOptions
@@ -91,7 +92,7 @@ class CudaEventTimer(IterationTimer):
     Samples are raw event spans in µs (not divided by -m), max over GPUs.
     Reading the samples releases the events."""
 
-    def __init__(self, worker: "NcclWorker", nevents: int, paired: bool = False):
+    def __init__(self, worker: NcclWorker, nevents: int, paired: bool = False):
         self.worker, self.nevents, self.paired = worker, nevents, paired
         cuda = worker.cuda
         self.events: list[list[int]] = []
@@ -348,7 +349,7 @@ class NcclWorker(Worker):
     def zero(self, slot: RankSlot, ptr: int, nbytes: int) -> None:
         if nbytes > 0:
             self._bind()
-            self.cuda.memset_async(ptr, 0, nbytes, slot.stream)
+            self.cuda.memset_async(ptr, 0, nbytes, cast(NcclSlot, slot).stream)
 
     def load_kernels(self) -> None:
         """Compile/load the fill and check kernels now, at set-up, so that
@@ -368,6 +369,7 @@ class NcclWorker(Worker):
         return k
 
     def fill(self, slot: RankSlot, ptr: int, fills: Sequence[Fill], dtype: DataType, op: RedOp) -> None:
+        slot = cast(NcclSlot, slot)  # the slots this worker handed out
         self._bind()
         if self._multi_device:
             self.cuda.set_device(slot.device)
@@ -375,6 +377,7 @@ class NcclWorker(Worker):
 
     def count_wrong(self, slot: RankSlot, ptr: int, count: int, fills: Sequence[Fill],
                     dtype: DataType, op: RedOp) -> int:
+        slot = cast(NcclSlot, slot)
         self._bind()
         if self._multi_device:
             self.cuda.set_device(slot.device)

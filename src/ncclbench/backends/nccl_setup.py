@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from functools import partial
-from typing import Sequence
 
 from ..collectives.base import Collective
 from ..config import BenchOptions
@@ -57,7 +57,7 @@ def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Collecti
 
     # Step 1: library, runtime, host layout -- agreed on world-wide.
     lib = cuda = None
-    err: BaseException | None = None
+    err: BenchError | None = None
     try:
         lib = get_library(opts.nccl_lib)
         timed_call_path(lib)

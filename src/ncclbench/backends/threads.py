@@ -11,7 +11,8 @@ T = 1 every call goes straight to the HostComm, with no locking at all.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..launch.hostcomm import HostComm
 

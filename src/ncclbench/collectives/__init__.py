@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
-from . import (all_gather, all_reduce, alltoall, alltoallv, broadcast, gather, hypercube,
-               reduce, reduce_scatter, scatter, sendrecv)
+from . import (
+    all_gather,
+    all_reduce,
+    alltoall,
+    alltoallv,
+    broadcast,
+    gather,
+    hypercube,
+    reduce,
+    reduce_scatter,
+    scatter,
+    sendrecv,
+)
 from .base import CallArgs, Collective, Communicator, Counts
 
 COLLECTIVES: dict[str, Collective] = {

@@ -26,13 +26,13 @@ def run(args: argparse.Namespace) -> int:
     from ..store.db import ResultStore
 
     path = db_path(args)
+    baselines: dict[int, list[str]] = {}
     if not path.exists():
-        headers, runs_summ, baselines = [], {}, {}
+        headers, runs_summ = [], {}
     else:
         with ResultStore(path, create=False) as store:
             headers = store.list_runs(limit=args.limit, program=args.program)
             runs_summ = {h.id: stats.run_summary(store.get_run(h.id).rows) for h in headers}
-            baselines = {}
             for name, rid, _, _ in store.list_baselines():
                 baselines.setdefault(rid, []).append(name)
     if args.format == "json":

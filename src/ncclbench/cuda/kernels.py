@@ -19,9 +19,10 @@ import ctypes
 import hashlib
 import os
 import threading
+from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -224,6 +225,7 @@ class DeviceKernels:
         blocks = max(1, min((count + THREADS - 1) // THREADS, self.sm_count * BLOCKS_PER_SM))
         args = [ctypes.c_uint64(ptr), ctypes.c_uint64(count), _ParamsArray(*params)]
         if kind == "check":
+            assert self._counter is not None  # allocated with the module
             args.append(ctypes.c_uint64(int(self._counter)))
         ptrs = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
         self._ck(drv.cuLaunchKernel(self._funcs[(kind, width)], blocks, 1, 1, THREADS, 1, 1, 0,
@@ -270,7 +272,7 @@ class DeviceKernels:
         drv.cuDevicePrimaryCtxRelease(self._dev)
         self._ctx = self._module = self._counter = None
 
-    def __enter__(self) -> "DeviceKernels":
+    def __enter__(self) -> DeviceKernels:
         return self
 
     def __exit__(self, *exc) -> None:

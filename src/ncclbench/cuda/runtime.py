@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import ctypes
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import BenchError, ExitCode
 

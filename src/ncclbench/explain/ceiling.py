@@ -33,8 +33,9 @@ NCCL's constants (NVIDIA/nccl):
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from .nccl_env import ALGORITHMS, NCCL_FUNC, allowed_algorithms, env_set, nccl_list_match
 from .nccl_log import NcclLogFacts, format_bytes, per_size_choices
@@ -141,7 +142,7 @@ class Ceiling:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Ceiling":
+    def from_dict(cls, d: Mapping[str, Any]) -> Ceiling:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 
@@ -459,7 +460,8 @@ def _algorithm_ceiling(algo, collective, nranks, nnodes, ppn, intra: Bound | Non
             return v, b.kind, b.line_rate, f"{collective}: each GPU's own link, {fmt_gbps(v)} GB/s"
         if algo == "PAT":
             return v * PAT_EFFICIENCY, b.kind, b.line_rate, (
-                f"PAT: the slower bound {fmt_gbps(v)} x {PAT_EFFICIENCY} (NCCL's PAT factor) = {fmt_gbps(v * PAT_EFFICIENCY)} GB/s")
+                f"PAT: the slower bound {fmt_gbps(v)} x {PAT_EFFICIENCY} (NCCL's PAT factor) = "
+                f"{fmt_gbps(v * PAT_EFFICIENCY)} GB/s")
         return v, b.kind, b.line_rate, f"Ring: the slower bound, {fmt_gbps(v)} GB/s"
     if algo == "P2P":
         assert inter is not None

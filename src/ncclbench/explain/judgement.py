@@ -14,8 +14,9 @@ The intended wiring (the run path itself lives in commands/ and harness/):
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..launch.facts import RankFacts
 from ..launch.preflight import assigned_gpus
@@ -62,7 +63,7 @@ class RunJudgement:
                 "verdict": self.verdict.to_dict(), "traps": self.traps.to_dict()}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "RunJudgement":
+    def from_dict(cls, d: Mapping[str, Any]) -> RunJudgement:
         return cls(d["collective"], Ceiling.from_dict(d["ceiling"]), Plateau(**d["plateau"]),
                    Verdict.from_dict(d["verdict"]), TrapReport.from_dict(d["traps"]))
 

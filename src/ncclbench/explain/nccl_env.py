@@ -7,7 +7,7 @@ exact semantics, and a near-miss reimplementation would give wrong verdicts.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 ALGORITHMS = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")  # ncclAlgoStr
 NCCL_FUNC = {"all_reduce": "AllReduce", "all_gather": "AllGather", "reduce_scatter": "ReduceScatter",

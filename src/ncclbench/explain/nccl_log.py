@@ -114,7 +114,7 @@ class NcclLogFacts:
         return d
 
     @classmethod
-    def from_dict(cls, data: dict) -> "NcclLogFacts":
+    def from_dict(cls, data: dict) -> NcclLogFacts:
         """Inverse of `to_dict`; keys it does not know are ignored (stored facts outlive code)."""
         names = {f.name for f in dataclasses.fields(cls)}
         kw = {k: v for k, v in data.items() if k in names}

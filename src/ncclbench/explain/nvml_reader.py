@@ -16,7 +16,8 @@ as a cross-check where the driver supports them.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .topology import NVLINK_BY_CC, GpuTopology, Locality, nccl_max_nvlinks, normalize_bus_id, parse_cc
 

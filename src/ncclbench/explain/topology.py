@@ -133,7 +133,7 @@ class GpuTopology:
         return self.nvlink_active * self.nvlink_rate
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "GpuTopology":
+    def from_dict(cls, d: dict[str, Any]) -> GpuTopology:
         d = dict(d)
         d["pcie"] = _from(PcieLink, d.get("pcie") or {})
         return _from(cls, d)
@@ -167,7 +167,7 @@ class NicPort:
         return f"{self.name}:{self.port}" if self.port is not None else self.name
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "NicPort":
+    def from_dict(cls, d: dict[str, Any]) -> NicPort:
         d = dict(d)
         d["pcie"] = _from(PcieLink, d.get("pcie") or {})
         return _from(cls, d)
@@ -213,7 +213,7 @@ class HostTopology:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "HostTopology":
+    def from_dict(cls, d: dict[str, Any]) -> HostTopology:
         d = dict(d)
         d["gpus"] = [GpuTopology.from_dict(g) for g in d.get("gpus", [])]
         d["nics"] = [NicPort.from_dict(n) for n in d.get("nics", [])]
@@ -222,7 +222,7 @@ class HostTopology:
         d["gdr"] = _from(GdrFacts, d.get("gdr") or {})
         return _from(cls, d)
 
-    def only(self, bus_ids: list[str]) -> "HostTopology":
+    def only(self, bus_ids: list[str]) -> HostTopology:
         """A copy with just the GPUs a job uses, matched by PCI address.  Accepts preflight's
         'domain:bus:device' as well as full bus ids; the ceiling must be computed over the
         GPUs that run, not every GPU in the box."""

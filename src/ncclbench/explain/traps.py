@@ -19,12 +19,13 @@ Each check cites the NCCL behaviour it relies on (NVIDIA/nccl v2.28.9-1):
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from .ceiling import network_in_use
-from .nccl_log import NcclLogFacts
 from .nccl_env import PATH_RANK, env_set, list_items, nccl_list_match, p2p_level
+from .nccl_log import NcclLogFacts
 from .topology import HostTopology
 
 ERROR, WARN, INFO = "error", "warn", "info"
@@ -54,7 +55,7 @@ class TrapReport:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "TrapReport":
+    def from_dict(cls, d: Mapping[str, Any]) -> TrapReport:
         return cls([Trap(**t) for t in d.get("raised", [])], [Unchecked(**u) for u in d.get("unchecked", [])],
                    list(d.get("passed", [])))
 

@@ -16,8 +16,9 @@ more (a downtrained x8 link halves, sockets instead of IB cost 10-25x).
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from .ceiling import Ceiling, fmt_gbps
 
@@ -73,7 +74,7 @@ class Verdict:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Verdict":
+    def from_dict(cls, d: Mapping[str, Any]) -> Verdict:
         return cls(d["label"], d.get("fraction"), d.get("text", ""))
 
 

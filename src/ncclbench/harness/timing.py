@@ -57,7 +57,7 @@ class Placement:
         self.span = max(send_b, recv_b)
         self.steps = rotation_steps(self.span, worker.max_bytes)
         self.base: list[tuple[int, int]] = []
-        for slot, a in zip(worker.slots, self.args):
+        for slot in worker.slots:
             if in_place:
                 s_off, r_off = coll.in_place_offsets(counts, slot.rank)
                 self.base.append((slot.recv + skew + s_off * elt, slot.recv + skew + r_off * elt))

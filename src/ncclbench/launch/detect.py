@@ -18,8 +18,9 @@ import hashlib
 import os
 import re
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import overload
 
 from ..errors import BenchError, ExitCode
 
@@ -71,6 +72,12 @@ class LaunchInfo:
         return self.size > 1
 
 
+@overload
+def _int(env: Mapping[str, str], *names: str, default: int) -> int: ...
+@overload
+def _int(env: Mapping[str, str], *names: str, default: None = None) -> int | None: ...
+
+
 def _int(env: Mapping[str, str], *names: str, default: int | None = None) -> int | None:
     for n in names:
         v = env.get(n)
@@ -78,7 +85,7 @@ def _int(env: Mapping[str, str], *names: str, default: int | None = None) -> int
             try:
                 return int(v.strip())
             except ValueError:
-                raise BenchError(f"launcher variable {n}={v!r} is not an integer", ExitCode.INVALID_USAGE)
+                raise BenchError(f"launcher variable {n}={v!r} is not an integer", ExitCode.INVALID_USAGE) from None
     return default
 
 
@@ -90,7 +97,9 @@ def _raw(env: Mapping[str, str]) -> dict[str, str]:
 
 def _split_top(text: str) -> list[str]:
     """Split on commas that are not inside brackets."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "[":
             depth += 1
@@ -268,13 +277,14 @@ def detect_launch(environ: Mapping[str, str] | None = None) -> LaunchInfo:
 
     # 3. Slurm srun
     if in_slurm_step and not (torchrun and torch_size is not None):
+        assert slurm_rank is not None and slurm_size is not None  # in_slurm_step says so
         hostlist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
         master = None
         if hostlist:
             try:
                 hosts = expand_hostlist(hostlist)
             except ValueError as e:
-                raise BenchError(f"cannot read Slurm's node list: {e}", ExitCode.INVALID_USAGE)
+                raise BenchError(f"cannot read Slurm's node list: {e}", ExitCode.INVALID_USAGE) from None
             master = hosts[0] if hosts else None
         job = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
         step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID")

@@ -123,8 +123,8 @@ def _cuda_gpus() -> tuple[list[GpuFact], str | None, str]:
     count = ctypes.c_int(0)
     if cu.cuDeviceGetCount(ctypes.byref(count)) != 0:
         return [], cuda_version, "cuDeviceGetCount failed"
-    get_uuid = getattr(cu, "cuDeviceGetUuid_v2", None) or getattr(cu, "cuDeviceGetUuid")
-    total_mem = getattr(cu, "cuDeviceTotalMem_v2", None) or getattr(cu, "cuDeviceTotalMem")
+    get_uuid = getattr(cu, "cuDeviceGetUuid_v2", None) or cu.cuDeviceGetUuid
+    total_mem = getattr(cu, "cuDeviceTotalMem_v2", None) or cu.cuDeviceTotalMem
     gpus = []
     for i in range(count.value):
         dev = ctypes.c_int(0)

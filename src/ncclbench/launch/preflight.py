@@ -16,8 +16,8 @@ import json
 import os
 import sys
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ..errors import BenchError, ExitCode
 from .detect import LaunchInfo
@@ -225,7 +225,7 @@ def format_host_lines(facts: Sequence[RankFacts]) -> list[str]:
         f0 = next((f for f in fs if f.nccl_version), fs[0])
         ref = ref or f0  # the first host's values; others are flagged (!) where they differ
 
-        def val(name: str) -> str:
+        def val(name: str, f0: RankFacts = f0, ref: RankFacts = ref) -> str:
             v = getattr(f0, name)
             return f"{v or 'n/a'}{' (!)' if v and getattr(ref, name) and v != getattr(ref, name) else ''}"
 

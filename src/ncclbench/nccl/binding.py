@@ -41,7 +41,7 @@ class UniqueId(ctypes.Structure):
     _fields_ = [("internal", ctypes.c_ubyte * NCCL_UNIQUE_ID_BYTES)]
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "UniqueId":
+    def from_bytes(cls, data: bytes) -> UniqueId:
         if len(data) != NCCL_UNIQUE_ID_BYTES:
             raise ValueError(f"an NCCL unique id has {NCCL_UNIQUE_ID_BYTES} bytes, got {len(data)}")
         uid = cls()
@@ -108,7 +108,7 @@ class NcclError(BenchError):
         super().__init__(f"{short_hostname()}: Test NCCL failure {function} "
                          f"'{error_string} / {last_error}'{where}", ExitCode.NCCL_ERROR)
 
-    def at_rank(self, rank: int) -> "NcclError":
+    def at_rank(self, rank: int) -> NcclError:
         if self.rank is not None:
             return self
         return NcclError(self.function, self.result, self.error_string, self.last_error, rank, self.comm)
@@ -157,7 +157,7 @@ class NcclLibrary:
         self.source = candidate.source
         self.requested = candidate.path
         self.path = path
-        self._fn: dict[str, object] = {}
+        self._fn: dict[str, Any] = {}
         for name, (argtypes, _since) in SIGNATURES.items():
             fn = getattr(handle, name, None)
             if fn is None:
@@ -209,7 +209,7 @@ class NcclLibrary:
 
     # -- loading and identity ----------------------------------------------------------
     @classmethod
-    def load(cls, explicit: str | None = None, environ: dict | None = None) -> "NcclLibrary":
+    def load(cls, explicit: str | None = None, environ: dict | None = None) -> NcclLibrary:
         """Find and open libnccl (see `loader` for the search order)."""
         handle, cand, path = open_library(explicit, environ)
         return cls(handle, cand, path)

@@ -116,7 +116,7 @@ class Nccl4pyCallPath:
         self._comms: dict[int, Any] = {}
 
     @classmethod
-    def open(cls, lib: NcclLibrary) -> tuple["Nccl4pyCallPath | None", str]:
+    def open(cls, lib: NcclLibrary) -> tuple[Nccl4pyCallPath | None, str]:
         """The call path, or None and why it cannot be used."""
         try:
             import nccl.bindings.nccl as module

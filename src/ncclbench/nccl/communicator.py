@@ -11,8 +11,8 @@ and then raises `NcclError` naming the rank.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import Callable
 
 from ..datatypes import DataType, RedOp, premulsum_scalar
 from ..errors import UnsupportedError
@@ -194,7 +194,7 @@ class NcclCommunicator:
         return _compile([(self, name, args) for name, args in calls])
 
     @staticmethod
-    def compile_group(items: list[tuple["NcclCommunicator", str, tuple]]) -> Callable[[], None] | None:
+    def compile_group(items: list[tuple[NcclCommunicator, str, tuple]]) -> Callable[[], None] | None:
         """Several local ranks' recorded calls (-g/-t), already in issue order with
         their enclosing group brackets (`harness.recording.rounds_across_ranks`;
         brackets carry any local communicator), as one compiled op: one run of
@@ -206,6 +206,7 @@ class NcclCommunicator:
     def _bound_copy(self, dst: int, src: int, nbytes: int) -> Callable[[], None]:
         if self._bind_copy is not None:
             return self._bind_copy(dst, src, nbytes, self.stream)
+        assert self._copy is not None, "a communicator without a copy has no local_copy"
         return partial(self._copy, dst, src, nbytes, self.stream)
 
     def _raw_step(self, name: str, a: tuple) -> tuple[str, tuple, int | None] | None:
@@ -257,7 +258,7 @@ def _compile(items: list[tuple[NcclCommunicator, str, tuple]]) -> Callable[[], N
     if first is None:
         return None
     path = timed_call_path(first.lib)
-    by_handle = {comm.handle: comm for comm, _, _ in items}
+    by_handle: dict[int | None, NcclCommunicator] = {comm.handle: comm for comm, _, _ in items}
 
     def failed(exc: NcclError) -> NcclError:
         return by_handle.get(exc.comm, first)._failed(exc)

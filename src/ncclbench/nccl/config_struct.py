@@ -22,7 +22,7 @@ numRmaSig rmaEagerInit hostCftMode nvlsHostMode.
 from __future__ import annotations
 
 import ctypes
-from functools import lru_cache
+from functools import cache
 
 NCCL_API_MAGIC = 0xCAFEBEEF
 NCCL_CONFIG_UNDEF_INT = -(2 ** 31)  # INT_MIN
@@ -75,10 +75,10 @@ def fields_for(version_code: int) -> list[str]:
     return [name for name, _, since in CONFIG_FIELDS if since <= version_code]
 
 
-@lru_cache(maxsize=None)
+@cache
 def struct_type(version_code: int) -> type[ctypes.Structure]:
     """The ncclConfig_t layout of that release (header + known fields)."""
-    fields = [("size", ctypes.c_size_t), ("magic", ctypes.c_uint), ("version", ctypes.c_uint)]
+    fields: list[tuple[str, type]] = [("size", ctypes.c_size_t), ("magic", ctypes.c_uint), ("version", ctypes.c_uint)]
     fields += [(name, ctype) for name, ctype, since in CONFIG_FIELDS if since <= version_code]
     return type(f"ncclConfig_v{version_code}", (ctypes.Structure,), {"_fields_": fields})
 
@@ -99,11 +99,11 @@ def make_config(version_code: int, **values: int) -> ctypes.Structure:
         if since <= version_code:
             setattr(cfg, name, None if ctype is _PTR else NCCL_CONFIG_UNDEF_INT)
     for name, value in values.items():
-        since = FIELD_SINCE.get(name)
-        if since is None:
+        first = FIELD_SINCE.get(name)
+        if first is None:
             raise ValueError(f"unknown ncclConfig_t field {name!r}")
-        if since > version_code:
-            raise ValueError(f"ncclConfig_t.{name} needs NCCL >= {version_text(since)} "
+        if first > version_code:
+            raise ValueError(f"ncclConfig_t.{name} needs NCCL >= {version_text(first)} "
                              f"(library is {version_text(version_code)})")
         setattr(cfg, name, value)
     return cfg
@@ -111,4 +111,4 @@ def make_config(version_code: int, **values: int) -> ctypes.Structure:
 
 def config_values(cfg: ctypes.Structure) -> dict[str, object]:
     """Field -> value of a config built by `make_config` (for logs and tests)."""
-    return {name: getattr(cfg, name) for name, _ in cfg._fields_}
+    return {field[0]: getattr(cfg, field[0]) for field in cfg._fields_}

@@ -9,7 +9,7 @@ so it lives here, free of CUDA and NCCL, where tests can pin it down.
 from __future__ import annotations
 
 import os
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from ..errors import ArgumentError, BenchError, ExitCode
 
@@ -148,9 +148,10 @@ def split_color(world_rank: int, environ: Mapping[str, str] | None = None) -> in
                          (("div", "/"), "div")):
         for prefix in prefixes:
             if low.startswith(prefix):
-                value = parse_c_int(spec[len(prefix):])
-                if value is None:
+                parsed = parse_c_int(spec[len(prefix):])
+                if parsed is None:
                     return 0
+                value = parsed
                 if op == "and":
                     return _to_c_int(world_rank & value)
                 if op == "or":

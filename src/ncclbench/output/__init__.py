@@ -9,7 +9,8 @@ writing process (world rank 0) creates reporters.
 from __future__ import annotations
 
 import sys
-from typing import Iterable, Protocol, TextIO, runtime_checkable
+from collections.abc import Iterable
+from typing import Protocol, TextIO, runtime_checkable
 
 from ncclbench.config import BenchOptions
 from ncclbench.results import ResultRow, RunInfo, RunSummary

@@ -31,7 +31,7 @@ import errno
 import json
 import math
 import os
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from ncclbench import NCCL_TESTS_COMPAT_VERSION, __version__
 from ncclbench.config import BenchOptions

@@ -11,7 +11,8 @@ run (`ncclbench show`).
 from __future__ import annotations
 
 import io
-from typing import Iterable, TextIO
+from collections.abc import Iterable
+from typing import TextIO
 
 from ncclbench import NCCL_TESTS_COMPAT_VERSION
 from ncclbench.config import BenchOptions
@@ -140,6 +141,8 @@ def column_header_lines(opts: BenchOptions) -> list[str]:
     ts_label = "%19s" % "timestamp" if opts.report_timestamps else ""
     ts_format = "%19s" % "%Y-%m-%d %H:%M:%S" if opts.report_timestamps else ""
     pre = "# %10s  %12s  %8s  %6s  %6s"
+    names: tuple[str, ...]
+    units: tuple[str, ...]
     if opts.per_iter_timing:
         top = (pre % ("", "", "", "", "")) + (
             "              out-of-place (+ per-iteration)"
@@ -193,7 +196,7 @@ def footer_lines(summary: RunSummary, program: str) -> list[str]:
     gate = ""
     if summary.min_bw_gate is not None or summary.gate_ok is not None:
         ok = summary.gate_ok
-        if ok is None:
+        if ok is None and summary.min_bw_gate is not None:
             ok = not summary.avg_busbw < summary.min_bw_gate * 0.9
         gate = "OK" if ok else "FAILED"
     lines.append("# %-20s : %s %s" % ("Avg bus bandwidth", format_g(summary.avg_busbw), gate))

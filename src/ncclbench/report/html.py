@@ -13,6 +13,7 @@ import html
 import math
 import os
 import tempfile
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from .. import __version__
@@ -45,7 +46,7 @@ def _num(v, digits: int = 2) -> str:
     return f"{v:.{digits}f}"
 
 
-def _table(headers: list[str] | None, rows: list[list], num_cols: set[int] = frozenset()) -> str:
+def _table(headers: list[str] | None, rows: list[list], num_cols: AbstractSet[int] = frozenset()) -> str:
     out = ["<table>"]
     if headers:
         out.append("<tr>" + "".join(f"<th>{_e(h)}</th>" for h in headers) + "</tr>")
@@ -65,7 +66,8 @@ def _summary_table(runs, placement: str) -> str:
     rows = []
     for run in runs:
         info = run.info
-        for s in stats.series_of(run.rows, placement) or [None]:
+        series: list[stats.Series | None] = list(stats.series_of(run.rows, placement)) or [None]
+        for s in series:
             plateau = stats.plateau_busbw(s) if s else None
             lat = stats.latency_us(s) if s else None
             gpus = sorted({d.device_info for d in info.devices if d.device_info})

@@ -18,6 +18,7 @@ import io
 import math
 import re
 from dataclasses import dataclass, field
+from typing import cast
 
 from ..store import stats
 
@@ -88,19 +89,20 @@ def build_specs(runs, placement: str = "out_of_place") -> list[PlotSpec]:
             tl = Line(label, color, x, [p.time_us for p in pts])
             if band:
                 # busbw ~ 1/time: scale the point by the time ratio at either end of the range.
-                ref = [p.time_us for p in pts]
-                bl.lo = [p.busbw * t / p.t_max_us for p, t in zip(pts, ref)]
-                bl.hi = [p.busbw * t / p.t_min_us for p, t in zip(pts, ref)]
-                tl.lo = [p.t_min_us for p in pts]
-                tl.hi = [p.t_max_us for p in pts]
+                t_min = [cast(float, p.t_min_us) for p in pts]  # all set: `band`
+                t_max = [cast(float, p.t_max_us) for p in pts]
+                bl.lo = [p.busbw * p.time_us / t for p, t in zip(pts, t_max)]
+                bl.hi = [p.busbw * p.time_us / t for p, t in zip(pts, t_min)]
+                tl.lo, tl.hi = t_min, t_max
             busbw.lines.append(bl)
             time.lines.append(tl)
             if any(p.spread_pct for p in pts) and band:
                 cv.lines.append(Line(label, color, x, [p.spread_pct for p in pts]))
-            if all(p.per_process_us and len(p.per_process_us) > 1 for p in pts):
+            per_process = [p.per_process_us for p in pts]
+            if all(pp and len(pp) > 1 for pp in per_process):
                 procs.lines.append(Line(label, color, x, [
-                    100.0 * (max(p.per_process_us) - min(p.per_process_us)) / min(p.per_process_us)
-                    if min(p.per_process_us) > 0 else math.nan for p in pts]))
+                    100.0 * (max(pp) - min(pp)) / min(pp) if min(pp) > 0 else math.nan
+                    for pp in cast(list[list[float]], per_process)]))
     return [spec for spec in (busbw, time, cv, procs) if spec.lines]
 
 
@@ -182,10 +184,13 @@ def svg_plot(spec: PlotSpec, width: int = 900, height: int = 460) -> str:
     ys = [v for line in spec.lines for seq in (line.y, line.lo or [], line.hi or [])
           for v in seq if v is not None and not math.isnan(v) and (v > 0 or not spec.ylog)]
     x0, x1 = math.log2(min(xs)) - 0.4, math.log2(max(xs)) + 0.4
+    y0: float
+    y1: float
+    decades = range(0)  # log axis: the powers of ten to label
     if spec.ylog:
-        y0 = math.floor(math.log10(min(ys))) if ys else 0
-        y1 = math.ceil(math.log10(max(ys))) if ys else 1
-        y1 = max(y1, y0 + 1)
+        d0 = math.floor(math.log10(min(ys))) if ys else 0
+        d1 = max(math.ceil(math.log10(max(ys))) if ys else 1, d0 + 1)
+        y0, y1, decades = d0, d1, range(d0, d1 + 1)
     else:
         y0, y1 = 0.0, (max(ys) * 1.08 if ys and max(ys) > 0 else 1.0)
 
@@ -205,7 +210,7 @@ def svg_plot(spec: PlotSpec, width: int = 900, height: int = 460) -> str:
            f'font-size="11">',
            f'<rect x="0" y="0" width="{width}" height="{height}" fill="white"/>',
            f'<text x="{ml + pw / 2}" y="22" text-anchor="middle" font-size="14">{e(spec.title)}</text>']
-    yticks = [10.0 ** k for k in range(y0, y1 + 1)] if spec.ylog else _nice_linear_ticks(y0, y1)
+    yticks = [10.0 ** k for k in decades] if spec.ylog else _nice_linear_ticks(y0, y1)
     for t in yticks:
         y = Y(t)
         out.append(f'<line x1="{ml}" y1="{y:.1f}" x2="{ml + pw}" y2="{y:.1f}" stroke="#dddddd"/>')
@@ -225,8 +230,8 @@ def svg_plot(spec: PlotSpec, width: int = 900, height: int = 460) -> str:
             upper = [(X(x), Y(v)) for x, v in zip(line.x, line.hi) if ok(v)]
             lower = [(X(x), Y(v)) for x, v in zip(line.x, line.lo) if ok(v)]
             if upper and lower:
-                pts = " ".join(f"{a:.1f},{b:.1f}" for a, b in upper + lower[::-1])
-                out.append(f'<polygon points="{pts}" fill="{line.color}" fill-opacity="0.18"/>')
+                polygon = " ".join(f"{a:.1f},{b:.1f}" for a, b in upper + lower[::-1])
+                out.append(f'<polygon points="{polygon}" fill="{line.color}" fill-opacity="0.18"/>')
         pts = [(X(x), Y(v)) for x, v in zip(line.x, line.y) if ok(v)]
         if pts:
             out.append(f'<polyline fill="none" stroke="{line.color}" stroke-width="2" points="'

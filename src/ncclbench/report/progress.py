@@ -33,8 +33,7 @@ class ProgressReporter:
         if not self.enabled:
             return
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, \
-            TimeElapsedColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         console = Console(file=self.stream, force_terminal=True)
         same_tty = getattr(sys.stdout, "isatty", lambda: False)() and self.stream is sys.stderr

@@ -23,12 +23,20 @@ from .stats import Point, Series
 
 
 class RunLike(Protocol):
-    label: str
-    info: RunInfo
-    options: BenchOptions
-    rows: list[ResultRow]
-    summary: RunSummary | None
-    status: str
+    """A stored or imported run, as read here (read-only: attributes or properties)."""
+
+    @property
+    def label(self) -> str: ...
+    @property
+    def info(self) -> RunInfo: ...
+    @property
+    def options(self) -> BenchOptions: ...
+    @property
+    def rows(self) -> list[ResultRow]: ...
+    @property
+    def summary(self) -> RunSummary | None: ...
+    @property
+    def status(self) -> str: ...
 
 
 @dataclass

@@ -51,7 +51,7 @@ class Candidate:
                 "algo": self.algo, "proto": self.proto, "ctas": self.ctas}
 
     @classmethod
-    def from_json(cls, d: dict) -> "Candidate":
+    def from_json(cls, d: dict) -> Candidate:
         return cls(d["label"], tuple(d.get("env", {}).items()), tuple(d.get("config", {}).items()),
                    d.get("algo"), d.get("proto"), d.get("ctas"))
 

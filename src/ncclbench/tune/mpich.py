@@ -74,7 +74,7 @@ def description_choices(description: str) -> dict[str, int]:
     return {name: i for i, name in enumerate(names)}
 
 
-def cvar_choices(cvar: "Cvar | None") -> dict[str, int]:
+def cvar_choices(cvar: Cvar | None) -> dict[str, int]:
     """Choice name -> value of an enumerated cvar (MPI_T enum if MPICH gives
     one, else its description); empty when the cvar is missing or not an enum."""
     if cvar is None:
