@@ -218,11 +218,22 @@ _OWN_USAGE_LINES = (
 )
 
 
+_EXIT_STATUS_LINES = (
+    "0 ok (also after -h, an unknown option or a missing value: nccl-tests prints this text and exits 0)",
+    "1 internal error, 2 CUDA error, 3 NCCL error, 4 timeout (-T; a rank that stopped answering)",
+    "5 not supported here, 6 invalid usage (the launch: ranks, GPUs, MPI), 7 wrong results,",
+    "  NCCL_TESTS_MIN_BW missed or --baseline regression, 255 a bad option value (-d nosuchtype)",
+    "128+N ended by signal N (129 SIGHUP, 130 SIGINT, 143 SIGTERM): every rank is ended, the run kept",
+)
+
+
 def usage_text(program: str) -> str:
-    """nccl-tests 2.19.6's usage block for `program` (basename shown), then ncclbench's options."""
+    """nccl-tests 2.19.6's usage block for `program` (basename shown), then ncclbench's
+    options and its exit statuses."""
     base = program.replace("\\", "/").rsplit("/", 1)[-1]
     text = f"USAGE: {base} \n\t" + "\n\t".join(_USAGE_LINES) + "\n"
-    return text + "ncclbench options: \n\t" + "\n\t".join(_OWN_USAGE_LINES) + "\n"
+    text += "ncclbench options: \n\t" + "\n\t".join(_OWN_USAGE_LINES) + "\n"
+    return text + "exit status: \n\t" + "\n\t".join(_EXIT_STATUS_LINES) + "\n"
 
 
 # ----------------------------------------------------------------------------- getopt_long
