@@ -19,7 +19,8 @@ from .backends.base import Worker
 from .backends.select import BACKEND_ENV, gpu_count
 from .collectives import COLLECTIVES
 from .collectives.base import Collective
-from .errors import BenchError, ExitCode, print_error
+from .config import Backend, BenchOptions
+from .errors import BenchError, ExitCode
 from .harness.recording import rounds_note
 from .harness.runner import run_workers
 from .launch.detect import LaunchInfo
@@ -27,7 +28,6 @@ from .launch.hostcomm import HostComm
 from .launch.shutdown import LAUNCHER_PID_ENV, JobInterrupted, RankSignals, end_run, rank_identity
 from .launch.spawn import LocalSpawnLauncher, spawn_mpiexec
 from .output import MultiReporter
-from .config import Backend, BenchOptions
 from .plan import RunPlan, make_plan
 from .results import DeviceInfo, RunInfo, RunSummary
 
