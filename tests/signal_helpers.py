@@ -20,9 +20,7 @@ from __future__ import annotations
 import os
 import re
 import signal
-import sqlite3
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from ncclbench.backends.host_memory import (HEADROOM_MIN, MemoryRoom, bytes_per_rank, cgroup_room,
-                                            largest_fitting, mem_available)
+from ncclbench.backends.host_memory import HEADROOM_MIN, MemoryRoom, bytes_per_rank, cgroup_room, largest_fitting, mem_available
 
 GiB = 1 << 30
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 import signal
 
 import pytest
+from signal_helpers import finish, kill_leftovers, ncclbench_lines, send, start, stored_run, wait_for_rows, wait_gone
 
 from ncclbench.launch.spawn import STOP_BOUND_S
-from signal_helpers import (finish, kill_leftovers, ncclbench_lines, send, start, stored_run, wait_for_rows,
-                            wait_gone)
 
 pytestmark = pytest.mark.mpi
 

@@ -12,11 +12,10 @@ import signal
 import time
 
 import pytest
+from signal_helpers import finish, kill_leftovers, ncclbench_lines, send, start, stored_run, wait_for_rows, wait_gone
 
 from ncclbench.launch.shutdown import GRACE_S
 from ncclbench.launch.spawn import STOP_BOUND_S
-from signal_helpers import (finish, kill_leftovers, ncclbench_lines, send, start, stored_run, wait_for_rows,
-                            wait_gone)
 
 pytestmark = pytest.mark.mpi
 
@@ -56,7 +55,7 @@ def test_a_stopped_rank_is_named_and_the_job_ends_after_the_limit(tmp_path, path
     assert took is not None and not left, (took, left, job.err)
     assert 5.0 <= took <= 5.0 + STOP_BOUND_S, took
     lines = ncclbench_lines(job.err)
-    assert any(line.startswith(f"ncclbench: rank 1 (host ") and f"pid {pid}) is stopped" in line for line in lines), \
+    assert any(line.startswith("ncclbench: rank 1 (host ") and f"pid {pid}) is stopped" in line for line in lines), \
         job.err
     assert codes[0] == 4, job.err  # nccl-tests' timeout status
     status, reason, nrows = stored_run(job.db)

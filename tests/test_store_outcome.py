@@ -10,12 +10,13 @@ import json
 import sqlite3
 import threading
 
+from test_store_db import make_info, make_row
+
 from ncclbench.config import BenchOptions
 from ncclbench.launch.shutdown import run_last_words
 from ncclbench.results import RunSummary
 from ncclbench.store import ResultStore, StoreReporter
 from ncclbench.store.db import SCHEMA_VERSION
-from test_store_db import make_info, make_row
 
 # The schema ncclbench wrote before version 2 (src/ncclbench/store/db.py at 0e208b6).
 V1_SCHEMA = """

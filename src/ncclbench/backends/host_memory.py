@@ -173,7 +173,7 @@ def largest_fitting(rooms: Iterable[MemoryRoom], nranks: int, unalign: int) -> t
             shares.append((min(avail) // len(rs), f"host {host}: MemAvailable {min(avail)} B for {len(rs)} "
                                                   f"rank{'s' if len(rs) > 1 else ''}"))
     for (host, cg), rs in per_cgroup.items():
-        room = min(r.cgroup_room for r in rs)  # type: ignore[type-var]
+        room = min(r.cgroup_room for r in rs if r.cgroup_room is not None)  # grouped: every one has a limit
         shares.append((room // len(rs), f"host {host}: memory cgroup {cg} allows {room} B more for {len(rs)} "
                                         f"rank{'s' if len(rs) > 1 else ''}"))
     if not shares:

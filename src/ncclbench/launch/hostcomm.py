@@ -36,7 +36,7 @@ class HostComm(ABC):
     def allgather(self, obj: Any) -> list[Any]:
         return self.bcast(self.gather(obj, 0), 0)
 
-    def split(self, color: int, key: int) -> "HostComm":
+    def split(self, color: int, key: int) -> HostComm:
         """Sub-communicator of the processes with the same color (NCCL_TESTS_SPLIT)."""
         raise ValueError(f"{type(self).__name__} cannot split")
 
@@ -71,7 +71,7 @@ class SingleHostComm(HostComm):
     def bcast(self, obj: Any, root: int = 0) -> Any:
         return obj
 
-    def split(self, color: int, key: int) -> "HostComm":
+    def split(self, color: int, key: int) -> HostComm:
         return self
 
 
@@ -104,7 +104,7 @@ class MpiHostComm(HostComm):
     def allgather(self, obj: Any) -> list[Any]:
         return self.comm.allgather(obj)
 
-    def split(self, color: int, key: int) -> "HostComm":
+    def split(self, color: int, key: int) -> HostComm:
         return MpiHostComm(self.comm.Split(color, key))
 
     def abort(self, code: int = 1, message: str = "") -> None:

@@ -31,8 +31,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Callable
+from typing import IO
 
 from .shutdown import JOB_DIR_ENV, JOB_ENV, LAUNCHER_PID_ENV, signal_name
 

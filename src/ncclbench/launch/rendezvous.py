@@ -24,8 +24,9 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from ..errors import BenchError, ExitCode
 from . import wire
@@ -175,7 +176,7 @@ class _Transport:
         self.raise_failure()
 
 
-def _compute(hub: "_Hub", p: _Pending) -> list[Any]:
+def _compute(hub: _Hub, p: _Pending) -> list[Any]:
     """Results per member, in member order (runs under the hub's lock)."""
     n = len(p.members)
     vals = [p.contribs[i] for i in range(n)]
@@ -277,7 +278,7 @@ class _Hub(_Transport):
         while not stop.is_set():
             try:
                 conn, a = listener.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 return
@@ -470,7 +471,7 @@ class _Hub(_Transport):
                 if self.failure is not None:
                     return
                 if self.op_timeout_s:
-                    for (cid, seq), p in self.pending.items():
+                    for (_cid, seq), p in self.pending.items():
                         if now - p.start > self.op_timeout_s:
                             missing = [m for i, m in enumerate(p.members) if i not in p.contribs]
                             problem = (f"timeout: {p.name} #{seq} waited {self.op_timeout_s:g} s for "
@@ -702,7 +703,7 @@ class TcpHostComm(HostComm):
         atexit.register(self.close)
 
     @classmethod
-    def _view(cls, transport: _Transport, cid: int, rank: int, size: int) -> "TcpHostComm":
+    def _view(cls, transport: _Transport, cid: int, rank: int, size: int) -> TcpHostComm:
         self = cls.__new__(cls)
         self._t, self._cid, self._seq, self._owner = transport, cid, 0, False
         self.rank, self.size = rank, size
@@ -735,7 +736,7 @@ class TcpHostComm(HostComm):
     def allgather(self, obj: Any) -> list[Any]:
         return self._op("allgather", None, obj)
 
-    def split(self, color: int, key: int) -> "HostComm":
+    def split(self, color: int, key: int) -> HostComm:
         cid, rank, size = self._op("split", None, (int(color), int(key)))
         return TcpHostComm._view(self._t, cid, rank, size)
 

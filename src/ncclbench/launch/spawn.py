@@ -35,8 +35,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Mapping, Sequence
+from typing import IO
 
 from ..errors import BenchError, ExitCode, UnsupportedError
 from .jobwatch import JobWatch, RankRecord, describe_exit

@@ -20,7 +20,8 @@ import os
 import platform
 import sqlite3
 import sys
-from typing import Callable, TextIO
+from collections.abc import Callable
+from typing import TextIO
 
 from .. import __version__
 from ..config import BenchOptions
