@@ -17,9 +17,13 @@ def add_arguments(parser: CommandParser) -> None:
     add_db_option(parser)
     actions = parser.add_subparsers(dest="action", required=True, metavar="{set,list,rm}",
                                     parser_class=CommandParser)
-    a = actions.add_parser("set", help="set NAME to RUN")
+    a = actions.add_parser("set", help="set NAME to RUN (or to several runs of one test: its history)")
     a.add_argument("name", metavar="NAME")
-    a.add_argument("run", metavar="RUN")
+    a.add_argument("run", metavar="RUN", nargs="+",
+                   help="run reference(s); several runs of one command give `check` a noise estimate")
+    a.add_argument("--runs", type=int, default=None, metavar="N",
+                   help="take the N newest finished runs of RUN's command (same test, arguments, ranks, "
+                        "hosts) up to RUN as the baseline's history")
     a.add_argument("--note", default=None)
     actions.add_parser("list", help="list baselines")
     a = actions.add_parser("rm", help="remove a baseline")
@@ -50,9 +54,14 @@ def run(args: argparse.Namespace) -> int:
         raise ArgumentError(f"no result store at {db_path(args)} (nothing recorded yet)")
     with open_store(args) as store:
         if args.action == "set":
-            rid = store.resolve(args.run)
-            store.set_baseline(args.name, rid, args.note)
-            print(f"baseline '{args.name}' = run {rid}")
+            ids = [store.resolve(r) for r in args.run]
+            if args.runs is not None:
+                if args.runs < 1 or len(ids) != 1:
+                    raise ArgumentError("--runs N needs N >= 1 and one RUN")
+                ids = store.runs_of_same_command(ids[0], args.runs)
+            store.set_baseline(args.name, ids, args.note)
+            more = f" and its history: runs {', '.join(map(str, ids[:-1]))}" if len(ids) > 1 else ""
+            print(f"baseline '{args.name}' = run {max(ids)}{more}")
         else:
             store.delete_baseline(args.name)
             print(f"baseline '{args.name}' removed")

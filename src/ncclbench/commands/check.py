@@ -17,14 +17,22 @@ HELP = "regression gate: exit 7 when RUN is worse than a baseline"
 
 
 def add_arguments(parser: CommandParser) -> None:
+    from ..store.compare import GATE_DEFINITION
+
+    parser.epilog = ("What is judged: " + GATE_DEFINITION.replace("%", "%%") + ".  Exit status: 0 ok, 7 regression, "
+                     "255 bad arguments.")
     add_db_option(parser)
     parser.add_argument("run", metavar="RUN", help=REF_HELP)
     parser.add_argument("--against", required=True, metavar="NAME",
-                        help="baseline name (or any run reference)")
+                        help="baseline name (its runs are its history) or any run reference")
     parser.add_argument("--max-drop", default="5%", metavar="PCT",
-                        help="largest allowed busbw drop at large sizes (default 5%%)")
+                        help="largest allowed drop of the plateau busbw (default 5%%); a larger drop fails "
+                             "only when it is also beyond the noise")
     parser.add_argument("--max-rise", default=None, metavar="PCT",
-                        help="largest allowed time rise at sizes <= 64 KiB (default: --max-drop)")
+                        help="largest allowed rise of the latency floor, sizes <= 64 KiB (default: --max-drop)")
+    parser.add_argument("--every-size", action="store_true",
+                        help="also judge every size on its own (against its noise across the baseline's runs "
+                             "or the -N cycles)")
     add_in_place_option(parser, "gate on")
     parser.add_argument("--format", choices=("text", "json"), default="text")
 
@@ -42,10 +50,11 @@ def parse_pct(text: str, what: str = "limit") -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..store.compare import format_gate, gate, gate_to_dict
+    from ..store.compare import baseline_history, format_gate, gate, gate_to_dict
 
     max_drop = parse_pct(args.max_drop, "--max-drop")
     max_rise = parse_pct(args.max_rise, "--max-rise") if args.max_rise else max_drop
+    history = []
     with RunRefs(args) as refs:
         checked = refs.get(args.run)
         name = args.against
@@ -58,7 +67,11 @@ def run(args: argparse.Namespace) -> int:
                 raise ArgumentError(f"no baseline named {name!r} (see `ncclbench baseline list`)")
             baseline = store.get_run(bid if bid is not None else store.resolve(name))
             base_name = name if bid is not None else None
-    g = gate(checked, baseline, max_drop, max_rise, placement(args))
+            if bid is not None:
+                checked_id = getattr(checked, "id", None)
+                history = [store.get_run(r) for r in baseline_history(store, name)[1] if r != checked_id]
+    g = gate(checked, baseline, max_drop, max_rise, placement(args), history=history,
+             every_size=args.every_size)
     if args.format == "json":
         print(json.dumps(gate_to_dict(g), indent=1))
     else:

@@ -1,11 +1,18 @@
 """Compare two runs size by size, and the regression gate built on it.
 
-Sizes are matched within series of the same (type, op, root).  A change
-counts only when it is larger than the noise: max(2%, the per-iteration CV
-or -N spread either run recorded at that size, the resolution of the
-printed numbers).  The gate fails when busbw at the large sizes (the
-baseline's plateau sizes) drops, or time at small sizes (<= 64 KiB) rises,
-by more than the user's limit *and* more than the noise.
+Sizes are matched within series of the same (type, op, root).  `compare`
+marks a per-size change when it is larger than that size's noise: max(2%, the
+per-iteration CV or -N spread either run recorded at that size, the
+resolution of the printed numbers).
+
+The gate (`check`, `--baseline`) judges summaries against noise, not raw
+deltas (see `GATE_DEFINITION` and store/noise.py): per series, the plateau
+busbw and the latency floor, each the median change of its sizes, fail only
+when worse by more than the user's limit *and* by more than NOISE_MULTIPLE
+times their noise, estimated from the baseline's history (a baseline of
+several runs), the -N cycles of both runs, or, failing those, the size scatter
+of the pair alone (then the verdict says that the noise of whole runs is
+unknown).
 """
 
 from __future__ import annotations
@@ -18,7 +25,8 @@ from typing import Protocol
 from ..config import BenchOptions
 from ..errors import ArgumentError, ExitCode
 from ..results import ResultRow, RunInfo, RunSummary
-from . import stats
+from . import noise, stats
+from .noise import Noise
 from .stats import Point, Series
 
 
@@ -248,15 +256,47 @@ def _nn(v: float) -> float | None:
 
 # ---------------------------------------------------------------- gate
 
+GATE_DEFINITION = (
+    "per series, two figures are judged: the plateau busbw (the top quarter of sizes, or those >= 64 MiB) "
+    "and the latency floor (sizes <= 64 KiB); each figure's change is the median of its sizes' changes "
+    "(with -I, each size's time is the median of its per-iteration times), and it fails when worse by more "
+    "than the limit and by more than 3 standard deviations of its noise (more when the noise was estimated from "
+    "few runs: Student's t at the same false-alarm rate).  The noise comes from the baseline's history (a baseline "
+    "of several runs: `baseline set NAME RUN --runs N`), else the -N cycles of both runs, else the size-to-size "
+    "scatter of the two runs alone (the noise of whole runs is then unknown, and said so).  --every-size also "
+    "judges each size on its own, against its noise across the history or the cycles")
+
+
+@dataclass
+class Judgement:
+    """One judged figure of one series: a summary over sizes, or one size."""
+
+    series: str
+    figure: str  # 'plateau busbw', 'latency' or 'size N'
+    metric: str  # 'busbw' (a drop is worse) or 'time' (a rise is worse)
+    sizes: list[int]
+    baseline: float | None  # the figure in the baseline (GB/s or us), for reading
+    value: float | None  # the figure in the checked run
+    worse_pct: float  # how much worse (negative: better), from the median log ratio of the sizes
+    noise: Noise
+    limit_pct: float  # max(the user's limit, noise.multiple x noise)
+
+    @property
+    def failed(self) -> bool:
+        return self.worse_pct > self.limit_pct
+
+
 @dataclass
 class GateFailure:
     series: str
-    size: int
+    size: int  # the figure's first size (all of them in `sizes`)
     metric: str  # 'busbw' (large sizes) or 'time' (small sizes)
     baseline: float
     value: float
-    delta_pct: float
-    limit_pct: float  # the effective limit: max(user limit, noise)
+    delta_pct: float  # signed change of the metric: busbw -10 = 10 % drop
+    limit_pct: float  # the effective limit: max(user limit, the noise's multiple x noise)
+    figure: str = ""
+    sizes: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -264,65 +304,173 @@ class GateResult:
     comparison: Comparison
     max_drop_pct: float
     max_rise_pct: float
-    failures: list[GateFailure]
-    checked: int  # (series, size) pairs checked
+    judgements: list[Judgement]
+    baseline_runs: int = 1  # runs in the baseline (its history)
+
+    @property
+    def failures(self) -> list[GateFailure]:
+        out = []
+        for j in self.judgements:
+            if j.failed:
+                delta = -j.worse_pct if j.metric == "busbw" else j.worse_pct
+                out.append(GateFailure(j.series, j.sizes[0], j.metric, _nan(j.baseline), _nan(j.value), delta,
+                                       j.limit_pct, j.figure, list(j.sizes)))
+        return out
+
+    @property
+    def checked(self) -> int:
+        return len(self.judgements)
 
     @property
     def ok(self) -> bool:
-        return not self.failures
+        return not any(j.failed for j in self.judgements)
 
     @property
     def failing_sizes(self) -> list[int]:
-        return sorted({f.size for f in self.failures})
+        return sorted({s for j in self.judgements if j.failed for s in j.sizes})
+
+    @property
+    def whole_run_noise_known(self) -> bool:
+        return all(j.noise.whole_run_known for j in self.judgements)
+
+
+def _nan(v: float | None) -> float:
+    return math.nan if v is None else v
+
+
+def _worse_pct(change: float, metric: str) -> float:
+    """A median log ratio of times as 'percent worse': a busbw drop or a time rise."""
+    return 100.0 * (-math.expm1(-change) if metric == "busbw" else math.expm1(change))
+
+
+def _limit(user_pct: float, noise: Noise, metric: str) -> float:
+    if noise.sigma is None:
+        return user_pct
+    return max(user_pct, _worse_pct(noise.multiple * noise.sigma, metric))
+
+
+def _same_test(run: RunLike, baseline: RunLike, history: list[RunLike]) -> None:
+    for h in history:
+        if h.options.collective != baseline.options.collective:
+            raise ArgumentError(f"the baseline's runs are of different collectives: {h.label} "
+                                f"({h.info.program}) and {baseline.label} ({baseline.info.program})")
 
 
 def gate(run: RunLike, baseline: RunLike, max_drop_pct: float = 5.0,
-         max_rise_pct: float | None = None, placement: str = "out_of_place") -> GateResult:
-    """Fail on busbw drops at the baseline's plateau sizes and on time rises at
-    sizes <= 64 KiB, each beyond max(limit, noise)."""
+         max_rise_pct: float | None = None, placement: str = "out_of_place", *,
+         history: list[RunLike] | None = None, every_size: bool = False) -> GateResult:
+    """Judge `run` against `baseline` (plus the baseline's other runs, `history`):
+    see GATE_DEFINITION.  Raises ArgumentError when nothing can be judged."""
     max_rise_pct = max_drop_pct if max_rise_pct is None else max_rise_pct
+    history = [h for h in (history or []) if h is not baseline]
+    _same_test(run, baseline, history)
     c = compare_runs(baseline, run, placement, strict=True)
-    failures, checked = [], 0
+    use_p50 = stats.has_per_iter(run.rows, placement) and stats.has_per_iter(baseline.rows, placement)
+    refs = [baseline, *history]
+    ref_cycles = [stats.cycle_values(r.rows, placement, use_p50) for r in refs]
+    ref_values = [stats.run_values(r.rows, placement, use_p50) for r in refs]
+    run_cycles = stats.cycle_values(run.rows, placement, use_p50)
+    run_values = stats.run_values(run.rows, placement, use_p50)
+    judgements: list[Judgement] = []
     for sc in c.series:
-        for d in sc.sizes:
-            if not (d.a and d.b):
+        ka, kb = sc.key_a, sc.key_b
+        per_run = [v[ka] for v in ref_values if ka in v]
+        ref = noise.reference_profile(per_run) if len(per_run) > 1 else (per_run[0] if per_run else {})
+        mine = run_values.get(kb, {})
+        cyc_a = ref_cycles[0].get(ka, [])
+        cyc_b = run_cycles.get(kb, [])
+        figures: list[tuple[str, str, list[int], float]] = []
+        if sc.plateau_sizes:
+            figures.append(("plateau busbw", "busbw", sc.plateau_sizes, max_drop_pct))
+        if sc.latency_sizes:
+            figures.append(("latency", "time", sc.latency_sizes, max_rise_pct))
+        if every_size:
+            for d in sc.sizes:
+                if d.a and d.b:
+                    big = d.size > stats.LATENCY_MAX_SIZE
+                    figures.append((f"size {d.size}", "busbw" if big else "time", [d.size],
+                                    max_drop_pct if big else max_rise_pct))
+        for figure, metric, sizes, user_pct in figures:
+            ratios = noise.log_ratios(ref, mine, sizes)
+            change = noise.median_change(ratios)
+            if change is None:
                 continue
-            if d.size in sc.plateau_sizes and d.busbw_delta is not None:
-                checked += 1
-                limit = max(max_drop_pct, d.busbw_noise)
-                if d.busbw_delta < -limit:
-                    failures.append(GateFailure(sc.label, d.size, "busbw", d.a.busbw, d.b.busbw,
-                                                d.busbw_delta, limit))
-            if d.size in sc.latency_sizes and d.time_delta is not None:
-                checked += 1
-                limit = max(max_rise_pct, d.time_noise)
-                if d.time_delta > limit:
-                    failures.append(GateFailure(sc.label, d.size, "time", d.a.time_us, d.b.time_us,
-                                                d.time_delta, limit))
-    if checked == 0:
+            nz = _noise_of(ratios, sizes, per_run, cyc_a, cyc_b, single=figure.startswith("size "))
+            base_fig, run_fig = _figures(sc, figure, metric)
+            judgements.append(Judgement(sc.label, figure, metric, sorted(ratios), base_fig, run_fig,
+                                        _worse_pct(change, metric), nz, _limit(user_pct, nz, metric)))
+    if not judgements:
         raise ArgumentError(f"nothing to check: {run.label} and the baseline share no sizes "
                             "<= 64 KiB and none of the baseline's large sizes")
-    return GateResult(c, max_drop_pct, max_rise_pct, failures, checked)
+    return GateResult(c, max_drop_pct, max_rise_pct, judgements, len(refs))
+
+
+def _noise_of(ratios: dict[int, float], sizes: list[int], per_run: list[dict[int, float]],
+              cyc_a: list[dict[int, float]], cyc_b: list[dict[int, float]], single: bool) -> Noise:
+    """The noise of one figure's change (see store/noise.py): history first, then cycles."""
+    scatter = None if single else noise.scatter_sigma(ratios)
+    scatter_dof = len(ratios) - 1 if scatter is not None else None
+    if len(per_run) >= 3:
+        shift = noise.shift_sigma(per_run, sizes)
+        return noise.combine(scatter, shift, f"the baseline's {len(per_run)} runs", len(per_run), 1,
+                             shift_dof=len(per_run) - 1, scatter_dof=scatter_dof)
+    shifts = [(x, len(c)) for x, c in ((noise.shift_sigma(cyc_a, sizes), cyc_a), (noise.shift_sigma(cyc_b, sizes),
+                                                                                   cyc_b)) if x is not None]
+    if shifts:
+        dof = sum(n - 1 for _, n in shifts)
+        pooled = math.sqrt(sum(x * x * (n - 1) for x, n in shifts) / dof)
+        return noise.combine(scatter, pooled, f"the -N cycles ({len(cyc_a)} and {len(cyc_b)})",
+                             max(1, len(cyc_a)), max(1, len(cyc_b)), shift_dof=dof, scatter_dof=scatter_dof)
+    return noise.combine(scatter, None, None, scatter_dof=scatter_dof)
+
+
+def _figures(sc: SeriesComparison, figure: str, metric: str) -> tuple[float | None, float | None]:
+    """The figure's readable values (GB/s, us) in baseline and run."""
+    if figure == "plateau busbw":
+        return sc.plateau_a, sc.plateau_b
+    if figure == "latency":
+        return sc.latency_a, sc.latency_b
+    size = int(figure.split()[1])
+    d = next(x for x in sc.sizes if x.size == size)
+    if metric == "busbw":
+        return d.a.busbw if d.a else None, d.b.busbw if d.b else None
+    return d.a.time_us if d.a else None, d.b.time_us if d.b else None
+
+
+def _pct_text(v: float) -> str:
+    return f"{v:.1f}%" if v < 1000 else ">1000%"
+
+
+def _unit(metric: str) -> str:
+    return "GB/s" if metric == "busbw" else "us"
 
 
 def format_gate(g: GateResult, baseline_name: str | None = None) -> str:
     c = g.comparison
     base = f"baseline '{baseline_name}' = {c.a_desc}" if baseline_name else f"baseline {c.a_desc}"
+    if g.baseline_runs > 1:
+        base += f" and {g.baseline_runs - 1} more run{'s' if g.baseline_runs > 2 else ''} of its history"
     lines = [f"check: {c.b_desc}", f"against {base}",
-             f"{c.placement.replace('_', '-')}; fails when busbw at large sizes drops more than "
-             f"{g.max_drop_pct:g}% or time at sizes <= 64 KiB rises more than {g.max_rise_pct:g}% "
-             "(and beyond noise)"]
+             f"{c.placement.replace('_', '-')}; fails when plateau busbw drops more than {g.max_drop_pct:g}% or "
+             f"the latency floor rises more than {g.max_rise_pct:g}%, and beyond its noise (3 standard deviations, "
+             f"more when estimated from few runs)"]
     lines += [f"warning: {w}" for w in c.warnings]
-    for sc in c.series:
-        lines.append(f"# {sc.label}")
-        lines += _summary_lines(sc)
-    for f in g.failures:
-        what = ("busbw dropped", "GB/s") if f.metric == "busbw" else ("time rose", "us")
-        lines.append(f"REGRESSION {f.series}: {what[0]} at {f.size} B ({stats.human_size(f.size)}): "
-                     f"{f.baseline:.2f} -> {f.value:.2f} {what[1]} ({f.delta_pct:+.1f}%, "
-                     f"limit {f.limit_pct:.1f}%)")
+    if not g.whole_run_noise_known:
+        lines.append("note: the noise of whole runs is unknown here (one baseline run, no -N cycles): a busy "
+                     "host during one run looks like a regression; give the baseline a history "
+                     "(`ncclbench baseline set NAME RUN --runs 5`) or run with -N 5")
+    for j in g.judgements:
+        sizes = (f"{stats.human_size(j.sizes[0])}..{stats.human_size(j.sizes[-1])}, {len(j.sizes)} sizes"
+                 if len(j.sizes) > 1 else stats.human_size(j.sizes[0]))
+        worse = (f"{_pct_text(j.worse_pct)} {'lower' if j.metric == 'busbw' else 'higher'}"
+                 if j.worse_pct >= 0 else f"{_pct_text(-j.worse_pct)} better")
+        nz = "noise unknown" if j.noise.pct is None else \
+            f"noise {_pct_text(j.noise.pct)} x {j.noise.multiple:g} from {j.noise.source}"
+        verdict = "REGRESSION" if j.failed else "ok"
+        lines.append(f"{verdict:>10}  {j.series} {j.figure} ({sizes}): {_v(j.baseline)} -> {_v(j.value)} "
+                     f"{_unit(j.metric)}; median change {worse} (limit {_pct_text(j.limit_pct)}; {nz})")
     if g.ok:
-        lines.append(f"result: OK ({g.checked} size checks within limits)")
+        lines.append(f"result: OK ({g.checked} figure{'s' if g.checked != 1 else ''} within limits)")
     else:
         lines.append("result: REGRESSION at sizes " + ", ".join(str(s) for s in g.failing_sizes))
     lines.append(f"Summaries: {stats.PLATEAU_DEFINITION}; {stats.LATENCY_DEFINITION} "
@@ -332,19 +480,36 @@ def format_gate(g: GateResult, baseline_name: str | None = None) -> str:
 
 def gate_to_dict(g: GateResult) -> dict:
     return {"ok": g.ok, "max_drop_pct": g.max_drop_pct, "max_rise_pct": g.max_rise_pct,
+            "baseline_runs": g.baseline_runs,
+            "whole_run_noise_known": g.whole_run_noise_known, "definition": GATE_DEFINITION,
             "failing_sizes": g.failing_sizes, "failures": [asdict(f) for f in g.failures],
+            "judgements": [{"series": j.series, "figure": j.figure, "metric": j.metric, "sizes": j.sizes,
+                            "baseline": _nn(j.baseline), "value": _nn(j.value), "worse_pct": j.worse_pct,
+                            "noise_pct": j.noise.pct, "noise_source": j.noise.source,
+                            "noise_multiple": j.noise.multiple,
+                            "whole_run_noise_known": j.noise.whole_run_known, "limit_pct": j.limit_pct,
+                            "failed": j.failed} for j in g.judgements],
             "comparison": comparison_to_dict(g.comparison)}
+
+
+def baseline_history(store, name: str) -> tuple[int, list[int]]:
+    """(reference run, its other runs) of a stored baseline; ArgumentError if unknown."""
+    runs = store.get_baseline_runs(name)
+    if not runs:
+        raise ArgumentError(f"no baseline named {name!r} (set one with "
+                            "`ncclbench baseline set NAME RUN`)")
+    ref = store.get_baseline(name)
+    return ref, [r for r in runs if r != ref]
 
 
 def check_against_baseline(store, run_id: int, name: str, max_drop_pct: float = 5.0,
                            max_rise_pct: float | None = None,
                            placement: str = "out_of_place") -> GateResult:
     """For `ncclbench <test> --baseline NAME`: gate a just-stored run."""
-    base_id = store.get_baseline(name)
-    if base_id is None:
-        raise ArgumentError(f"no baseline named {name!r} (set one with "
-                            "`ncclbench baseline set NAME RUN`)")
-    return gate(store.get_run(run_id), store.get_run(base_id), max_drop_pct, max_rise_pct, placement)
+    ref, more = baseline_history(store, name)
+    history = [store.get_run(r) for r in more if r != run_id]
+    return gate(store.get_run(run_id), store.get_run(ref), max_drop_pct, max_rise_pct, placement,
+                history=history)
 
 
 def gate_stored_run(store, run_id: int, name: str, max_drop_pct: float = 5.0,

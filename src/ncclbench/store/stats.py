@@ -183,3 +183,50 @@ def human_size(n: int) -> str:
         if n >= div:
             return f"{n / div:.1f} {unit}"
     return f"{n} B"
+
+
+# ---------------------------------------------------------------- per-size values for the gate
+
+SeriesKey = tuple[str, str, int]
+
+
+def _value(half, per_iter_median: bool) -> float:
+    """A size's time: the printed mean, or with -I the median of its per-iteration
+    times (one preempted iteration moves a mean of 20 by 5 % on a busy host,
+    and a median not at all)."""
+    if per_iter_median and half.per_iter is not None and not math.isnan(half.per_iter.p50_us):
+        return half.per_iter.p50_us
+    return half.time_us
+
+
+def cycle_values(rows: list[ResultRow], placement: str = "out_of_place",
+                 per_iter_median: bool = True) -> dict[SeriesKey, list[dict[int, float]]]:
+    """Per series, one {size: time} per -N cycle (the n-th time a size appears
+    belongs to cycle n); one entry for a run without -N.  Size 0 is left out."""
+    out: dict[SeriesKey, list[dict[int, float]]] = {}
+    for r in rows:
+        if r.size <= 0:
+            continue
+        cycles = out.setdefault((r.type, r.redop, r.root), [])
+        v = _value(getattr(r, placement), per_iter_median)
+        for c in cycles:
+            if r.size not in c:
+                c[r.size] = v
+                break
+        else:
+            cycles.append({r.size: v})
+    return out
+
+
+def run_values(rows: list[ResultRow], placement: str = "out_of_place",
+               per_iter_median: bool = True) -> dict[SeriesKey, dict[int, float]]:
+    """Per series, {size: time}: the median over -N cycles."""
+    out = {}
+    for key, cycles in cycle_values(rows, placement, per_iter_median).items():
+        sizes = sorted({s for c in cycles for s in c})
+        out[key] = {s: _median([c[s] for c in cycles if s in c]) for s in sizes}
+    return out
+
+
+def has_per_iter(rows: list[ResultRow], placement: str = "out_of_place") -> bool:
+    return any(getattr(r, placement).per_iter is not None for r in rows if r.size > 0)

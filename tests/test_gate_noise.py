@@ -1,0 +1,153 @@
+"""The gate judges against noise, not raw deltas (issue 13): identical runs of a
+noisy machine pass, real drops fail, and the verdict says where its noise
+came from (the baseline's history, -N cycles, or only the pair's size scatter)."""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from ncclbench.commands import main as ncclbench_main
+from ncclbench.commands.show import show_text
+from ncclbench.store import noise
+from ncclbench.store.compare import gate
+from ncclbench.store.importers import load_file
+
+FIX = Path(__file__).parent / "fixtures" / "nccl_tests_output"
+AR = FIX / "all_reduce_1proc_4gpu.txt"
+MiB = 1 << 20
+
+
+def noisy(run, rng: random.Random, shift: float, scatter: float, slow: float = 1.0, pred=lambda s: True,
+          cycles: int = 1):
+    """A copy of `run` as a noisy machine would measure it again: every size
+    x exp(N(shift)) (a busy or quiet run) x exp(N(scatter)) per size, and the
+    sizes matching pred `slow` times slower; with `cycles` > 1, -N cycles, each
+    with its own shift."""
+    new = copy.deepcopy(run)
+    rows = []
+    for _ in range(cycles):
+        whole = rng.gauss(0, shift)
+        for r in copy.deepcopy(run.rows):
+            f = math.exp(whole + rng.gauss(0, scatter)) * (slow if pred(r.size) else 1.0)
+            for h in (r.out_of_place, r.in_place):
+                h.time_us *= f
+                h.algbw /= f
+                h.busbw /= f
+            rows.append(r)
+    new.rows = rows
+    new.content_hash += f"-{rng.random()}"
+    return new
+
+
+def test_noise_statistics():
+    assert noise.robust_sigma([1.0]) is None
+    assert noise.robust_sigma([1.0, 3.0]) == pytest.approx(math.sqrt(2))
+    xs = [0.0] * 10 + [100.0]  # ten values: MAD, one wild value does not count
+    assert noise.robust_sigma(xs) == 0.0
+    r = {s: math.log(1.1) for s in (1, 2, 3, 4)}
+    assert noise.median_change(r) == pytest.approx(math.log(1.1)) and noise.scatter_sigma(r) == 0.0
+    assert noise.scatter_sigma({1: 0.1, 2: 0.2}) is None  # too few sizes
+    runs = [{8: 10.0, 16: 20.0}, {8: 11.0, 16: 22.0}, {8: 9.0, 16: 18.0}]
+    assert noise.reference_profile(runs) == {8: 10.0, 16: 20.0}
+    assert noise.shift_sigma(runs, [8, 16]) == pytest.approx(
+        noise.robust_sigma([0.0, math.log(1.1), math.log(0.9)]))
+    multiples = [noise.noise_multiple(d) for d in (1, 2, 4, 9, 19, 99, None)]
+    assert multiples == sorted(multiples, reverse=True) and multiples[-1] == 3.0
+    n = noise.combine(0.01, 0.02, "the baseline's 5 runs", 5, 1, shift_dof=4)
+    assert n.whole_run_known and n.sigma == pytest.approx(0.02 * math.sqrt(1 + math.pi / 2 / 5), rel=1e-4)
+    assert n.multiple == pytest.approx(6.62)
+    assert not noise.combine(0.01, None, None).whole_run_known
+
+
+def _history(base, rng, n, shift, scatter):
+    return [noisy(base, rng, shift, scatter) for _ in range(n)]
+
+
+def test_identical_runs_of_a_noisy_machine_pass_with_the_baselines_history():
+    """Whole runs move by 8 % (one sigma) between runs, sizes by 3 %: with a
+    history of 10 runs none of 50 identical runs fails, while the pair alone
+    (noise of whole runs unknown) fails some of them."""
+    base = load_file(AR)[0]
+    rng = random.Random(1)
+    history = _history(base, rng, 10, 0.08, 0.03)
+    alone = with_history = 0
+    for _ in range(50):
+        again = noisy(base, rng, 0.08, 0.03)
+        with_history += not gate(again, history[-1], history=history[:-1]).ok
+        alone += not gate(again, history[-1]).ok
+    assert with_history == 0
+    assert alone > 0  # the reason the history exists
+
+
+def test_a_real_drop_fails_against_the_history():
+    base = load_file(AR)[0]
+    rng = random.Random(2)
+    history = _history(base, rng, 10, 0.02, 0.02)
+    caught = 0
+    for _ in range(20):
+        slow = noisy(base, rng, 0.02, 0.02, slow=1 / 0.8, pred=lambda s: s > 64 * 1024)
+        g = gate(slow, history[-1], history=history[:-1])
+        caught += not g.ok
+        if not g.ok:
+            assert [f.figure for f in g.failures] == ["plateau busbw"]
+            assert g.failures[0].delta_pct == pytest.approx(-20, abs=8)
+            j = next(j for j in g.judgements if j.figure == "plateau busbw")
+            assert j.noise.source == "the baseline's 10 runs" and j.noise.whole_run_known
+    assert caught >= 19
+
+
+def test_noise_from_N_cycles():
+    base = load_file(AR)[0]
+    rng = random.Random(3)
+    a = noisy(base, rng, 0.05, 0.02, cycles=5)
+    b = noisy(base, rng, 0.05, 0.02, cycles=5)
+    g = gate(b, a)
+    assert g.ok, [(j.figure, j.worse_pct, j.limit_pct) for j in g.judgements]
+    assert all(j.noise.source.startswith("the -N cycles (5 and 5)") or "scatter" in j.noise.source
+               for j in g.judgements)
+    assert g.whole_run_noise_known
+    slow = noisy(base, rng, 0.01, 0.01, slow=1.5, cycles=5)
+    assert not gate(slow, a).ok
+
+
+def test_every_size_uses_each_sizes_own_noise_across_the_history():
+    base = load_file(AR)[0]
+    rng = random.Random(4)
+    history = _history(base, rng, 10, 0.01, 0.01)
+    one = noisy(base, rng, 0.01, 0.01, slow=1.5, pred=lambda s: s == MiB)
+    assert gate(one, history[-1], history=history[:-1]).ok  # a mid size is in no summary figure
+    g = gate(one, history[-1], history=history[:-1], every_size=True)
+    assert g.failing_sizes == [MiB]
+
+
+def test_cli_baseline_with_history_and_check(tmp_path, capsys):
+    db = str(tmp_path / "r.sqlite")
+    base = load_file(AR)[0]
+    rng = random.Random(5)
+    files = []
+    for i in range(6):
+        f = tmp_path / f"run{i}.txt"
+        f.write_text(show_text(noisy(base, rng, 0.05, 0.02)))
+        files.append(str(f))
+    slow = tmp_path / "slow.txt"
+    slow.write_text(show_text(noisy(base, rng, 0.0, 0.01, slow=2.0, pred=lambda s: s >= 64 * MiB)))
+    assert ncclbench_main(["import", "--db", db, *files]) == 0
+    assert ncclbench_main(["baseline", "set", "good", "5", "--runs", "5", "--db", db]) == 0
+    assert "baseline 'good' = run 5 and its history: runs 1, 2, 3, 4" in capsys.readouterr().out
+    assert ncclbench_main(["check", "6", "--against", "good", "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "and 4 more runs of its history" in out and "from the baseline's 5 runs" in out
+    assert "noise of whole runs is unknown" not in out
+    assert ncclbench_main(["check", str(slow), "--against", "good", "--db", db]) == 7
+    out = capsys.readouterr().out
+    assert "REGRESSION  float sum plateau busbw" in out, out
+    assert re.search(r"median change (4[5-9]|5[0-5])\.\d% lower", out), out  # 2x slower, give or take the noise
+    assert ncclbench_main(["check", "-h"]) == 0
+    helptext = " ".join(capsys.readouterr().out.split())
+    assert "the plateau busbw" in helptext and "the latency floor" in helptext and "history" in helptext
