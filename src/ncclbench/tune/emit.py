@@ -134,14 +134,14 @@ def report_lines(result: TuneResult) -> list[str]:
                "p: sign test; a gain counts when gain > noise and p <= 0.05)")
     out.append("#")
     out.append("# per size band:")
-    for s in band_settings(result):
-        span = f"{human_size(s['lo'])} .. {human_size(s['hi'])}"
-        if s["winner"] == "default":
+    for band in band_settings(result):
+        span = f"{human_size(band['lo'])} .. {human_size(band['hi'])}"
+        if band["winner"] == "default":
             out.append(f"#   {span:<22} keep the default (nothing beat it beyond the noise)")
         else:
-            out.append(f"#   {span:<22} {s['winner']}: median gain {pct(s['median_gain'])}, "
-                       f"least {pct(s['min_gain'])} over {len(s['sizes'])} size(s); "
-                       + (" ".join(s["env"]) or "(ncclConfig_t only)"))
+            out.append(f"#   {span:<22} {band['winner']}: median gain {pct(band['median_gain'])}, "
+                       f"least {pct(band['min_gain'])} over {len(band['sizes'])} size(s); "
+                       + (" ".join(band["env"]) or "(ncclConfig_t only)"))
     return out
 
 

@@ -15,6 +15,7 @@ import os
 import socket
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from ..collectives import lookup
 from ..datatypes import DATATYPE_BY_NAME, EMPTY_OP, NO_OP, REDOP_BY_NAME
@@ -24,6 +25,10 @@ from .candidates import CandidateSet, mpich_candidates, nccl_candidates, preset_
 from .options import TuneOptions
 from .result import TuneResult
 from .schedule import default_rounds, iterations_per_round
+
+if TYPE_CHECKING:  # the backends are imported by the rank that uses them
+    from .nccl_job import NcclSwitcher
+    from .runner import MpichSwitcher
 
 # A probe or timed call of NCCL that has not completed after this long is a hang
 # (used when the user gave no -T): the candidate is dropped, the job goes on.
@@ -88,7 +93,7 @@ def run_tune_here(topts: TuneOptions, backend, launch, note: str | None) -> int:
         opts = dataclasses.replace(opts, timeout=DEFAULT_TIMEOUT_S)
     host = make_host_comm(launch, opts.timeout or None, prefer_mpi=is_mpi, require_mpi=is_mpi,
                           op_timeout_s=opts.timeout or None)
-    switcher = None
+    switcher: MpichSwitcher | NcclSwitcher | None = None
     workers: list = []
     try:
         if topts.verify and launch.kind != "single":
@@ -147,9 +152,10 @@ def run_tune_here(topts: TuneOptions, backend, launch, note: str | None) -> int:
             cset = nccl_candidates(coll.name, version_code, list(topts.algos) if topts.algos else None,
                                    list(topts.protos) if topts.protos else None,
                                    list(topts.ctas) if topts.ctas else None, nnodes)
-            switcher = NcclSwitcher(opts, host, coll, cset.candidates)
-            cset = CandidateSet([c for c in cset.candidates if c.label in switcher.workers],
-                                cset.skipped + switcher.dropped)
+            nccl_switcher = NcclSwitcher(opts, host, coll, cset.candidates)
+            switcher = nccl_switcher
+            cset = CandidateSet([c for c in cset.candidates if c.label in nccl_switcher.workers],
+                                cset.skipped + nccl_switcher.dropped)
         library = " ".join(library.split())  # MPICH's "MPICH Version:      5.0.2"
         return _measure_and_report(topts, opts, coll, dtype, op, root, cset, switcher, library, version_code,
                                    nnodes, notes, is_mpi, reporter)

@@ -163,9 +163,9 @@ def write_outputs(result: TuneResult, topts, opts: BenchOptions) -> dict[str, st
         print(f"# wrote {kind}: {path}")
     print("# environment lines (see the .env file for which size band each holds for):")
     wins = [b for b in doc["bands"] if b["winner"] != "default"]
-    for b in wins:
-        for e in b["env"]:
-            print(e)
+    for band in wins:
+        for line in band["env"]:
+            print(line)
     if not wins:
         print("# (none: keep the library's default)")
     return written

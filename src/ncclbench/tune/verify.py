@@ -51,20 +51,22 @@ def band_args(bench_args: Sequence[str], lo: int, hi: int) -> list[str]:
 def judge_band(default: dict[int, list[float]], setting: dict[int, list[float]]) -> dict:
     """Per-size and overall gain of `setting` over `default`.  Times are in us,
     one per run, in pair order (the i-th default and setting runs were a pair)."""
-    per_size = {}
+    per_size: dict[str, dict] = {}
+    gains: list[float] = []
+    noises: list[float] = []
     wins = comparisons = 0
     for size in sorted(set(default) & set(setting)):
         d, s = default[size], setting[size]
         md, ms = statistics.median(d), statistics.median(s)
         w = sum(1 for a, b in zip(d, s) if b < a)
         wins, comparisons = wins + w, comparisons + min(len(d), len(s))
-        per_size[size] = {"default_us": d, "setting_us": s, "gain": md / ms - 1 if ms > 0 else 0.0,
-                          "noise": max(relative_spread(d), relative_spread(s)), "wins": w}
+        gains.append(md / ms - 1 if ms > 0 else 0.0)
+        noises.append(max(relative_spread(d), relative_spread(s)))
+        per_size[str(size)] = {"default_us": d, "setting_us": s, "gain": gains[-1], "noise": noises[-1], "wins": w}
     if not per_size:
         return {"per_size": {}, "gain": None, "noise": None, "wins": 0, "comparisons": 0, "confirmed": False}
-    gain = statistics.median(v["gain"] for v in per_size.values())
-    noise = statistics.median(v["noise"] for v in per_size.values())
-    return {"per_size": {str(k): v for k, v in per_size.items()}, "gain": gain, "noise": noise,
+    gain, noise = statistics.median(gains), statistics.median(noises)
+    return {"per_size": per_size, "gain": gain, "noise": noise,
             "wins": wins, "comparisons": comparisons,
             "confirmed": gain > 0 and gain > noise and wins * 2 > comparisons}
 
