@@ -39,8 +39,14 @@ def test_iterations_are_split_not_multiplied():
     assert iterations_per_round(3, 5) == 1
 
 
-def test_default_rounds():
-    assert default_rounds(20) == 5
-    assert default_rounds(2) == 2
+def test_default_rounds_are_enough_to_claim_a_gain():
+    from ncclbench.tune.judge import SIGN_TEST_LEVEL, sign_test_p
+    from ncclbench.tune.schedule import few_rounds_note
+
+    for n in (20, 2):
+        r = default_rounds(n)
+        assert sign_test_p(r, r) <= SIGN_TEST_LEVEL
+        assert few_rounds_note(r) is None
+    assert sign_test_p(4, 4) > SIGN_TEST_LEVEL and "--rounds 5" in few_rounds_note(4)
     with pytest.raises(ValueError):
         list(interleaved([8], 2, 0))

@@ -24,7 +24,7 @@ from . import nccl_rules
 from .candidates import CandidateSet, mpich_candidates, nccl_candidates, preset_conflicts
 from .options import TuneOptions
 from .result import TuneResult
-from .schedule import default_rounds, iterations_per_round
+from .schedule import default_rounds, few_rounds_note, iterations_per_round
 
 if TYPE_CHECKING:  # the backends are imported by the rank that uses them
     from .nccl_job import NcclSwitcher
@@ -188,6 +188,9 @@ def _measure_and_report(topts, opts, coll, dtype, op, root, cset: CandidateSet, 
 
     rounds = topts.rounds or default_rounds(opts.iters)
     per_round = iterations_per_round(opts.iters, rounds)
+    few = few_rounds_note(rounds)
+    if few:
+        notes = [*notes, few]
     sizes = _sizes(opts)
     if not sizes:
         raise ArgumentError("tune: the size range -b .. -e holds no size")

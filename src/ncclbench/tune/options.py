@@ -24,7 +24,8 @@ TUNE_HELP = """tune options (besides every nccl-tests option and --backend/--npr
                       the library's choice on this axis
   --protos LIST       NCCL protocols to try (LL,LL128,Simple; default all; 'auto' as above)
   --ctas LIST         NCCL CTA (channel) counts to try, e.g. 4,8,16 (ncclConfig_t minCTAs=maxCTAs)
-  --rounds N          interleaved rounds per size (default 5; -n is split over them)
+  --rounds N          interleaved rounds per size (default 5, the fewest that can claim a gain;
+                      -n is split over them)
   --verify            re-run default vs each winning setting as ordinary runs and confirm the gain
   --verify-rounds N   ordinary runs per setting in --verify, alternating (default 2)
   --out PREFIX        write PREFIX.json, PREFIX.env and (NCCL) PREFIX.conf

@@ -51,7 +51,18 @@ def iterations_per_round(iters: int, rounds: int) -> int:
     return max(1, iters // rounds)
 
 
+MIN_CLAIM_ROUNDS = 5  # the fewest rounds whose sign test can reach p <= 0.05 (5 of 5: 1/32)
+
+
 def default_rounds(iters: int) -> int:
-    """Rounds when the user gives none: 5 (enough to see the spread), fewer
-    only when -n is too small to give each round one iteration."""
-    return max(1, min(5, iters))
+    """Rounds when the user gives none: 5, the fewest with which a gain can be
+    claimed at all (judge.py's sign test); with -n below 5 each round still
+    times one iteration."""
+    return MIN_CLAIM_ROUNDS
+
+
+def few_rounds_note(rounds: int) -> str | None:
+    if rounds >= MIN_CLAIM_ROUNDS:
+        return None
+    return (f"with {rounds} rounds no gain can be claimed (the paired sign test needs at least "
+            f"{MIN_CLAIM_ROUNDS} rounds to reach p <= 0.05): use --rounds {MIN_CLAIM_ROUNDS} or more")
