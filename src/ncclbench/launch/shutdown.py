@@ -46,6 +46,7 @@ from ..errors import ExitCode
 
 HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 GRACE_S = 2.0  # how long the main thread may take to unwind before the watcher ends the process
+MPI_ABORT_DELAY_S = 0.5  # ranks other than 0 wait this long before MPI_Abort after a signal
 LAUNCHER_PID_ENV = "NCCLBENCH_LAUNCHER_PID"  # set by ncclbench's launchers on the processes they start
 JOB_ENV = "NCCLBENCH_JOB"  # a per-job token on every process of a job ncclbench started
 JOB_DIR_ENV = "NCCLBENCH_JOB_DIR"  # a directory where ranks leave notes for their launcher
@@ -383,6 +384,10 @@ def end_run(exc: BaseException, signals: RankSignals, host: Any, store: Any = No
         else:
             signals.report()
         if host.size > 1:
+            if host.rank != 0 and type(host).__name__ == "MpiHostComm":
+                # MPI_Abort kills every rank at once: when the whole job got the signal (mpiexec
+                # passes it on), give rank 0 a moment to store its run as interrupted first
+                time.sleep(MPI_ABORT_DELAY_S)
             host.abort(exc.exit_code, reason)
         return exc.exit_code
     assert isinstance(exc, BenchError)
