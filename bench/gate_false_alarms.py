@@ -131,7 +131,7 @@ class Shaped:
         self._ctx.__exit__(None, None, None)
 
 
-def _seed(kind: str, per_iter: bool, db: Path, shaped: "Shaped | None", rate: int, log) -> dict:
+def _seed(kind: str, per_iter: bool, db: Path, shaped: Shaped | None, rate: int, log) -> dict:
     if kind == "shm":
         return _run(_shm_cmd(per_iter), db, log)
     shaped.set_rate(rate)

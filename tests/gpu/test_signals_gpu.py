@@ -30,9 +30,9 @@ if gpu_count() < 2:
     pytest.skip("needs 2 or more NVIDIA GPUs", allow_module_level=True)
 
 from launch_helpers import PY, child_env  # noqa: E402
+from signal_helpers import Job, finish, kill_leftovers, ncclbench_lines, send, stored_run, wait_for_rows, wait_gone  # noqa: E402
+
 from ncclbench.launch.spawn import STOP_BOUND_S  # noqa: E402
-from signal_helpers import (Job, finish, kill_leftovers, ncclbench_lines, send, stored_run,  # noqa: E402
-                            wait_for_rows, wait_gone)
 
 NGPUS = min(gpu_count(), 4)
 CMD = ["all_reduce_perf", "-b", "8", "-e", "64M", "-f", "2", "-n", "20", "-N", "0", "-c", "0"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
@@ -349,7 +350,7 @@ def _limit(user_pct: float, noise: Noise, metric: str) -> float:
     return max(user_pct, _worse_pct(noise.multiple * noise.sigma, metric))
 
 
-def _same_test(run: RunLike, baseline: RunLike, history: list[RunLike]) -> None:
+def _same_test(run: RunLike, baseline: RunLike, history: Sequence[RunLike]) -> None:
     for h in history:
         if h.options.collective != baseline.options.collective:
             raise ArgumentError(f"the baseline's runs are of different collectives: {h.label} "
@@ -358,7 +359,7 @@ def _same_test(run: RunLike, baseline: RunLike, history: list[RunLike]) -> None:
 
 def gate(run: RunLike, baseline: RunLike, max_drop_pct: float = 5.0,
          max_rise_pct: float | None = None, placement: str = "out_of_place", *,
-         history: list[RunLike] | None = None, every_size: bool = False) -> GateResult:
+         history: Sequence[RunLike] | None = None, every_size: bool = False) -> GateResult:
     """Judge `run` against `baseline` (plus the baseline's other runs, `history`):
     see GATE_DEFINITION.  Raises ArgumentError when nothing can be judged."""
     max_rise_pct = max_drop_pct if max_rise_pct is None else max_rise_pct
