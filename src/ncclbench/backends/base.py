@@ -46,6 +46,15 @@ class IterationTimer(ABC):
     def samples_us(self) -> list[float]: ...
 
 
+class TimedBatch(ABC):
+    """Every op of one timed loop, run by the backend in one go (the C loop)."""
+
+    @abstractmethod
+    def run(self) -> tuple[float, float]:
+        """Read the clock, issue every op, wait for completion (-T applies),
+        read it again: (enqueue seconds, completion seconds), both from the start."""
+
+
 class Worker(ABC):
     """One host thread's handle on its ranks.  See module docstring.
 
@@ -123,6 +132,12 @@ class Worker(ABC):
         any fill are not compared."""
 
     # -- optional features ---------------------------------------------------------------
+    def native_batch(self, ops: Sequence[Sequence[tuple[Any, str, tuple]]]) -> TimedBatch | None:
+        """The plain timed loop's ops (each: (communicator, primitive call, args)
+        in issue order) as one batch the backend runs outside Python, or None to
+        run them through the prepared callables.  Default: None."""
+        return None
+
     def iteration_timer(self, nevents: int) -> IterationTimer:
         raise UnsupportedError(f"per-iteration timing (-I) is not supported by the {self.backend_name} backend")
 

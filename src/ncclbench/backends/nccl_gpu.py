@@ -30,8 +30,10 @@ from ..fills import Fill
 from ..launch.hostcomm import HostComm
 from ..nccl import runmodel
 from ..nccl.binding import NcclError, NcclLibrary
+from ..nccl.native_loop import NativeLoop
 from ..results import DeviceInfo
-from .base import IterationTimer, RankSlot, Worker
+from .base import IterationTimer, RankSlot, TimedBatch, Worker
+from .nccl_native import build_native_batch
 from .threads import ThreadTeam, merge_threads
 
 
@@ -82,6 +84,7 @@ class ProcessSetup:
     min_cuda_arch: int
     register_mode: int
     notes: list[str]
+    native_loop: NativeLoop | None = None  # the C timed loop (backends/nccl_native.py)
 
 
 class CudaEventTimer(IterationTimer):
@@ -162,6 +165,18 @@ class NcclWorker(Worker):
         self._timers: list[CudaEventTimer] = []
         self._aborted = False
         self._closed = False
+
+    @property
+    def native_loop(self) -> NativeLoop | None:
+        return self.setup.native_loop
+
+    @property
+    def multi_device(self) -> bool:
+        """True when this worker's ranks are on several GPUs (each call sets its device)."""
+        return self._multi_device
+
+    def native_batch(self, ops: Sequence[Sequence[tuple[Any, str, tuple]]]) -> TimedBatch | None:
+        return build_native_batch(self, ops)
 
     # -- thread binding --------------------------------------------------------------------
     def _bind(self, force: bool = False) -> None:

@@ -25,7 +25,9 @@ from ..nccl import runmodel
 from ..nccl.binding import NCCL_WIN_COLL_SYMMETRIC, NcclError, get_library, short_hostname
 from ..nccl.callpath import timed_call_path, timed_calls_text
 from ..nccl.communicator import NcclCommunicator
+from ..nccl.native_loop import NATIVE_ENV
 from .nccl_gpu import NcclSlot, NcclWorker, ProcessSetup, _free_buffers
+from .nccl_native import open_native_loop
 from .threads import ThreadTeam
 
 
@@ -94,7 +96,13 @@ def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Collecti
     min_arch = int(host.allreduce(min(p.cuda_arch for p in props), "min"))
     max_bytes = min(opts.max_bytes, runmodel.nccl_tests_max_bytes(max_mem, opts.check != 0))
 
-    notes: list[str] = [f"NCCL calls in the timed loop: {timed_calls_text(lib)}"]
+    native, native_why = open_native_loop(lib.handle)
+    calls = timed_calls_text(lib)
+    if native is not None:
+        calls = f"C loop (ncclbench._timedloop) for -z 0 -m 1 timings, else {calls}"
+    elif native_why != f"{NATIVE_ENV}=0":
+        calls += f"; C loop not used: {native_why}"
+    notes: list[str] = [f"NCCL calls in the timed loop: {calls}"]
     reg_mode, note = runmodel.registration_mode(opts.local_register, lib.version_code,
                                                 lib.caps.comm_register, lib.caps.window_register)
     if note:
@@ -121,7 +129,8 @@ def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Collecti
                          local_rank=local, color=colors[host.rank], colors=colors,
                          group_proc=group_proc, group_size=group_size, nranks=nranks,
                          base_device=base, max_bytes=max_bytes,
-                         min_cuda_arch=min_arch, register_mode=reg_mode, notes=notes)
+                         min_cuda_arch=min_arch, register_mode=reg_mode, notes=notes,
+                         native_loop=native)
     slots = [NcclSlot(rank=runmodel.global_rank(group_proc, i // G, i % G, T, G), comm=None,  # type: ignore[arg-type]
                       send=0, recv=0, device=base + i, local_index=i, props=props[i])
              for i in range(T * G)]

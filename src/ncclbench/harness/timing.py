@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-from ..backends.base import Worker
+from ..backends.base import TimedBatch, Worker
 from ..collectives.base import CallArgs, Collective, Communicator, Counts
 from ..config import BenchOptions
 from ..datatypes import DataType, RedOp
@@ -102,9 +102,25 @@ class Placement:
         else:
             compile_group = getattr(first, "compile_group", None)
             if compile_group is not None:
-                order = rounds_across_ranks([self._recorded(*c) for c in calls])
-                fast = compile_group([(first if i is None else calls[i][0], name, args) for i, name, args in order])
+                fast = compile_group(self._ordered(calls))
         return fast if fast is not None else partial(self.issue, calls)
+
+    def ordered_calls(self, k: int) -> list[tuple[Communicator, str, tuple]]:
+        """Op k as (communicator, primitive call, args) in issue order: what
+        `prepared` compiles, for a backend that runs the whole timed loop itself
+        (`Worker.native_batch`)."""
+        calls = self.calls(k)
+        if len(calls) == 1:
+            comm = calls[0][0]
+            return [(comm, name, args) for name, args in self._recorded(*calls[0])]
+        return self._ordered(calls)
+
+    def _ordered(self, calls: list[tuple]) -> list[tuple[Communicator, str, tuple]]:
+        """Several local ranks' recorded calls in `issue`'s order; the enclosing
+        group brackets carry the first rank's communicator."""
+        first = calls[0][0]
+        order = rounds_across_ranks([self._recorded(*c) for c in calls])
+        return [(first if i is None else calls[i][0], name, args) for i, name, args in order]
 
     def _recorded(self, comm: Communicator, send: int, recv: int, args: CallArgs) -> list[tuple[str, tuple]]:
         """The primitive calls one rank's launch makes, recorded, not issued."""
@@ -152,7 +168,14 @@ def measure(worker: Worker, placement: Placement, opts: BenchOptions,
         placement.prepare_data(TIMED_INIT_SEED)
     # Everything the timed loop needs is built first, so that ranks leave the
     # barrier below together and go straight into the first call.
-    ops = [placement.prepared(k) for k in range(iters * agg)]
+    nops = iters * agg
+    # The plain loop (-z 0 -m 1, no -I, no -G) may run outside Python as one
+    # batch (the NCCL worker's C loop: backends/nccl_native.py); otherwise
+    # every op is a prepared callable.
+    batch = None
+    if opts.blocking == 0 and agg == 1 and not opts.cudagraph and not opts.per_iter_timing and nops:
+        batch = worker.native_batch([placement.ordered_calls(k) for k in range(nops)])
+    ops = [placement.prepared(k) for k in range(1 if batch is not None else nops)]
     # One untimed operation (op 0, docs/behaviour.md "Timing"): an extra warm-up
     # that also settles lazy connections.  It runs through the very callable the
     # clock will time first, so the warm-up warms the timed path rather than the
@@ -169,14 +192,27 @@ def measure(worker: Worker, placement: Placement, opts: BenchOptions,
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _timed_and_checked(worker, placement, opts, verify, ops)
+        return _timed_and_checked(worker, placement, opts, verify, ops, batch)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
 def _timed_and_checked(worker: Worker, placement: Placement, opts: BenchOptions, verify: bool,
-                       ops: list[Callable[[], None]]) -> tuple[Measurement, int]:
+                       ops: list[Callable[[], None]], batch: TimedBatch | None = None) -> tuple[Measurement, int]:
+    if batch is not None:
+        enqueued, elapsed = batch.run()
+        nops = opts.iters
+        timed: tuple[float, float, list[float] | None] = (c_divide(enqueued, nops),
+                                                          c_divide(elapsed, nops) * 1e6, None)
+    else:
+        timed = _timed(worker, opts, ops)
+    return _checked(worker, placement, opts, verify, *timed)
+
+
+def _timed(worker: Worker, opts: BenchOptions,
+           ops: list[Callable[[], None]]) -> tuple[float, float, list[float] | None]:
+    """The timed loop through prepared callables: (enqueue s per op, time us per op, -I samples)."""
     iters, agg, z = opts.iters, max(1, opts.agg_iters), opts.blocking
     graph_launches = opts.cudagraph
     nops = iters * agg  # 0 with -n 0: times come out as C's x/0, as nccl-tests prints them
@@ -246,7 +282,12 @@ def _timed_and_checked(worker: Worker, placement: Placement, opts: BenchOptions,
     if opts.per_iter_timing:
         raw = timer.samples_us() if timer is not None else host_samples
         samples = [s / agg for s in raw]
+    return cpu_time, time_us, samples
 
+
+def _checked(worker: Worker, placement: Placement, opts: BenchOptions, verify: bool, cpu_time: float,
+             time_us: float, samples: list[float] | None) -> tuple[Measurement, int]:
+    """After the timed loop: the barrier, then -c checking of the placement."""
     wrong_local, wrong_world = None, 0
     worker.barrier()
     if opts.check and verify:

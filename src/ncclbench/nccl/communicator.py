@@ -209,7 +209,7 @@ class NcclCommunicator:
         assert self._copy is not None, "a communicator without a copy has no local_copy"
         return partial(self._copy, dst, src, nbytes, self.stream)
 
-    def _raw_step(self, name: str, a: tuple) -> tuple[str, tuple, int | None] | None:
+    def raw_step(self, name: str, a: tuple) -> tuple[str, tuple, int | None] | None:
         """(NCCL function, its C arguments as ints, comm for the error) or None."""
         h, st, caps = self.handle, self.stream, self.lib.caps
         if name in ("all_reduce", "reduce_scatter", "reduce") and a[4].nccl_id < 0:
@@ -276,7 +276,7 @@ def _compile(items: list[tuple[NcclCommunicator, str, tuple]]) -> Callable[[], N
                     run = []
                 parts.append(comm._bound_copy(dst, src, nbytes))
             continue
-        step = comm._raw_step(name, args)
+        step = comm.raw_step(name, args)
         if step is None:
             return None
         run.append(step)
