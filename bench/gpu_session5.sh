@@ -8,6 +8,12 @@
 #   stability: issue 14 diagnosis at the commit it runs: alternating runs of both tools, the
 #              NO_STORE variant, pinned to the GPU's NUMA-local cores; all 11 collectives'
 #              small-message time; start time and RSS of an 8 B - 1 GiB sweep         (~6 min)
+#   after:     the GPU test suite (NCCL_TESTS_BUILD set: the clamp test compares rows with nccl-tests);
+#              alternating runs of nccl-tests, ncclbench (C timed loop), ncclbench with
+#              NCCLBENCH_NATIVE=0 (the Python loop) and the tree in $BEFORE (the commit before the
+#              run plan, for issue 12's "same rows and timings"): 3 collectives 8 B - 64 KiB x10,
+#              11 collectives 8 B - 128 KiB x3, 3 collectives 64 MiB - 1 GiB x3; start profile;
+#              the explain routes check (profiler plugin loads at one rank)             (~9 min)
 # The nccl-tests build is not part of this project (built from NVIDIA's repository on the device).
 set -u
 PHASE=$1; OUT=$2; NT=$3
@@ -49,4 +55,18 @@ if [ "$PHASE" = stability ]; then
     --runs 3 --out $W/stab-11 2>>$W/stab.err
   python3 bench/stability.py --nccl-tests-build $NT --collectives all_reduce --args "-b 8 -e 1G -f 4" \
     --runs 5 --out $W/stab-start 2>>$W/stab.err
+fi
+if [ "$PHASE" = after ]; then
+  NB="--variant python-loop:NCCLBENCH_NATIVE=0"
+  [ -n "${BEFORE:-}" ] && NB="$NB --variant before:PYTHONPATH=$BEFORE/src:${SITE:-/tmp/site}"
+  NCCL_TESTS_BUILD=$NT timeout 170 python3 -m pytest tests/gpu -v -rfs -p no:cacheprovider > $W/gpu_tests.txt 2>&1
+  echo "pytest rc=$?"; grep -aE "PASSED|FAILED|ERROR|SKIPPED" $W/gpu_tests.txt | grep -av PASSED | head -20; tail -3 $W/gpu_tests.txt
+  python3 bench/stability.py --nccl-tests-build $NT --collectives all_reduce,reduce_scatter,scatter \
+    --args "-b 8 -e 64K -f 4" --runs ${RUNS:-10} $NB --out $W/after-3 2>>$W/stab.err
+  python3 bench/stability.py --nccl-tests-build $NT --collectives $ALL --args "-b 8 -e 128K -f 2" \
+    --runs 3 $NB --out $W/after-11 2>>$W/stab.err
+  python3 bench/stability.py --nccl-tests-build $NT --collectives all_reduce,all_gather,alltoall \
+    --args "-b 64M -e 1G -f 2" --runs 3 $NB --out $W/after-large 2>>$W/stab.err
+  timeout 60 python3 bench/start_profile.py --runs 5 --top 30 > $W/start_profile.txt 2>&1; tail -3 $W/start_profile.txt
+  timeout 60 python3 bench/explain_routes_gpu.py --out $W/routes > $W/routes.txt 2>&1; tail -5 $W/routes.txt
 fi
