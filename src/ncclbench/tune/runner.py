@@ -56,6 +56,9 @@ class Switcher(Protocol):
     def drop(self, cand: Candidate) -> None:
         """Release what `cand` holds after it failed."""
 
+    def close(self) -> None:
+        """Put the library back as it was and release everything."""
+
 
 def agree(control: Worker, reason: str | None) -> str | None:
     """Did any rank have a reason?  Every rank gets the answer; the reporter
