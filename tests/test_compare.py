@@ -137,9 +137,16 @@ def test_gate_one_slow_size_does_not_move_a_figure():
     base = load_file(PER_ITER)[0]
     one = scaled(base, lambda s: s == 8, 1.30)
     assert gate(one, base, max_drop_pct=5).ok
-    # judged on its own (--every-size) without any noise estimate, only the limit applies
+    # judged on its own (--every-size): against the -I samples of that size (the noise of whole runs unknown)
     g = gate(one, base, max_drop_pct=5, every_size=True)
-    assert g.failing_sizes == [8] and g.failures[0].limit_pct == 5
+    p = base.rows[0].out_of_place.per_iter
+    se = p.cv_pct / 100 / math.sqrt(len(p.times_us) - p.skipped_iterations)  # 14.5 % CV at 8 B
+    assert g.failing_sizes == [8]
+    assert g.failures[0].limit_pct == pytest.approx(100 * math.expm1(3 * math.hypot(se, se)))
+    j = next(j for j in g.judgements if j.figure == "size 8")
+    assert j.noise.source.startswith("the -I samples") and not j.noise.whole_run_known
+    within = scaled(base, lambda s: s == 8, 1.06)  # inside that size's own jitter
+    assert gate(within, base, max_drop_pct=5, every_size=True).ok
 
 
 def test_gate_refuses_different_collectives():

@@ -258,14 +258,14 @@ def _nn(v: float) -> float | None:
 # ---------------------------------------------------------------- gate
 
 GATE_DEFINITION = (
-    "per series, two figures are judged: the plateau busbw (the top quarter of sizes, or those >= 64 MiB) "
-    "and the latency floor (sizes <= 64 KiB); each figure's change is the median of its sizes' changes "
-    "(with -I, each size's time is the median of its per-iteration times), and it fails when worse by more "
-    "than the limit and by more than 3 standard deviations of its noise (more when the noise was estimated from "
-    "few runs: Student's t at the same false-alarm rate).  The noise comes from the baseline's history (a baseline "
-    "of several runs: `baseline set NAME RUN --runs N`), else the -N cycles of both runs, else the size-to-size "
-    "scatter of the two runs alone (the noise of whole runs is then unknown, and said so).  --every-size also "
-    "judges each size on its own, against its noise across the history or the cycles")
+    'per series, two figures are judged: the plateau busbw (the top quarter of sizes, or those >= 64 MiB) and'
+    " the latency floor (sizes <= 64 KiB); each figure's change is the median of its sizes' changes in time, "
+    'and it fails when worse by more than the limit and by more than 3 standard deviations of its noise (more'
+    " when the noise was estimated from few runs: Student's t at the same false-alarm rate).  The noise comes"
+    " from the baseline's history (a baseline of several runs: `baseline set NAME RUN --runs N`), else the -N"
+    ' cycles of both runs, else the size-to-size scatter of the two runs alone (the noise of whole runs is '
+    'then unknown, and said so).  --every-size also judges each size on its own, against its noise across the'
+    ' history or the cycles (or, for a pair alone, the -I samples of that size)')
 
 
 @dataclass
@@ -366,12 +366,13 @@ def gate(run: RunLike, baseline: RunLike, max_drop_pct: float = 5.0,
     history = [h for h in (history or []) if h is not baseline]
     _same_test(run, baseline, history)
     c = compare_runs(baseline, run, placement, strict=True)
-    use_p50 = stats.has_per_iter(run.rows, placement) and stats.has_per_iter(baseline.rows, placement)
     refs = [baseline, *history]
-    ref_cycles = [stats.cycle_values(r.rows, placement, use_p50) for r in refs]
-    ref_values = [stats.run_values(r.rows, placement, use_p50) for r in refs]
-    run_cycles = stats.cycle_values(run.rows, placement, use_p50)
-    run_values = stats.run_values(run.rows, placement, use_p50)
+    ref_cycles = [stats.cycle_values(r.rows, placement) for r in refs]
+    ref_values = [stats.run_values(r.rows, placement) for r in refs]
+    run_cycles = stats.cycle_values(run.rows, placement)
+    run_values = stats.run_values(run.rows, placement)
+    iter_a = stats.iteration_noise(baseline.rows, placement)
+    iter_b = stats.iteration_noise(run.rows, placement)
     judgements: list[Judgement] = []
     for sc in c.series:
         ka, kb = sc.key_a, sc.key_b
@@ -396,7 +397,8 @@ def gate(run: RunLike, baseline: RunLike, max_drop_pct: float = 5.0,
             change = noise.median_change(ratios)
             if change is None:
                 continue
-            nz = _noise_of(ratios, sizes, per_run, cyc_a, cyc_b, single=figure.startswith("size "))
+            iters = _iteration_sigma(iter_a.get(ka, {}), iter_b.get(kb, {}), sizes)
+            nz = _noise_of(ratios, sizes, per_run, cyc_a, cyc_b, single=figure.startswith("size "), iters=iters)
             base_fig, run_fig = _figures(sc, figure, metric)
             judgements.append(Judgement(sc.label, figure, metric, sorted(ratios), base_fig, run_fig,
                                         _worse_pct(change, metric), nz, _limit(user_pct, nz, metric)))
@@ -406,9 +408,19 @@ def gate(run: RunLike, baseline: RunLike, max_drop_pct: float = 5.0,
     return GateResult(c, max_drop_pct, max_rise_pct, judgements, len(refs))
 
 
+def _iteration_sigma(a: dict[int, float], b: dict[int, float], sizes: list[int]) -> float | None:
+    """One size's noise from the -I samples of both runs (standard errors of the two
+    means, combined); None for a group of sizes or without samples."""
+    if len(sizes) != 1 or sizes[0] not in a or sizes[0] not in b:
+        return None
+    return math.hypot(a[sizes[0]], b[sizes[0]])
+
+
 def _noise_of(ratios: dict[int, float], sizes: list[int], per_run: list[dict[int, float]],
-              cyc_a: list[dict[int, float]], cyc_b: list[dict[int, float]], single: bool) -> Noise:
-    """The noise of one figure's change (see store/noise.py): history first, then cycles."""
+              cyc_a: list[dict[int, float]], cyc_b: list[dict[int, float]], single: bool,
+              iters: float | None = None) -> Noise:
+    """The noise of one figure's change (see store/noise.py): history first, then
+    cycles, then (one size alone) the -I samples, then the size scatter."""
     scatter = None if single else noise.scatter_sigma(ratios)
     scatter_dof = len(ratios) - 1 if scatter is not None else None
     if len(per_run) >= 3:
@@ -422,6 +434,8 @@ def _noise_of(ratios: dict[int, float], sizes: list[int], per_run: list[dict[int
         pooled = math.sqrt(sum(x * x * (n - 1) for x, n in shifts) / dof)
         return noise.combine(scatter, pooled, f"the -N cycles ({len(cyc_a)} and {len(cyc_b)})",
                              max(1, len(cyc_a)), max(1, len(cyc_b)), shift_dof=dof, scatter_dof=scatter_dof)
+    if iters is not None:
+        return Noise(iters, "the -I samples of both runs (noise of whole runs unknown)", False, None)
     return noise.combine(scatter, None, None, scatter_dof=scatter_dof)
 
 

@@ -191,16 +191,17 @@ SeriesKey = tuple[str, str, int]
 
 
 def _value(half, per_iter_median: bool) -> float:
-    """A size's time: the printed mean, or with -I the median of its per-iteration
-    times (one preempted iteration moves a mean of 20 by 5 % on a busy host,
-    and a median not at all)."""
+    """A size's time: the printed mean (what the gate uses: on the 2-core test
+    machine under load, runs' medians of 3..20 iterations moved more from run to
+    run than their means, bench/results/gate-false-alarms.md), or the median of
+    the per-iteration times (-I)."""
     if per_iter_median and half.per_iter is not None and not math.isnan(half.per_iter.p50_us):
         return half.per_iter.p50_us
     return half.time_us
 
 
 def cycle_values(rows: list[ResultRow], placement: str = "out_of_place",
-                 per_iter_median: bool = True) -> dict[SeriesKey, list[dict[int, float]]]:
+                 per_iter_median: bool = False) -> dict[SeriesKey, list[dict[int, float]]]:
     """Per series, one {size: time} per -N cycle (the n-th time a size appears
     belongs to cycle n); one entry for a run without -N.  Size 0 is left out."""
     out: dict[SeriesKey, list[dict[int, float]]] = {}
@@ -219,12 +220,28 @@ def cycle_values(rows: list[ResultRow], placement: str = "out_of_place",
 
 
 def run_values(rows: list[ResultRow], placement: str = "out_of_place",
-               per_iter_median: bool = True) -> dict[SeriesKey, dict[int, float]]:
+               per_iter_median: bool = False) -> dict[SeriesKey, dict[int, float]]:
     """Per series, {size: time}: the median over -N cycles."""
     out = {}
     for key, cycles in cycle_values(rows, placement, per_iter_median).items():
         sizes = sorted({s for c in cycles for s in c})
         out[key] = {s: _median([c[s] for c in cycles if s in c]) for s in sizes}
+    return out
+
+
+def iteration_noise(rows: list[ResultRow], placement: str = "out_of_place") -> dict[SeriesKey, dict[int, float]]:
+    """Per series and size, the standard error of the printed mean time as a
+    fraction of it, from the -I per-iteration samples (CV / sqrt(samples));
+    sizes without samples are absent.  Repeats (-N) keep the largest."""
+    out: dict[SeriesKey, dict[int, float]] = {}
+    for r in rows:
+        p = getattr(r, placement).per_iter
+        if r.size <= 0 or p is None or not p.times_us or math.isnan(p.cv_pct):
+            continue
+        n = max(1, len(p.times_us) - p.skipped_iterations)
+        se = p.cv_pct / 100.0 / math.sqrt(n)
+        d = out.setdefault((r.type, r.redop, r.root), {})
+        d[r.size] = max(se, d.get(r.size, 0.0))
     return out
 
 
