@@ -172,3 +172,19 @@ def test_baselines_of_several_runs(tmp_path):
         assert s.get_baseline_runs("good") == [ids[3]]
         s.delete_baseline("good")
         assert s.get_baseline_runs("good") == []
+
+
+def test_show_and_history_say_why_a_run_ended(tmp_path, capsys):
+    from ncclbench.commands import main as ncclbench_main
+
+    db = tmp_path / "r.sqlite"
+    with ResultStore(db) as s:
+        rid = s.begin_run(make_info(), BenchOptions())
+        s.add_row(rid, 0, make_row(8, 1.0))
+        s.mark_interrupted(rid, "SIGTERM received by rank 2 (host n1, pid 77)")
+    assert ncclbench_main(["show", str(rid), "--db", str(db)]) == 0
+    err = capsys.readouterr().err
+    assert f"run {rid} is interrupted (1 rows recorded): SIGTERM received by rank 2 (host n1, pid 77)" in err
+    assert ncclbench_main(["history", "--format", "json", "--db", str(db)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc[0]["status"] == "interrupted" and doc[0]["end_reason"].startswith("SIGTERM received by rank 2")

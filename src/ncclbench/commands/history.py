@@ -40,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
         for h in headers:
             plateau, lat = runs_summ[h.id]
             out.append({"id": h.id, "created_at": h.created_at, "start_time": h.start_time,
-                        "status": h.status, "program": h.program, "collective": h.collective,
+                        "status": h.status, "end_reason": h.end_reason, "program": h.program,
+                        "collective": h.collective,
                         "nranks": h.nranks, "hosts": h.hosts, "gpus": h.gpus, "rows": h.nrows,
                         "plateau_busbw": plateau, "latency_us": lat, "source": h.source,
                         "source_path": h.source_path, "argv": h.argv,

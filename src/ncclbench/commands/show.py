@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
         stored = refs.get(args.run)
     sys.stdout.write(show_text(stored))
     if stored.status != "complete":
-        print(f"ncclbench: {stored.label} is {stored.status} ({len(stored.rows)} rows recorded)",
-              file=sys.stderr)
+        why = getattr(stored, "end_reason", None)
+        print(f"ncclbench: {stored.label} is {stored.status} ({len(stored.rows)} rows recorded)"
+              + (f": {why}" if why else ""), file=sys.stderr)
     return 0
