@@ -27,7 +27,7 @@ def test_one_descheduled_round_neither_hides_nor_fakes_a_gain():
     # a real 2x gain with one round of the default hit 10x: still claimed
     v = judge_size(8, {"default": S(10, 10.2, 9.9, 10.1, 100), "x": S(5, 5.1, 4.9, 5, 5.2)})
     assert v.claimed and v.noise < 0.1
-    # measured on the shared CPU host (bench/results/tune-cpu.md, 8 B, 4 ranks): the default's
+    # measured on the shared CPU host (a bench/tune_cpu.py trial, 8 B, 4 ranks, not kept): the default's
     # median is inflated by descheduled rounds, but the candidate won only 3 of 5 paired rounds
     v = judge_size(8, {"default": S(939.4, 166.0, 266.7, 244.4, 33.3),
                        "recursive_multiplying": S(830.1, 46.7, 37.1, 282.2, 35.0)})
