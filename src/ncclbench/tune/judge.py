@@ -11,7 +11,7 @@ round r of the default and of a candidate were measured moments apart).
   median (a standard deviation where the noise is normal; with two rounds,
   (max - min) / median).  The median deviation, not the range: on a shared
   host a round now and then is hit by a descheduled process and takes ten
-  times as long (bench/results/tune-cpu.md), and one such round must neither
+  to a hundred times as long (bench/results/tune-cpu.md), and one such round must neither
   hide a real gain nor fake one;
 * wins: in how many rounds the candidate beat the default of the same round,
   and `p`, the one-sided sign-test probability of that many wins if the two
