@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes as C
 
 import pytest
+from test_nccl_worker_cpu import FakeCuda, FakeLib, make_worker
 
 from ncclbench.backends.nccl_native import build_native_batch
 from ncclbench.config import BenchOptions
@@ -18,7 +19,6 @@ from ncclbench.errors import BenchError, ExitCode
 from ncclbench.nccl import native_loop as nl
 from ncclbench.nccl.binding import NcclError
 from ncclbench.nccl.communicator import NcclCommunicator
-from test_nccl_worker_cpu import FakeCuda, FakeLib, make_worker
 
 ext, why = nl.load_extension()
 pytestmark = pytest.mark.skipif(ext is None, reason=f"native loop not built: {why}")
@@ -142,3 +142,15 @@ def test_ops_the_communicator_cannot_prebind_keep_the_python_path():
     assert build_native_batch(worker, [mulsum]) is None
     worker.setup.native_loop = None
     assert build_native_batch(worker, [allreduce_op(comm, 0)]) is None
+
+
+def test_the_untimed_first_op_runs_alone_through_the_c_loop():
+    drv = FakeDriver()
+    worker, comm, _ = worker_with(drv)
+    batch = build_native_batch(worker, [allreduce_op(comm, k) for k in range(4)])
+    batch.issue_first()
+    assert [name for name, _ in drv.log] == ["ncclAllReduce"] and drv.log[0][1][0] == 0x10000
+    failing = FakeDriver(allreduce_rc=5)
+    worker, comm, _ = worker_with(failing)
+    with pytest.raises(NcclError):
+        build_native_batch(worker, [allreduce_op(comm, 0)]).issue_first()

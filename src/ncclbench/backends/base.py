@@ -50,6 +50,10 @@ class TimedBatch(ABC):
     """Every op of one timed loop, run by the backend in one go (the C loop)."""
 
     @abstractmethod
+    def issue_first(self) -> None:
+        """Issue op 0 alone, untimed (the warm-up op before the barrier)."""
+
+    @abstractmethod
     def run(self) -> tuple[float, float]:
         """Read the clock, issue every op, wait for completion (-T applies),
         read it again: (enqueue seconds, completion seconds), both from the start."""

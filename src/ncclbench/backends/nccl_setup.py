@@ -23,7 +23,7 @@ from ..errors import BenchError, ExitCode, UnsupportedError
 from ..launch.hostcomm import HostComm
 from ..nccl import runmodel
 from ..nccl.binding import NCCL_WIN_COLL_SYMMETRIC, NcclError, get_library, short_hostname
-from ..nccl.callpath import timed_call_path, timed_calls_text
+from ..nccl.callpath import CALL_PATH_ENV, timed_call_path, timed_calls_text
 from ..nccl.communicator import NcclCommunicator
 from ..nccl.native_loop import NATIVE_ENV
 from .nccl_gpu import NcclSlot, NcclWorker, ProcessSetup, _free_buffers
@@ -58,11 +58,14 @@ def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Collecti
     env = os.environ
 
     # Step 1: library, runtime, host layout -- agreed on world-wide.
-    lib = cuda = None
+    lib = cuda = native = None
+    native_why = ""
     err: BenchError | None = None
     try:
         lib = get_library(opts.nccl_lib)
-        timed_call_path(lib)
+        native, native_why = open_native_loop(lib.handle)
+        if native is None or env.get(CALL_PATH_ENV, "auto").strip().lower() not in ("", "auto"):
+            timed_call_path(lib)  # chosen (and a bad choice refused) up front, on every rank
         cuda = get_runtime()
         color = runmodel.split_color(host.rank, env)
     except BenchError as exc:
@@ -96,12 +99,15 @@ def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Collecti
     min_arch = int(host.allreduce(min(p.cuda_arch for p in props), "min"))
     max_bytes = min(opts.max_bytes, runmodel.nccl_tests_max_bytes(max_mem, opts.check != 0))
 
-    native, native_why = open_native_loop(lib.handle)
-    calls = timed_calls_text(lib)
     if native is not None:
-        calls = f"C loop (ncclbench._timedloop) for -z 0 -m 1 timings, else {calls}"
-    elif native_why != f"{NATIVE_ENV}=0":
-        calls += f"; C loop not used: {native_why}"
+        # nccl4py is imported only if a loop outside the C loop's reach needs it
+        # (~0.35 s of start-up on an H100 host: bench/results/stability-h100-*).
+        calls = ("C loop (ncclbench._timedloop) for -z 0 -m 1 without -I/-G on one GPU per thread; "
+                 "other loops through nccl4py or ctypes (`ncclbench list` says which)")
+    else:
+        calls = timed_calls_text(lib)
+        if native_why != f"{NATIVE_ENV}=0":
+            calls += f"; C loop not used: {native_why}"
     notes: list[str] = [f"NCCL calls in the timed loop: {calls}"]
     reg_mode, note = runmodel.registration_mode(opts.local_register, lib.version_code,
                                                 lib.caps.comm_register, lib.caps.window_register)

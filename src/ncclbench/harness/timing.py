@@ -175,7 +175,7 @@ def measure(worker: Worker, placement: Placement, opts: BenchOptions,
     batch = None
     if opts.blocking == 0 and agg == 1 and not opts.cudagraph and not opts.per_iter_timing and nops:
         batch = worker.native_batch([placement.ordered_calls(k) for k in range(nops)])
-    ops = [placement.prepared(k) for k in range(1 if batch is not None else nops)]
+    ops = [placement.prepared(k) for k in range(nops)] if batch is None else []
     # One untimed operation (op 0, docs/behaviour.md "Timing"): an extra warm-up
     # that also settles lazy connections.  It runs through the very callable the
     # clock will time first, so the warm-up warms the timed path rather than the
@@ -184,7 +184,10 @@ def measure(worker: Worker, placement: Placement, opts: BenchOptions,
     # hypercube's next loop ~0.9 us/op slower than -c 0, nccl-tests' ~0.4; this
     # change did not measurably narrow that,
     # bench/results/gpu-h200x4-2026-11-21-session4.md.)
-    (ops[0] if ops else placement.prepared(0))()
+    if batch is not None:
+        batch.issue_first()
+    else:
+        (ops[0] if ops else placement.prepared(0))()
     worker.wait()
     worker.barrier()
 
