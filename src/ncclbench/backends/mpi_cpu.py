@@ -200,6 +200,10 @@ class MpiCommunicator:
     def local_copy(self, dst, src, nbytes):
         ctypes.memmove(dst, src, nbytes)
 
+    def compile_group(self, items: list[tuple[Any, str, tuple]]) -> None:
+        """An MPI worker drives one rank: there is never a group of local ranks to compile."""
+        return None
+
     def compile(self, calls: list[tuple[str, tuple]]):
         """Pre-bind recorded primitive calls (see harness.timing.CallRecorder):
         a lone out-of-place or in-place all_reduce becomes a closure over the

@@ -9,8 +9,9 @@ talks to `Collective`; backends only ever implement `Communicator`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..datatypes import DataType, RedOp
 from ..fills import Fill
@@ -41,6 +42,14 @@ class Communicator(Protocol):
     def group_start(self) -> None: ...
     def group_end(self) -> None: ...
     def local_copy(self, dst: int, src: int, nbytes: int) -> None: ...
+
+    # Pre-binding for the timed loop (harness.timing.Placement.prepared): return a
+    # zero-argument callable that issues the recorded calls with every argument
+    # already converted, or None when the backend cannot (the calls then go through
+    # the methods above).  `compile_group` takes several local ranks' calls in issue
+    # order, as (communicator, call, args).
+    def compile(self, calls: list[tuple[str, tuple]]) -> Callable[[], None] | None: ...
+    def compile_group(self, items: list[tuple[Any, str, tuple]]) -> Callable[[], None] | None: ...
 
 
 @dataclass(frozen=True)

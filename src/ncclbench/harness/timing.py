@@ -87,22 +87,17 @@ class Placement:
         """A zero-argument callable issuing op k, built before the clock starts.
 
         Each local rank's launch is first recorded as primitive calls; a
-        communicator that can `compile` them returns a closure with every
+        communicator that can pre-bind them (`compile`) returns a closure with every
         argument pre-converted, so the timed loop pays the backend's own calls
         and nothing else.  Several ranks in this worker (-g/-t) are compiled
         together (`compile_group`) in the order `issue` uses.  If the
         communicator cannot compile the op, it goes through `issue`."""
         calls = self.calls(k)
         first = calls[0][0]
-        fast = None
         if len(calls) == 1:
-            compile_one = getattr(first, "compile", None)
-            if compile_one is not None:
-                fast = compile_one(self._recorded(*calls[0]))
+            fast = first.compile(self._recorded(*calls[0]))
         else:
-            compile_group = getattr(first, "compile_group", None)
-            if compile_group is not None:
-                fast = compile_group(self._ordered(calls))
+            fast = first.compile_group(self._ordered(calls))
         return fast if fast is not None else partial(self.issue, calls)
 
     def ordered_calls(self, k: int) -> list[tuple[Communicator, str, tuple]]:
