@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from ncclbench.nccl import config_struct
+from ncclbench.nccl import config_struct, runmodel
 from ncclbench.tune.candidates import nccl_candidates
 from ncclbench.tune.job import nccl_conflict_names
-from ncclbench.tune.nccl_job import extra_config_fields, scoped_env
+from ncclbench.tune.nccl_job import scoped_env
 from ncclbench.tune.options import parse_tune_args
 
 
@@ -29,31 +29,21 @@ def test_scoped_env_sets_and_restores(monkeypatch):
     assert "NCCL_ALGO" not in os.environ and os.environ["NCCL_PROTO"] == "before"
 
 
-class FakeLib:
-    version_code = 22809
-
-    def make_config(self, **values):
-        return config_struct.make_config(self.version_code, **values)
-
-
-def test_extra_config_fields_reach_the_set_up_config():
-    lib = FakeLib()
+def test_candidate_config_fields_reach_the_set_up_config():
+    """What create_nccl_workers(..., config_overrides) builds its ncclConfig_t from."""
     cand = nccl_candidates("all_reduce", 22809, algos=["ring"], protos=["Simple"], ctas=[8]).candidates[1]
-    with extra_config_fields(lib, dict(cand.config)):
-        cfg = lib.make_config(nvlinkCentricSched=1)  # what nccl_setup passes for 2.28
-    values = config_struct.config_values(cfg)
-    assert values["minCTAs"] == 8 and values["maxCTAs"] == 8 and values["nvlinkCentricSched"] == 1
-    assert values["cgaClusterSize"] == config_struct.NCCL_CONFIG_UNDEF_INT
-    # and the override is gone afterwards
-    assert config_struct.config_values(lib.make_config())["minCTAs"] == config_struct.NCCL_CONFIG_UNDEF_INT
+    values = runmodel.comm_config_values(22809, None, "all_reduce", dict(cand.config))
+    cfg = config_struct.make_config(22809, **values)
+    got = config_struct.config_values(cfg)
+    assert got["minCTAs"] == 8 and got["maxCTAs"] == 8 and got["nvlinkCentricSched"] == 1
+    assert got["cgaClusterSize"] == config_struct.NCCL_CONFIG_UNDEF_INT
+    # without overrides the run's own fields only
+    assert runmodel.comm_config_values(22809, None, "all_reduce") == {"nvlinkCentricSched": 1}
 
 
-def test_extra_config_fields_refused_by_an_old_library():
-    lib = FakeLib()
-    lib.version_code = 21605
+def test_candidate_config_fields_refused_by_an_old_library():
     with pytest.raises(ValueError, match="needs NCCL >= 2.17"):
-        with extra_config_fields(lib, {"minCTAs": 4}):
-            lib.make_config()
+        config_struct.make_config(21605, **runmodel.comm_config_values(21605, None, "all_reduce", {"minCTAs": 4}))
 
 
 def test_ctas_make_channel_variables_conflicts():
@@ -91,11 +81,10 @@ def test_config_fields_reach_the_real_library_object():
         lib = get_library(None)
     except BenchError as exc:
         pytest.skip(f"no libnccl to load here: {exc.message}")
-    with extra_config_fields(lib, {"minCTAs": 4, "maxCTAs": 4}):
-        cfg = lib.make_config()
+    cfg = lib.make_config(**runmodel.comm_config_values(lib.version_code, None, "all_reduce",
+                                                        {"minCTAs": 4, "maxCTAs": 4}))
     values = config_struct.config_values(cfg)
     assert (values["minCTAs"], values["maxCTAs"], values["version"]) == (4, 4, lib.version_code)
-    assert config_struct.config_values(lib.make_config())["maxCTAs"] == config_struct.NCCL_CONFIG_UNDEF_INT
 
 
 def test_newer_library_than_the_rules_gets_a_note():

@@ -47,11 +47,16 @@ def _agree(host: HostComm, error: BaseException | None) -> None:
             raise BenchError(f"process {proc}: {text}", ExitCode(code))
 
 
-def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Collective | str) -> list[NcclWorker]:
+def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Collective | str,
+                        config_overrides: dict[str, int] | None = None) -> list[NcclWorker]:
     """Set up this process's part of the run (see module docstring) and return
     one NcclWorker per -t thread, in thread order.  Collective over `host`:
     every world process must call it.  Failures raise BenchError in every
-    process (exit 2 CUDA, 3 NCCL, 5 too few GPUs / unsupported option)."""
+    process (exit 2 CUDA, 3 NCCL, 5 too few GPUs / unsupported option).
+
+    `config_overrides`: ncclConfig_t fields set on top of the run's own (tune's
+    candidates: minCTAs, maxCTAs, ...); a field this libnccl lacks raises
+    ValueError (nccl/config_struct.py)."""
     if opts.device_implementation > 0:
         raise UnsupportedError("device-API kernels (-D) are not supported by ncclbench yet")
     T, G = opts.nthreads, opts.ngpus
@@ -117,7 +122,7 @@ def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Collecti
     if note:
         notes.append(note)
     name = collective if isinstance(collective, str) else collective.name
-    config_values = runmodel.comm_config_values(lib.version_code, cta, name)
+    config_values = runmodel.comm_config_values(lib.version_code, cta, name, config_overrides)
 
     # Step 3: one unique id per group, from its first process.
     err, uid = None, None

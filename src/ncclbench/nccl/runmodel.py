@@ -248,10 +248,13 @@ def cta_policy_setting(requested: int | None, version_code: int) -> tuple[int | 
     return requested, None
 
 
-def comm_config_values(version_code: int, cta_policy: int | None, collective: str) -> dict[str, int]:
+def comm_config_values(version_code: int, cta_policy: int | None, collective: str,
+                       overrides: dict[str, int] | None = None) -> dict[str, int]:
     """The ncclConfig_t fields nccl-tests sets (§2.4 item 3): CTAPolicy when -x
     was given, nvlinkCentricSched = 1 from 2.28, and sendrecv's
-    maxP2pPeers = 2 from 2.30.  Only fields the library knows are set."""
+    maxP2pPeers = 2 from 2.30.  Only fields the library knows are set.
+    `overrides` (tune's candidates: minCTAs, maxCTAs, ...) are set on top;
+    `config_struct.make_config` refuses a field the library lacks."""
     values: dict[str, int] = {}
     if cta_policy is not None and version_code >= 22700:
         values["CTAPolicy"] = cta_policy
@@ -259,4 +262,4 @@ def comm_config_values(version_code: int, cta_policy: int | None, collective: st
         values["nvlinkCentricSched"] = 1
     if collective == "sendrecv" and version_code >= 23000:
         values["maxP2pPeers"] = 2
-    return values
+    return {**values, **(overrides or {})}

@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from ..backends.base import Worker
 from ..collectives.base import Collective
@@ -49,29 +48,6 @@ def scoped_env(pairs: tuple[tuple[str, str], ...]) -> Iterator[None]:
                 os.environ[k] = old
 
 
-@contextmanager
-def extra_config_fields(lib: Any, fields: dict[str, int]) -> Iterator[None]:
-    """Add `fields` to every ncclConfig_t the backend's set-up builds meanwhile.
-
-    The set-up builds its config through `lib.make_config(**values)`; the
-    candidate's fields are merged in for the duration (and refused by
-    config_struct if this libnccl lacks them).  An override of one bound
-    method, undone on exit, rather than a second copy of the set-up."""
-    if not fields:
-        yield
-        return
-    original = lib.make_config
-
-    def make_config(**values: int):
-        return original(**{**values, **fields})
-
-    lib.make_config = make_config
-    try:
-        yield
-    finally:
-        del lib.make_config  # the class's method shows through again
-
-
 class NcclSwitcher:
     """Candidates of the GPU backend: their own communicators, made up front."""
 
@@ -85,8 +61,8 @@ class NcclSwitcher:
         for cand in cands:
             error: tuple[str, int] | None = None
             try:
-                with scoped_env(cand.env), extra_config_fields(self.lib, dict(cand.config)):
-                    self.workers[cand.label] = list(create_nccl_workers(opts, host, coll))
+                with scoped_env(cand.env):
+                    self.workers[cand.label] = list(create_nccl_workers(opts, host, coll, dict(cand.config)))
             except BenchError as exc:
                 error = (exc.message, int(exc.code))
             except ValueError as exc:  # a config field this libnccl lacks
