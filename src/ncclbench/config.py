@@ -69,6 +69,7 @@ class BenchOptions:
     nccl_lib: str | None = None  # --nccl-lib PATH
     store: bool = True  # --no-store opts out of the result store
     baseline: str | None = None  # --baseline NAME
+    cpu_bind: str = "none"  # --cpu-bind {none,numa}: run on the GPU's NUMA-local cores
 
     def __post_init__(self) -> None:
         # Sequences arrive as lists from JSON (the store, imports): keep them immutable too.

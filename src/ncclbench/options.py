@@ -28,6 +28,7 @@ from . import collectives
 from .config import BenchOptions
 from .datatypes import DATATYPES, REDOPS
 from .errors import ArgumentError
+from .launch.affinity import CPU_BIND_CHOICES
 
 __all__ = ["HelpRequested", "parse_bench_args", "usage_text", "strtol", "parse_size", "BACKENDS"]
 
@@ -159,7 +160,7 @@ _OPTIONS: tuple[_Opt, ...] = (
     _Opt("memory", "M"), _Opt("unalign", "u"), _Opt("per_iter_timing", "I"),
     _Opt("per_iter_skip", "K"), _Opt("help", "h", has_arg=False),
     _Opt("backend", None), _Opt("nprocs", None), _Opt("nccl-lib", None),
-    _Opt("no-store", None, has_arg=False), _Opt("baseline", None),
+    _Opt("no-store", None, has_arg=False), _Opt("baseline", None), _Opt("cpu-bind", None),
 )
 _BY_SHORT = {o.short: o for o in _OPTIONS if o.short}
 _BY_LONG = {o.long: o for o in _OPTIONS}
@@ -215,6 +216,7 @@ _OWN_USAGE_LINES = (
     "[--nccl-lib <path> libnccl.so to load (default: found automatically)] ",
     "[--no-store do not record this run in the result store] ",
     "[--baseline <name> compare results with a stored baseline] ",
+    "[--cpu-bind <none/numa> run each process on its first GPU's NUMA-local CPU cores (default: none)] ",
 )
 
 
@@ -432,6 +434,10 @@ def _parse_own(values: dict[str, Any], key: str, value: str) -> None:
         if not (text.isascii() and text.isdigit()) or int(text) < 1:
             raise ArgumentError(f"invalid value for '--nprocs': '{value}' (need an integer >= 1)")
         values["nprocs"] = int(text)
+    elif key == "cpu-bind":
+        if value not in CPU_BIND_CHOICES:
+            raise ArgumentError(f"invalid value '{value}' for '--cpu-bind'; valid: {', '.join(CPU_BIND_CHOICES)}")
+        values["cpu_bind"] = value
     elif key in ("nccl-lib", "baseline"):
         if not value:
             raise ArgumentError(f"'--{key}' needs a non-empty value")

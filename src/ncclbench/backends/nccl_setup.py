@@ -20,6 +20,7 @@ from ..collectives.base import Collective
 from ..config import BenchOptions
 from ..cuda.runtime import NULL_STREAM, CudaError, CudaRuntime, DeviceProps, get_runtime
 from ..errors import BenchError, ExitCode, UnsupportedError
+from ..launch.affinity import bind_to_gpu
 from ..launch.hostcomm import HostComm
 from ..nccl import runmodel
 from ..nccl.binding import NCCL_WIN_COLL_SYMMETRIC, NcclError, get_library, short_hostname
@@ -114,6 +115,9 @@ def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Collecti
         if native_why != f"{NATIVE_ENV}=0":
             calls += f"; C loop not used: {native_why}"
     notes: list[str] = [f"NCCL calls in the timed loop: {calls}"]
+    if opts.cpu_bind == "numa":  # before the communicators start NCCL's threads, which inherit it
+        p0 = props[0]
+        notes.append(bind_to_gpu(p0.pci_domain, p0.pci_bus, p0.pci_device))
     reg_mode, note = runmodel.registration_mode(opts.local_register, lib.version_code,
                                                 lib.caps.comm_register, lib.caps.window_register)
     if note:
