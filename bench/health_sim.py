@@ -169,6 +169,7 @@ def main() -> int:
     ap.add_argument("--md", default=None)
     args = ap.parse_args()
 
+    commit = git_commit()  # the code this run imports (HEAD may move while it runs)
     spec, tm = FabricSpec(), TimeModel()
     if args.dip_p is not None:
         spec = replace(spec, dip_p=args.dip_p)
@@ -208,7 +209,7 @@ def main() -> int:
     doc = {
         "benchmark": "ncclbench health: simulated fleets, ours vs together-style vs SuperBench-style",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "commit": git_commit(),
+        "commit": commit,
         "command": "python " + " ".join([os.path.relpath(__file__, ROOT)] + sys.argv[1:]),
         "machine": {"nproc": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "wall_s": round(time.perf_counter() - t0, 1),
