@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from ncclbench.explain.log_line import NCCL_LINE_MAX, read_log_line
 from ncclbench.explain.nccl_log import (
     CallChoice,
     NcclLogFacts,
@@ -24,6 +23,7 @@ from ncclbench.explain.nccl_log import (
     parse_nccl_log,
     per_size_choices,
 )
+from ncclbench.output.nccl_log_line import NCCL_LINE_MAX, read_log_line
 
 FIX = Path(__file__).parent / "fixtures" / "nccl_logs"
 sys.path.insert(0, str(FIX))

@@ -20,8 +20,8 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ..output.nccl_log_line import LogLine, env_setting, read_log_line
 from . import nccl_log_formats as F
-from .log_line import LogLine, read_log_line
 
 
 @dataclass
@@ -430,13 +430,10 @@ class _Reader:
         return None
 
     def env(self, msg: str, ln: LogLine) -> bool:
-        m = F.ENV_SET.match(msg)
-        if not m:
+        kv = env_setting(msg)
+        if kv is None:
             return False
-        value = m.group("value")
-        if value.endswith(".") and value[:-1].lstrip("-").isdigit():
-            value = value[:-1]  # misc/param.cc prints integers as "%lld."
-        key = m.group("key")
+        key, value = kv
         if key in self.f.env and self.f.env[key] != value:
             self.note(f"{key} reported with different values ({self.f.env[key]!r}, {value!r}); kept the first")
         else:
@@ -548,23 +545,18 @@ def parse_nccl_lines(lines: Iterable[str]) -> NcclLogFacts:
 
 # ------------------------------------------------------------------ stored with a run
 
-STORED_LINES_MAX = 20000
-
-
-def stored_log(lines: list[str], facts: NcclLogFacts) -> dict:
-    """What a run keeps of NCCL's log: the lines (up to a cap) and the facts read from all of them.
-
-    The lines let `explain` read them again with a newer reader; past the cap
-    only the facts (taken from every line) are kept whole.
-    """
-    kept = list(lines[:STORED_LINES_MAX])
-    return {"lines": kept, "omitted_lines": max(0, len(lines) - len(kept)), "facts": facts.to_dict()}
-
 
 def facts_from_stored(stored: dict) -> NcclLogFacts:
-    """The facts of a stored log: read again from its lines when all were kept, else as stored."""
-    if stored.get("lines") and not stored.get("omitted_lines"):
-        return parse_nccl_lines(stored["lines"])
+    """The facts of a log kept with a run: read from its raw lines (imports keep those, up to a cap,
+    so a newer reader finds more), or as stored (`{"facts": NcclLogFacts.to_dict()}`, live runs)."""
+    lines = list(stored.get("lines") or [])
+    omitted = int(stored.get("omitted_lines") or 0)
+    if lines and not (omitted and stored.get("facts")):
+        facts = parse_nccl_lines(lines)
+        if omitted:
+            facts.unknown.append(f"{omitted} NCCL log line(s) after the first {len(lines)} were not kept with the "
+                                 "run: what only they said is missing")
+        return facts
     return NcclLogFacts.from_dict(stored.get("facts") or {})
 
 

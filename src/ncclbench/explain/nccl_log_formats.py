@@ -119,10 +119,8 @@ NVLS_SUPPORT = re.compile(r"^NVLS multicast support is (?P<not>not )?available o
 # transport/p2p.cc: "Could not enable P2P between dev %d(=%lx) and dev %d(=%lx)".
 P2P_DISABLED = re.compile(r"^(?:P2P is disabled between|Could not enable P2P between)")
 
-# ENV: misc/param.cc "%s set by environment to %lld." (integers, with a dot) and many
-# "NCCL_X set by environment to %s"; net_ib.cc / socket.cc "NCCL_IB_HCA set to %s",
-# "NCCL_SOCKET_IFNAME set to %s".
-ENV_SET = re.compile(r"^(?P<key>NCCL_\w+) set (?:by environment )?to (?P<value>.*?)\s*$")
+# ENV: "NCCL_X set by environment to Y" (output.nccl_log_line.ENV_SET, with its source lines;
+# the import reads it there too).
 
 # Model table (graph/tuning.cc ncclTopoTuneModel, rank 0, all tags): blocks of
 # "  Algorithm   |" (names), "  Protocol    |", " Max NThreads |", then one

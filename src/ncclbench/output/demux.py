@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..explain.log_line import read_log_line
+from .nccl_log_line import read_log_line
 
 # Open MPI 4 `[1,0]<stdout>:`; PRRTE `[prterun-host-123@1,0]<stdout>:` and
 # TAG-DETAILED `[ns,rank][host:pid]<stdout>:`.

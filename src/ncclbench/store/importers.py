@@ -7,9 +7,9 @@ cells, hypercube's empty op column, NCCL's own log lines mixed in (even
 inside a row), Open MPI / srun line tags, CRLF, the older nccl-tests table
 layouts, several tests concatenated in one file, and a log cut off mid-run
 (imported as 'interrupted').  NCCL's log lines met in a test are kept with
-its run (`RunInfo.extra["nccl_log"]`: the lines and the facts
-`explain.nccl_log` reads from them) so that `ncclbench explain` can judge
-an imported run as it judges a live one.  JSON (docs/behaviour.md §6, versions 1-3)
+its run (`RunInfo.extra["nccl_log"]`: the raw lines, up to a cap; `explain`
+reads them, the store keeps text only) so that `ncclbench explain` can
+judge an imported run as it judges a live one.  JSON (docs/behaviour.md §6, versions 1-3)
 lives in `jsonlog`; what both produce lives in `imported`.  Anything that
 is not recognisably nccl-tests output is refused with one line, before
 anything is written.
@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 
 from ..collectives import COLLECTIVES
-from ..explain.nccl_log import parse_nccl_lines, stored_log
+from ..output.nccl_log_line import env_settings
 from ..output.parse import ParsedText, collective_of, parse_tests
 from ..output.text import reducing_max_bytes_lines
 from ..results import ResultRow, RunInfo
@@ -33,7 +33,8 @@ from .imported import ImportedRun, NotImportableError, nccl_version_string, opti
 from .jsonlog import parse_json_bytes
 
 MAX_IMPORT_BYTES = 512 * 1024 * 1024
-EXTRA_NCCL_LOG = "nccl_log"  # RunInfo.extra key: NCCL's own log lines met in the text, and their facts
+EXTRA_NCCL_LOG = "nccl_log"  # RunInfo.extra key: NCCL's own log lines met in the text (raw)
+NCCL_LINES_MAX = 20000  # lines kept per run; the count past it is kept too (explain says what is missing)
 
 
 # ---------------------------------------------------------------- text logs
@@ -55,8 +56,9 @@ def _run_info(p: ParsedText, rows: list[ResultRow], program: str, path: str, ind
     if notes:
         extra["import_notes"] = notes
     if p.nccl_lines:
-        # Stored so that `explain` can read them again with a newer reader (see stored_log).
-        extra[EXTRA_NCCL_LOG] = stored_log(p.nccl_lines, parse_nccl_lines(p.nccl_lines))
+        # Raw, so that `explain` reads them with whatever reader it has then (explain.nccl_log.facts_from_stored).
+        kept = list(p.nccl_lines[:NCCL_LINES_MAX])
+        extra[EXTRA_NCCL_LOG] = {"lines": kept, "omitted_lines": len(p.nccl_lines) - len(kept)}
     return dataclasses.replace(
         base, program=program,
         backend=p.backend if p.ncclbench_version is not None else "nccl-tests",
@@ -86,7 +88,7 @@ def parse_text_log(text: str, path: str = "<text>") -> list[ImportedRun]:
         summary = p.to_summary()
         digest = hashlib.sha256("\n".join(p.lines).encode()).hexdigest()
         info = _run_info(p, rows, program, path, i)
-        nccl_env = info.extra.get(EXTRA_NCCL_LOG, {}).get("facts", {}).get("env", {})
+        nccl_env = env_settings(p.nccl_lines)  # what NCCL said it read ("NCCL_X set by environment to Y")
         runs.append(ImportedRun(
             info=info, options=options, rows=rows, summary=summary,
             status="interrupted" if summary is None else "complete", source="import:text",

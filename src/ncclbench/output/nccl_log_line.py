@@ -20,6 +20,10 @@ program share one stdout -- the start of a table row the log line was glued
 to (`LogLine.before`).  The host field of such a glued line may have picked
 up the row's last characters; `output.demux` resolves that with the host
 names of the unglued lines.
+
+It lives with the output readers (below `explain`) because both the import
+demuxer (`output.demux`, which lifts NCCL's lines out of a table) and the
+NCCL log reader (`explain.nccl_log`) recognise lines with it.
 """
 
 from __future__ import annotations
@@ -85,3 +89,31 @@ def read_log_line(line: str) -> LogLine | None:
 
 def is_log_line(line: str) -> bool:
     return read_log_line(line) is not None
+
+
+# misc/param.cc "%s set by environment to %lld." (integers, with a dot) and many
+# "NCCL_X set by environment to %s"; net_ib.cc / socket.cc "NCCL_IB_HCA set to %s",
+# "NCCL_SOCKET_IFNAME set to %s" (ENV subsystem, every tag v2.18.6-1 .. v2.30.7-1).
+ENV_SET = re.compile(r"^(?P<key>NCCL_\w+) set (?:by environment )?to (?P<value>.*?)\s*$")
+
+
+def env_setting(msg: str) -> tuple[str, str] | None:
+    """(name, value) of an INFO message saying NCCL read a variable, or None.  Integers lose
+    the "." misc/param.cc prints after them."""
+    m = ENV_SET.match(msg)
+    if not m:
+        return None
+    value = m.group("value")
+    if value.endswith(".") and value[:-1].lstrip("-").isdigit():
+        value = value[:-1]
+    return m.group("key"), value
+
+
+def env_settings(lines: list[str]) -> dict[str, str]:
+    """The NCCL_* variables NCCL said it read, from raw log lines (the first value of each)."""
+    out: dict[str, str] = {}
+    for raw in lines:
+        ln = read_log_line(raw)
+        if ln is not None and ln.level == "INFO" and (kv := env_setting(ln.msg)) is not None:
+            out.setdefault(*kv)
+    return out
