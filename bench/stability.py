@@ -55,8 +55,14 @@ def parse_rows(text: str) -> dict[int, tuple[float, float]]:
     return rows
 
 
+def row_keys(text: str) -> list[tuple[str, ...]]:
+    """(size, count, type, redop, root) of every row, in order: what must match nccl-tests'."""
+    return [m.groups()[:5] for m in map(ROW.match, text.splitlines()) if m and not m.group(0).startswith("#")]
+
+
 def run_once(cmd: list[str], env: dict[str, str], timeout: float) -> dict:
     """One whole process: its table, time to first row, wall time, peak RSS (kB)."""
+    started = time.time()
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     first_row = None
@@ -74,8 +80,8 @@ def run_once(cmd: list[str], env: dict[str, str], timeout: float) -> dict:
     wall = time.perf_counter() - t0
     p.returncode = os.waitstatus_to_exitcode(status)
     text = "".join(lines)
-    return {"rc": p.returncode, "wall_s": wall, "first_row_s": first_row,
-            "maxrss_kb": usage.ru_maxrss, "rows": parse_rows(text), "text": text}
+    return {"rc": p.returncode, "wall_s": wall, "first_row_s": first_row, "started": started,
+            "maxrss_kb": usage.ru_maxrss, "rows": parse_rows(text), "keys": row_keys(text), "text": text}
 
 
 def mean_time(rows: dict[int, tuple[float, float]]) -> float | None:
@@ -139,11 +145,13 @@ def main() -> int:
                 r = run_once(cmd, {**base_env, **env}, a.timeout)
                 log.write(f"### {coll} {name} run {i} rc={r['rc']} cmd={shlex.join(cmd)}\n{r['text']}\n")
                 r.pop("text")
+                r["keys"] = [list(k) for k in r["keys"]]
                 r["mean_us"] = mean_time(r["rows"])
                 runs[name].append(r)
                 print(f"{coll:15} {name:14} run {i:2} rc={r['rc']} mean={r['mean_us']} "
                       f"first_row={r['first_row_s']} rss={r['maxrss_kb']}", file=sys.stderr, flush=True)
         ref = per_size_median([r for r in runs["nccl-tests"] if r["rows"]]) if runs["nccl-tests"] else {}
+        ref_keys = next((r["keys"] for r in runs["nccl-tests"] if r["keys"]), None)
         summary = {}
         for name, rs in runs.items():
             ok = [r for r in rs if r["rows"] and r["mean_us"] is not None]
@@ -151,6 +159,8 @@ def main() -> int:
             deltas = [med[s][h] - ref[s][h] for s in med if s in ref for h in (0, 1)]
             summary[name] = {
                 "mean_us_per_run": [r["mean_us"] for r in ok],
+                "run_started_epoch": [r["started"] for r in ok],
+                "rows_equal_nccl_tests": None if ref_keys is None else all(r["keys"] == ref_keys for r in ok),
                 "mean_spread": spread([r["mean_us"] for r in ok]),
                 "first_row_s": spread([r["first_row_s"] for r in ok if r["first_row_s"] is not None]),
                 "wall_s": spread([r["wall_s"] for r in ok]),
@@ -165,19 +175,19 @@ def main() -> int:
     lines = [f"# stability: `{a.args}`, {a.runs} alternating runs per tool, launcher `{a.launcher or 'none'}`"
              f", wrap `{a.wrap or 'none'}` ({results['date']}, {results['host']})", "",
              "| collective | tool | per-run mean us (min / median / max) | max/min | runs > 1.5x median | "
-             "median delta vs nccl-tests us | first row s (median) | peak RSS MB (median) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "median delta vs nccl-tests us | first row s (median) | peak RSS MB (median) | rows = nccl-tests' |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for coll, summary in results["collectives"].items():
         for name, s in summary.items():
             ms, fr, rss = s["mean_spread"], s["first_row_s"], s["maxrss_kb"]
             if not ms:
-                lines.append(f"| {coll} | {name} | failed | | | | | |")
+                lines.append(f"| {coll} | {name} | failed | | | | | | |")
                 continue
             d = s["median_delta_vs_nccl_tests_us"]
             lines.append(f"| {coll} | {name} | {ms['min']:.2f} / {ms['median']:.2f} / {ms['max']:.2f} | "
                          f"{ms['max_over_min']:.3f} | {ms['runs_over_1.5x_median']} | "
                          f"{'' if d is None else f'{d:+.2f}'} | {fr.get('median', float('nan')):.3f} | "
-                         f"{rss.get('median', 0) / 1024:.0f} |")
+                         f"{rss.get('median', 0) / 1024:.0f} | {s['rows_equal_nccl_tests']} |")
     Path(f"{a.out}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
