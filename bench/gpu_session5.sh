@@ -14,6 +14,10 @@
 #              run plan, for issue 12's "same rows and timings"): 3 collectives 8 B - 64 KiB x10,
 #              11 collectives 8 B - 128 KiB x3, 3 collectives 64 MiB - 1 GiB x3; start profile;
 #              the explain routes check (profiler plugin loads at one rank)             (~9 min)
+#   final:     issue 14's figures at the commit it runs, SM clock and pstate logged every 100 ms
+#              beside them (nvidia-smi, read only): 3 collectives 8 B - 64 KiB x10, 11 collectives
+#              8 B - 128 KiB x3, 8 B - 1 GiB x5 (start, RSS), start profile; GPU tests and the
+#              topology facts against nvidia-smi                                      (~6 min)
 # The nccl-tests build is not part of this project (built from NVIDIA's repository on the device).
 set -u
 PHASE=$1; OUT=$2; NT=$3
@@ -69,4 +73,19 @@ if [ "$PHASE" = after ]; then
     --args "-b 64M -e 1G -f 2" --runs 3 $NB --out $W/after-large 2>>$W/stab.err
   timeout 60 python3 bench/start_profile.py --runs 5 --top 30 > $W/start_profile.txt 2>&1; tail -3 $W/start_profile.txt
   timeout 60 python3 bench/explain_routes_gpu.py --out $W/routes > $W/routes.txt 2>&1; tail -5 $W/routes.txt
+fi
+if [ "$PHASE" = final ]; then
+  python3 -m compileall -q src >/dev/null 2>&1  # as pip install does: no source compiled at start
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,pstate,power.draw --format=csv -lms 100 > $W/clocks.csv 2>&1 &
+  CLK=$!
+  python3 bench/stability.py --nccl-tests-build $NT --collectives all_reduce,reduce_scatter,scatter \
+    --args "-b 8 -e 64K -f 4" --runs ${RUNS:-10} --out $W/final-3 2>>$W/stab.err
+  python3 bench/stability.py --nccl-tests-build $NT --collectives $ALL --args "-b 8 -e 128K -f 2" \
+    --runs 3 --out $W/final-11 2>>$W/stab.err
+  python3 bench/stability.py --nccl-tests-build $NT --collectives all_reduce --args "-b 8 -e 1G -f 4" \
+    --runs 5 --out $W/final-start 2>>$W/stab.err
+  kill $CLK
+  timeout 60 python3 bench/start_profile.py --runs 5 --top 30 > $W/start_profile.txt 2>&1; tail -2 $W/start_profile.txt
+  NCCL_TESTS_BUILD=$NT timeout 120 python3 -m pytest tests/gpu tests/test_explain_topology.py -v -rfs -p no:cacheprovider > $W/gpu_tests.txt 2>&1
+  echo "pytest rc=$?"; grep -aE "FAILED|ERROR" $W/gpu_tests.txt | head; tail -2 $W/gpu_tests.txt
 fi
