@@ -93,8 +93,10 @@ def test_unknown_ceiling_is_an_unknown_verdict():
     v = judge(Plateau(100.0, 4 * GiB, 8 * GiB, 2), c)
     assert (v.label, v.fraction) == ("unknown", None) and "no bandwidth model for gather" in v.text
     assert summary_line(Plateau(100.0, 8 * GiB, 8 * GiB, 1), c, v) == (
-        "# Plateau bus bandwidth: 100 GB/s at 8 GiB; ceiling unknown: unknown (no ceiling: no bandwidth model "
-        "for gather)")
+        "# Plateau bus bandwidth: 100 GB/s at 8 GiB; ceiling unknown (no bandwidth model for gather): not judged")
+    latency = Plateau(0.5, 1 * MiB, 1 * MiB, 1, reason="the largest size, 1 MiB, is latency-bound")
+    assert summary_line(latency, c, judge(latency, c)).endswith(
+        "ceiling unknown (no bandwidth model for gather): not judged (the largest size, 1 MiB, is latency-bound)")
 
 
 def test_verdict_round_trip():

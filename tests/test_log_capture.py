@@ -24,7 +24,7 @@ def test_plan_takes_the_settings_only_when_the_user_set_no_nccl_debug(tmp_path):
     # TUNING (per-call lines) is on only at init and in the probe; never while timing
     assert "TUNING" not in lc.PHASE_SUBSYS["timed"] and "COLL" not in lc.PHASE_SUBSYS["timed"]
     old = lc.plan_capture({"NCCL_DEBUG_SUBSYS": "COLL"}, str(tmp_path), reset_available=False)
-    assert old.per_call_route == "separate-process" and old.env["NCCL_DEBUG_SUBSYS"] == lc.NO_RESET_SUBSYS
+    assert old.per_call_route == "none" and old.env["NCCL_DEBUG_SUBSYS"] == lc.NO_RESET_SUBSYS
     assert "TUNING" not in old.env["NCCL_DEBUG_SUBSYS"]
     assert any("NCCL_DEBUG_SUBSYS=COLL has no effect" in n for n in old.notes)
     assert any("no ncclResetDebugInit" in n for n in old.notes)

@@ -21,9 +21,12 @@ from .collectives import COLLECTIVES
 from .collectives.base import Collective
 from .config import Backend, BenchOptions
 from .errors import BenchError, ExitCode
+from .explain.live import LiveExplain
+from .explain.live import wanted as explain_wanted
 from .harness.recording import rounds_note
 from .harness.runner import run_workers
 from .launch.detect import LaunchInfo
+from .launch.facts import RankFacts
 from .launch.hostcomm import HostComm
 from .launch.shutdown import LAUNCHER_PID_ENV, JobInterrupted, RankSignals, end_run, rank_identity
 from .launch.spawn import LocalSpawnLauncher, spawn_mpiexec
@@ -117,30 +120,33 @@ def run_info(plan: RunPlan, workers: Sequence[Worker], host: HostComm, notes: li
     return info
 
 
-def open_reporters(plan: RunPlan) -> tuple[MultiReporter, StoreReporter | None]:
+def open_reporters(plan: RunPlan, env: dict[str, str] | None = None) -> tuple[MultiReporter, StoreReporter | None]:
     """Text (+ JSON with -J), the result store and a progress bar (stderr, only
-    on a terminal); opened before the run so an unwritable -J path fails up front."""
+    on a terminal); opened before the run so an unwritable -J path fails up front.
+    `env`: the environment the run's record keeps (default: this process's)."""
     from .output import open_reporters as open_output
     from .report.progress import ProgressReporter
 
     opts = plan.options
-    multi = open_output(opts)
+    multi = open_output(opts, env=env)
     store = None
     if opts.store and os.environ.get("NCCLBENCH_NO_STORE") != "1":
         from .store.reporter import StoreReporter
 
-        store = StoreReporter.open()
+        store = StoreReporter.open(env=env)
         multi.reporters.append(store)
     if not sys.stdout.isatty():  # the bar would interleave with the table on one terminal
         multi.reporters.append(ProgressReporter(plan.expected_rows()))
     return multi, store
 
 
-def preflight_notes(opts: BenchOptions, backend: Backend, launch: LaunchInfo, host: HostComm) -> list[str]:
+def preflight_notes(opts: BenchOptions, backend: Backend, launch: LaunchInfo,
+                    host: HostComm) -> tuple[list[str], list[RankFacts] | None]:
     """The launch checks of `ncclbench preflight`, run at the start of every
     benchmark: a trap (independent copies, one GPU taken twice, too few GPUs,
     ...) ends the run on every rank with exit 6 and what to fix; warnings and one
-    version line per host go into the banner."""
+    version line per host go into the banner.  Returns those lines and, at
+    rank 0, every rank's facts (explain matches the ranks' GPUs to topology)."""
     from .launch.bootstrap import host_comm_name
     from .launch.facts import collect_rank_facts
     from .launch.preflight import ERROR, WARN, check_facts, format_host_lines
@@ -159,7 +165,7 @@ def preflight_notes(opts: BenchOptions, backend: Backend, launch: LaunchInfo, ho
     error, lines = host.bcast(verdict, 0)
     if error:
         raise BenchError(error, ExitCode.INVALID_USAGE, all_ranks=True)
-    return lines
+    return lines, gathered
 
 
 def run_here(opts: BenchOptions, backend: Backend, launch: LaunchInfo, note: str | None) -> int:
@@ -183,9 +189,14 @@ def run_here(opts: BenchOptions, backend: Backend, launch: LaunchInfo, note: str
     workers: list[Worker] = []
     reporter = None
     store = None
+    # The run judged (explain/): topology read from now on in a thread; nothing of it runs in the timed loops.
+    explain = LiveExplain(opts, backend, launch.local_rank) if explain_wanted(opts) else None
     try:
-        notes += preflight_notes(opts, backend, launch, host)
+        pre_lines, rank_facts = preflight_notes(opts, backend, launch, host)
+        notes += pre_lines
         collective = COLLECTIVES[opts.collective]
+        if explain is not None:
+            explain.before_workers(opts.nccl_lib)
         workers = make_workers(opts, backend, host, collective)
 
         def abort_workers(_error: BenchError) -> None:
@@ -196,14 +207,22 @@ def run_here(opts: BenchOptions, backend: Backend, launch: LaunchInfo, note: str
         host.add_failure_callback(abort_workers)
         plan = make_plan(opts, collective, backend, workers[0])
         info = run_info(plan, workers, host, notes)
+        if explain is not None:
+            explain.after_workers(host, rank_facts, info)
         if workers[0].is_reporter:
-            reporter, store = open_reporters(plan)
+            reporter, store = open_reporters(plan, env=explain.user_env if explain is not None else None)
+            if explain is not None:
+                reporter.reporters.append(explain.rows)
             reporter.begin(info, opts)
         summary = run_workers(plan, workers, reporter)
+        if explain is not None:
+            explain.finish(plan, workers, host, summary)
         if reporter is not None and summary is not None:
             reporter.end(summary)
             reporter.close()
         code = exit_code_for(summary)
+        if explain is not None:
+            code = max(code, explain.exit_code())
         if opts.baseline and store is not None:
             code = max(code, store.check_baseline(opts.baseline))
         return code
@@ -216,5 +235,7 @@ def run_here(opts: BenchOptions, backend: Backend, launch: LaunchInfo, note: str
             reporter.close()
         for w in workers:
             w.close()
+        if explain is not None:
+            explain.close()
         host.close()
         signals.restore()

@@ -69,6 +69,8 @@ class BenchOptions:
     nccl_lib: str | None = None  # --nccl-lib PATH
     store: bool = True  # --no-store opts out of the result store
     baseline: str | None = None  # --baseline NAME
+    explain: bool = True  # --no-explain (or NCCLBENCH_EXPLAIN=0): the run is not judged, nccl-tests' output alone
+    fail_on_trap: str | None = None  # --fail-on-trap error|warn: such a trap ends the run with exit 7
     cpu_bind: str = "none"  # --cpu-bind {none,numa}: run on the GPU's NUMA-local cores
 
     def __post_init__(self) -> None:

@@ -33,6 +33,7 @@ from .launch.affinity import CPU_BIND_CHOICES
 __all__ = ["HelpRequested", "parse_bench_args", "usage_text", "strtol", "parse_size", "BACKENDS"]
 
 BACKENDS = ("auto", "nccl", "mpi")
+TRAP_LEVELS = ("error", "warn")  # --fail-on-trap: the trap severities (explain/traps.py) that fail a run
 
 _C_SPACE = " \t\n\v\f\r"  # C isspace() in the "C" locale
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1  # strtol saturates here (LP64)
@@ -161,6 +162,7 @@ _OPTIONS: tuple[_Opt, ...] = (
     _Opt("per_iter_skip", "K"), _Opt("help", "h", has_arg=False),
     _Opt("backend", None), _Opt("nprocs", None), _Opt("nccl-lib", None),
     _Opt("no-store", None, has_arg=False), _Opt("baseline", None), _Opt("cpu-bind", None),
+    _Opt("no-explain", None, has_arg=False), _Opt("fail-on-trap", None),
 )
 _BY_SHORT = {o.short: o for o in _OPTIONS if o.short}
 _BY_LONG = {o.long: o for o in _OPTIONS}
@@ -217,6 +219,8 @@ _OWN_USAGE_LINES = (
     "[--no-store do not record this run in the result store] ",
     "[--baseline <name> compare results with a stored baseline] ",
     "[--cpu-bind <none/numa> run each process on its first GPU's NUMA-local CPU cores (default: none)] ",
+    "[--no-explain do not judge the run: no topology, NCCL path, ceiling or trap lines (or NCCLBENCH_EXPLAIN=0)] ",
+    "[--fail-on-trap <error/warn> exit 7 when a trap of that severity or worse is found] ",
 )
 
 
@@ -224,7 +228,8 @@ _EXIT_STATUS_LINES = (
     "0 ok (also after -h, an unknown option or a missing value: nccl-tests prints this text and exits 0)",
     "1 internal error, 2 CUDA error, 3 NCCL error, 4 timeout (-T; a rank that stopped answering)",
     "5 not supported here, 6 invalid usage (the launch: ranks, GPUs, MPI), 7 wrong results,",
-    "  NCCL_TESTS_MIN_BW missed or --baseline regression, 255 a bad option value (-d nosuchtype)",
+    "  NCCL_TESTS_MIN_BW missed, --baseline regression or a trap with --fail-on-trap,",
+    "  255 a bad option value (-d nosuchtype)",
     "128+N ended by signal N (129 SIGHUP, 130 SIGINT, 143 SIGTERM): every rank is ended, the run kept",
 )
 
@@ -424,6 +429,12 @@ def _parse_own(values: dict[str, Any], key: str, value: str) -> None:
     """ncclbench's long-only options: strict, since no existing script depends on quirks."""
     if key == "no-store":
         values["store"] = False
+    elif key == "no-explain":
+        values["explain"] = False
+    elif key == "fail-on-trap":
+        if value not in TRAP_LEVELS:
+            raise ArgumentError(f"invalid value '{value}' for '--fail-on-trap'; valid: {', '.join(TRAP_LEVELS)}")
+        values["fail_on_trap"] = value
     elif key == "backend":
         if value not in BACKENDS:
             raise ArgumentError(

@@ -95,3 +95,12 @@ class RunSummary:
     gate_ok: bool | None
     errors: list[str] = field(default_factory=lambda: [""])
     memory_line: str | None = None  # -M
+    # The run judged (explain/): `#` lines printed after `# Avg bus bandwidth`, and the facts
+    # behind them (the JSON's EXPLAIN_KEY, kept in the store); empty with --no-explain.
+    explain_lines: list[str] = field(default_factory=list)
+    explain: dict | None = None
+
+
+# Key of ncclbench's judgement of a run: in RunInfo.extra (the topology, known at start) and as a
+# top-level key of the -J file (everything, merged with RunSummary.explain).
+EXPLAIN_KEY = "ncclbench_explain"

@@ -22,12 +22,31 @@ def add_arguments(parser: CommandParser) -> None:
     add_in_place_option(parser, "plot")
 
 
+def judged_runs(runs) -> dict:
+    """Each run's judgement as the report shows it (`ncclbench explain`'s lines, verdict, ceiling)."""
+    from ..explain.run_explain import explain_run
+    from ..explain.stored import run_facts
+    from ..explain.topology import format_topology_lines
+    from ..report.html import RunJudged
+
+    out = {}
+    for r in runs:
+        facts = run_facts(r)
+        ex = explain_run(facts)
+        c = ex.judgement.ceiling
+        algo = " ".join(x for x in (c.algorithm, c.algorithm_source) if x)
+        out[r.label] = RunJudged(lines=format_topology_lines(facts.hosts) + ex.lines, verdict=ex.judgement.verdict.label,
+                                 ceiling=c.ceiling, ceiling_text=f"ceiling ({c.bound}{', ' + algo if algo else ''})")
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     from ..report.html import write_report
 
     with RunRefs(args) as refs:
         runs = [refs.get(r) for r in args.runs]
-    written = write_report(runs, args.output, png=args.png, title=args.title, placement=placement(args))
+    written = write_report(runs, args.output, png=args.png, title=args.title, placement=placement(args),
+                           judged=judged_runs(runs))
     for p in written:
         print(f"wrote {p}")
     return 0

@@ -20,13 +20,14 @@ from typing import Any
 
 from ..launch.facts import RankFacts
 from ..launch.preflight import assigned_gpus
+from ..results import EXPLAIN_KEY
 from .ceiling import Ceiling, expected_ceiling
 from .nccl_log import NcclLogFacts
 from .topology import HostTopology
 from .traps import TrapReport, find_traps, format_trap_lines
 from .verdict import Plateau, Verdict, judge, plateau_busbw, summary_line
 
-JSON_KEY = "ncclbench_explain"  # the extension key in the run's JSON (nccl-tests' own keys stay as they are)
+JSON_KEY = EXPLAIN_KEY  # the extension key in the run's JSON (nccl-tests' own keys stay as they are)
 
 
 def hosts_in_use(topologies: Sequence[HostTopology], facts: Sequence[RankFacts],
@@ -70,11 +71,11 @@ class RunJudgement:
 
 def judge_run(hosts: Sequence[HostTopology], collective: str, nranks: int, rows: Sequence[tuple[int, float]], *,
               env: Mapping[str, str] | None = None, log: NcclLogFacts | None = None,
-              nccl_version: str | None = None) -> RunJudgement:
+              nccl_version: str | None = None, no_topology: str = "no topology facts") -> RunJudgement:
     """Judge one collective's sweep.  `hosts`: the job's hosts (see `hosts_in_use`); `rows`: (size in
     bytes, out-of-place busbw GB/s) per measured size; `env`: the run's NCCL_* environment; `log`:
-    NCCL's own log facts, when captured."""
+    NCCL's own log facts, when captured; `no_topology`: why `hosts` is empty, if it is."""
     ceiling = expected_ceiling(hosts, collective, nranks, log=log, env=env, nccl_version=nccl_version)
     plateau = plateau_busbw(rows)
     return RunJudgement(collective, ceiling, plateau, judge(plateau, ceiling),
-                        find_traps(hosts, log, env, nnodes=len(hosts) or None))
+                        find_traps(hosts, log, env, nnodes=len(hosts) or None, no_topology=no_topology))

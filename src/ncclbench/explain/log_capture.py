@@ -25,9 +25,9 @@ private directory:
 
 Without `ncclResetDebugInit` (NCCL < 2.24) the mask cannot change after the
 first log call: the process keeps `timed`'s mask minus nothing (INIT,ENV,
-NET,GRAPH; no model table) and the per-call choice needs a separate short
-probe process (`per_call_route == "separate-process"`), or the profiler
-plugin (`explain.profiler`).
+NET,GRAPH; no model table) and the per-call choice comes from the profiler
+plugin (`explain.profiler`, NCCL >= 2.27, so never there) or stays unknown
+(`per_call_route == "none"`): said so, never guessed.
 
 When the user set NCCL_DEBUG, nothing here changes their settings (a reset
 would even empty their file): their NCCL_DEBUG_FILE, if any, is read after
@@ -63,7 +63,7 @@ class CapturePlan:
     mode: str  # "ncclbench" | "user-file" | "user-terminal" | "user-no-info"
     env: dict[str, str] = field(default_factory=dict)  # set before libnccl's first log call (mode ncclbench)
     log_dir: str | None = None
-    per_call_route: str = "none"  # "reset" | "separate-process" | "profiler" | "none"
+    per_call_route: str = "none"  # "reset" | "profiler" | "none" (the per-call choice stays unknown)
     user_file_pattern: str | None = None
     notes: tuple[str, ...] = ()
 
@@ -99,9 +99,11 @@ def plan_capture(environ: Mapping[str, str], log_dir: str, reset_available: bool
     if reset_available:
         route, subsys = "reset", PHASE_SUBSYS["init"]
     else:
-        route, subsys = ("profiler" if profiler_available else "separate-process"), NO_RESET_SUBSYS
-        notes.append("this libnccl has no ncclResetDebugInit (NCCL < 2.24): the model table and the per-call "
-                     "choice need " + ("the profiler plugin" if profiler_available else "a separate probe process"))
+        route, subsys = ("profiler" if profiler_available else "none"), NO_RESET_SUBSYS
+        notes.append("this libnccl has no ncclResetDebugInit (NCCL < 2.24): its log cannot be switched on for the "
+                     "probe ops alone, so NCCL's model table is not captured and the per-call choice "
+                     + ("comes from the profiler plugin" if profiler_available else
+                        "is unknown (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING prints both)"))
     env = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": subsys,
            "NCCL_DEBUG_FILE": phase_file(log_dir, 0, "init")}
     return CapturePlan("ncclbench", env=env, log_dir=log_dir, per_call_route=route, notes=tuple(notes))
@@ -138,11 +140,12 @@ class LogPhases:
         if self.reset is not None:
             self.reset()
 
-    def enter(self, phase: str) -> bool:
-        """Make NCCL log `phase`'s subsystems into a new file from its next line; False when it cannot."""
+    def enter(self, phase: str, *, again: bool = False) -> bool:
+        """Make NCCL log `phase`'s subsystems into a new file from its next line (`again`: a new file
+        even when already in that phase, e.g. one per probed test); False when it cannot."""
         if phase not in PHASE_SUBSYS:
             raise ValueError(f"unknown phase {phase!r}")
-        if not self.active or phase == self.phase:
+        if not self.active or (phase == self.phase and not again):
             return False
         self.seq += 1
         self.environ["NCCL_DEBUG_SUBSYS"] = PHASE_SUBSYS[phase]
@@ -188,14 +191,37 @@ def captured_files(plan: CapturePlan, pids: list[int] | None = None, host: str |
     return []
 
 
-def read_capture(plan: CapturePlan, pids: list[int] | None = None, host: str | None = None) -> NcclLogFacts:
-    """The facts of what this host's processes logged; the plan's notes say what could not be read."""
-    parts = []
+@dataclass(frozen=True)
+class CapturedFile:
+    """One file's facts; `seq`/`phase` from ncclbench's file name (None for the user's file)."""
+
+    path: Path
+    facts: NcclLogFacts
+    seq: int | None = None
+    phase: str | None = None
+
+
+def read_files(plan: CapturePlan, pids: list[int] | None = None, host: str | None = None) -> list[CapturedFile]:
+    """Each captured file read on its own (a probed test's ops are one file's per-call lines)."""
+    out = []
     for path in captured_files(plan, pids, host):
+        m = _FILE_NAME.match(path.name)
         try:
-            parts.append(parse_nccl_log(path.read_text(errors="replace")))
+            facts = parse_nccl_log(path.read_text(errors="replace"))
         except OSError as e:
-            parts.append(NcclLogFacts(unknown=[f"{path}: {e.strerror or e}"]))
+            facts = NcclLogFacts(unknown=[f"{path}: {e.strerror or e}"])
+        out.append(CapturedFile(path, facts, int(m.group("seq")) if m else None, m.group("phase") if m else None))
+    return out
+
+
+def merged(plan: CapturePlan, files: list[CapturedFile]) -> NcclLogFacts:
+    """One view of the files' facts, with the plan's notes first among the unknowns."""
+    parts = [f.facts for f in files]
     facts = merge_facts(parts) if parts else parse_nccl_log("")
     facts.unknown = list(plan.notes) + facts.unknown
     return facts
+
+
+def read_capture(plan: CapturePlan, pids: list[int] | None = None, host: str | None = None) -> NcclLogFacts:
+    """The facts of what this host's processes logged; the plan's notes say what could not be read."""
+    return merged(plan, read_files(plan, pids, host))

@@ -121,19 +121,21 @@ def check_socket_fallback(hosts: Sequence[HostTopology], log: NcclLogFacts | Non
 
 
 def check_gdr(hosts: Sequence[HostTopology], log: NcclLogFacts | None, nnodes: int) -> tuple[list[Trap], Unchecked | None]:
+    """Without topology facts (an imported log) NCCL's own log is the evidence alone."""
     rdma_hosts = [h for h in hosts if any(n.rdma and n.active for n in h.nics)]
-    if not rdma_hosts:
+    if hosts and not rdma_hosts:
         return [], None
     why_topo = []
-    h0 = rdma_hosts[0]
-    if h0.gdr.peermem is False:
-        why_topo.append("nvidia_peermem is not loaded (" + h0.gdr.evidence + ")")
-    far = [x for x in h0.gpu_nic if x.path in ("PHB", "NODE", "SYS")]
-    near = {x.a for x in h0.gpu_nic if x.path in ("PIX", "PXB")}
-    far_gpus = sorted({x.a for x in far} - near)
-    if far_gpus:
-        why_topo.append(f"GPU(s) {','.join(far_gpus)} on {h0.host} have no NIC within PXB (NCCL's default "
-                        f"NCCL_NET_GDR_LEVEL)")
+    if rdma_hosts:
+        h0 = rdma_hosts[0]
+        if h0.gdr.peermem is False:
+            why_topo.append("nvidia_peermem is not loaded (" + h0.gdr.evidence + ")")
+        far = [x for x in h0.gpu_nic if x.path in ("PHB", "NODE", "SYS")]
+        near = {x.a for x in h0.gpu_nic if x.path in ("PIX", "PXB")}
+        far_gpus = sorted({x.a for x in far} - near)
+        if far_gpus:
+            why_topo.append(f"GPU(s) {','.join(far_gpus)} on {h0.host} have no NIC within PXB (NCCL's default "
+                            f"NCCL_NET_GDR_LEVEL)")
     if log is None:
         reason = "needs NCCL's log: GDR can come from DMA-BUF, which sysfs cannot see"
         if why_topo:
@@ -370,9 +372,14 @@ def check_forced(hosts: Sequence[HostTopology], env: Mapping[str, str]) -> list[
     return traps
 
 
+TOPOLOGY_CHECKS = ("net-socket-fallback", "pcie-downtrained", "nvlink-down", "nic-env-mismatch")
+
+
 def find_traps(hosts: Sequence[HostTopology], log: NcclLogFacts | None, env: Mapping[str, str] | None = None,
-               *, nnodes: int | None = None) -> TrapReport:
-    """Every check, over the job's hosts (restricted to the GPUs in use where known)."""
+               *, nnodes: int | None = None, no_topology: str = "no topology facts") -> TrapReport:
+    """Every check, over the job's hosts (restricted to the GPUs in use where known).  With no hosts
+    at all the checks that need them are reported unchecked (`no_topology` says why), never passed;
+    the ones NCCL's log or the environment can settle alone still run."""
     env = dict(env or {})
     if log is not None:
         for k, v in dict(log.env or {}).items():
@@ -390,6 +397,10 @@ def find_traps(hosts: Sequence[HostTopology], log: NcclLogFacts | None, env: Map
         ("algo-forced", lambda: (check_forced(hosts, env), None)),
     ]
     for name, run in checks:
+        if not hosts and name in TOPOLOGY_CHECKS:
+            net = network_in_use(log) if log is not None and name == "net-socket-fallback" else None
+            report.unchecked.append(Unchecked(name, no_topology + (f" (NCCL's log: network {net})" if net else "")))
+            continue
         traps, unchecked = run()
         report.raised.extend(traps)
         if unchecked is not None:
@@ -403,5 +414,8 @@ def format_trap_lines(report: TrapReport) -> list[str]:
     """`#` lines: one per raised trap (with the fix), one summarising what was not checked."""
     lines = [f"# TRAP {t.severity.upper()} {t.name}: {t.evidence}. Fix: {t.fix}" for t in report.raised]
     if report.unchecked:
-        lines.append("# Not checked: " + "; ".join(f"{u.name} ({u.reason})" for u in report.unchecked))
+        by_reason: dict[str, list[str]] = {}  # checks held back by one reason share it
+        for u in report.unchecked:
+            by_reason.setdefault(u.reason, []).append(u.name)
+        lines.append("# Not checked: " + "; ".join(f"{', '.join(names)} ({why})" for why, names in by_reason.items()))
     return lines

@@ -127,7 +127,14 @@ def summary_line(plateau: Plateau, ceiling: Ceiling, verdict: Verdict) -> str:
         f"{_size(plateau.min_size)}-{_size(plateau.max_size)}"
     src = "" if not ceiling.algorithm else (f", {ceiling.algorithm}" + (
         " predicted" if ceiling.algorithm_source == "predicted" else f" from {ceiling.algorithm_source}"))
-    ceil = (f"ceiling {fmt_gbps(ceiling.ceiling)} GB/s ({ceiling.bound}{src})" if ceiling.ceiling is not None
-            else "ceiling unknown")
+    if ceiling.ceiling is not None:
+        ceil = f"ceiling {fmt_gbps(ceiling.ceiling)} GB/s ({ceiling.bound}{src})"
+    else:
+        ceil = f"ceiling unknown ({ceiling.unknown})" if ceiling.unknown else "ceiling unknown"
+    if verdict.label == "unknown":
+        # the ceiling's own reason is already on the line; say what else kept the verdict back
+        why = "" if ceiling.unknown and ceiling.unknown in verdict.text else verdict.text
+        return f"# Plateau bus bandwidth: {fmt_gbps(plateau.busbw)} GB/s at {sizes}; {ceil}: not judged" + (
+            f" ({why})" if why else "")
     return (f"# Plateau bus bandwidth: {fmt_gbps(plateau.busbw)} GB/s at {sizes}; {ceil}: {verdict.label}"
             + (f" ({verdict.text})" if verdict.text else ""))

@@ -16,8 +16,10 @@ Differences from nccl-tests, all deliberate:
 * Runs without NCCL (MPI backend) write `"nccl_version":0`.
 * +/-infinity is written as the strings "inf"/"-inf" (nccl-tests writes bare
   `inf`, which is not JSON).
-* Everything ncclbench adds lives under one extra top-level key, `"ncclbench"`,
-  written last (after `end_time`), with ordinary JSON (real booleans).
+* Everything ncclbench adds lives under two extra top-level keys, written last
+  (after `end_time`), with ordinary JSON (real booleans): `"ncclbench"` (the
+  run's facts) and `"ncclbench_explain"` (`results.EXPLAIN_KEY`: topology, what
+  NCCL did per size, ceiling, verdict, traps; absent with --no-explain).
 
 The file is written incrementally and flushed after the header and after each
 row, so a killed run keeps the rows it measured; `recover_json` reads such a
@@ -37,7 +39,7 @@ from ncclbench import NCCL_TESTS_COMPAT_VERSION, __version__
 from ncclbench.config import BenchOptions
 from ncclbench.errors import ArgumentError, BenchError, ExitCode
 from ncclbench.output.numfmt import now_string
-from ncclbench.results import DeviceInfo, HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
+from ncclbench.results import EXPLAIN_KEY, DeviceInfo, HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
 
 JSON_FILE_VERSION = 3
 STRING_LIMIT = 2048  # nccl-tests sanitises into a 2048-byte buffer
@@ -342,6 +344,9 @@ class JsonReporter:
         tail += ',"ncclbench":' + json.dumps(
             self._ncclbench(completed), separators=(",", ":"), ensure_ascii=True
         )
+        explain = self._explain()
+        if explain is not None:
+            tail += ',"%s":' % EXPLAIN_KEY + json.dumps(explain, separators=(",", ":"), ensure_ascii=True)
         tail += "}"
         try:
             self._write(tail)
@@ -428,9 +433,18 @@ class JsonReporter:
             if summary.memory_line:
                 out["memory_line"] = summary.memory_line
         out["env_redacted"] = list(self.redacted)
-        if info is not None and info.extra:
-            out["extra"] = info.extra
+        extra = {k: v for k, v in (info.extra if info is not None else {}).items() if k != EXPLAIN_KEY}
+        if extra:
+            out["extra"] = extra
         return _plain(out)
+
+    def _explain(self) -> dict | None:
+        """The judgement: what was known at start (RunInfo.extra) merged with what the end added."""
+        start = self._info.extra.get(EXPLAIN_KEY) if self._info is not None else None
+        end = self._summary.explain if self._summary is not None else None
+        if start is None and end is None:
+            return None
+        return _plain({**(start or {}), **(end or {})})
 
 
 def _create_exclusive(path: str):

@@ -190,7 +190,9 @@ def row_line(row: ResultRow, opts: BenchOptions) -> str:
 
 
 def footer_lines(summary: RunSummary, program: str) -> list[str]:
-    """Footer (§5.5): out-of-bounds, average (+ gate), concluded, -M line, `#`, error or empty."""
+    """Footer (§5.5): out-of-bounds, average (+ gate), concluded, -M line, `#`, error or empty.
+    ncclbench's judgement of the run (`RunSummary.explain_lines`, `#` lines) comes right after the
+    average, where a reader looks for the verdict; none with --no-explain."""
     oob = summary.out_of_bounds
     lines = ["# %-20s : %d %s" % ("Out of bounds values", oob, "FAILED" if oob else "OK")]
     gate = ""
@@ -200,6 +202,7 @@ def footer_lines(summary: RunSummary, program: str) -> list[str]:
             ok = not summary.avg_busbw < summary.min_bw_gate * 0.9
         gate = "OK" if ok else "FAILED"
     lines.append("# %-20s : %s %s" % ("Avg bus bandwidth", format_g(summary.avg_busbw), gate))
+    lines += summary.explain_lines  # ncclbench's judgement (explain/), before nccl-tests' closing lines
     lines.append("#")
     lines.append("# Collective test concluded: %s" % program)
     if summary.memory_line:

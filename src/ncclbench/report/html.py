@@ -13,13 +13,16 @@ import html
 import math
 import os
 import tempfile
+from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
 from ..config import BenchOptions
 from ..errors import ArgumentError, BenchError, ExitCode, UnsupportedError
 from ..output.numfmt import now_string
+from ..results import EXPLAIN_KEY
 from ..store import stats
 from . import plots
 
@@ -34,6 +37,17 @@ figure { margin: 10px 0 22px 0; } figcaption { font-size: 12px; color: #555; }
 .note { font-size: 12px; color: #555; } code, pre { font-size: 12px; }
 .status-interrupted, .status-running { color: #b00; font-weight: bold; }
 """
+
+
+@dataclass(frozen=True)
+class RunJudged:
+    """A run's judgement as the report shows it.  The command layer fills it from `explain/`
+    (the report draws, it does not judge): the `#` lines, the verdict and the expected ceiling."""
+
+    lines: list[str] = field(default_factory=list)
+    verdict: str = ""  # 'as expected', 'below expected', 'above the line rate', 'unknown'
+    ceiling: float | None = None  # GB/s busbw
+    ceiling_text: str = ""  # 'ceiling (NVLink, Ring predicted)'
 
 
 def _e(v) -> str:
@@ -62,7 +76,7 @@ def _kv(pairs: list[tuple[str, object]]) -> str:
     return _table(None, [[k, v] for k, v in pairs if v not in (None, "", [])])
 
 
-def _summary_table(runs, placement: str) -> str:
+def _summary_table(runs, placement: str, judged: Mapping[str, RunJudged]) -> str:
     rows = []
     for run in runs:
         info = run.info
@@ -71,13 +85,16 @@ def _summary_table(runs, placement: str) -> str:
             plateau = stats.plateau_busbw(s) if s else None
             lat = stats.latency_us(s) if s else None
             gpus = sorted({d.device_info for d in info.devices if d.device_info})
+            j = judged.get(run.label)
             rows.append([run.label, info.program, s.label if s else "-", run.status, info.nranks,
                          ", ".join(gpus) or "-", ", ".join(info.hosts) or "-", _num(plateau),
                          _num(lat), _num(run.summary.avg_busbw) if run.summary else "-",
+                         _num(j.ceiling, 1) if j else "-", (j.verdict or "-") if j else "-",
                          info.start_time or "-"])
     return _table(["run", "test", "series", "status", "ranks", "GPUs", "hosts",
-                   "plateau busbw (GB/s)", "latency (us)", "nccl-tests avg busbw", "start"],
-                  rows, {4, 7, 8, 9})
+                   "plateau busbw (GB/s)", "latency (us)", "nccl-tests avg busbw", "expected ceiling (GB/s)",
+                   "verdict", "start"],
+                  rows, {4, 7, 8, 9, 10})
 
 
 def _options_pairs(opts: BenchOptions) -> list[tuple[str, object]]:
@@ -91,7 +108,7 @@ def _options_pairs(opts: BenchOptions) -> list[tuple[str, object]]:
     return pairs
 
 
-def _run_section(run, placement: str) -> str:
+def _run_section(run, placement: str, judged: RunJudged | None = None) -> str:
     info, opts = run.info, run.options
     meta = [
         ("run", run.label), ("status", run.status), ("test", info.program),
@@ -112,6 +129,9 @@ def _run_section(run, placement: str) -> str:
                  ("errors", "; ".join(e for e in s.errors if e)), ("memory", s.memory_line)]
     parts = [f'<h2 id="{_e(run.label)}">{_e(run.label)}: {_e(info.program)} '
              f'<span class="status-{_e(run.status)}">({_e(run.status)})</span></h2>', _kv(meta)]
+    if judged is not None and judged.lines:
+        parts += ["<h3>Judgement (ncclbench explain)</h3>", f'<p class="verdict">verdict: {_e(judged.verdict)}</p>',
+                  "<pre>" + _e("\n".join(judged.lines)) + "</pre>"]
     if info.devices:
         parts += ["<h3>Devices</h3>", _table(
             ["rank", "group", "pid", "host", "device", "bus id", "name"],
@@ -123,7 +143,7 @@ def _run_section(run, placement: str) -> str:
     env = getattr(run, "env", None) or {}
     if env:
         parts += ["<h3>Environment (NCCL_*, CUDA_*)</h3>", _kv(sorted(env.items()))]
-    extra = {k: v for k, v in info.extra.items() if v not in (None, "", [], {})}
+    extra = {k: v for k, v in info.extra.items() if v not in (None, "", [], {}) and k != EXPLAIN_KEY}
     if extra:
         parts += ["<h3>Other recorded facts</h3>", _kv(sorted((k, v) for k, v in extra.items()))]
     msgs = getattr(run, "messages", None) or []
@@ -144,14 +164,21 @@ def _run_section(run, placement: str) -> str:
     return "\n".join(parts)
 
 
+def _ceilings(judged: Mapping[str, RunJudged]) -> dict[str, tuple[float, str]]:
+    return {label: (j.ceiling, j.ceiling_text or "expected ceiling") for label, j in judged.items()
+            if j.ceiling is not None}
+
+
 def build_report(runs, *, title: str | None = None, placement: str = "out_of_place",
-                 use_matplotlib: bool | None = None) -> str:
-    """The report as one HTML string.  use_matplotlib=None: if it is installed."""
+                 use_matplotlib: bool | None = None, judged: Mapping[str, RunJudged] | None = None) -> str:
+    """The report as one HTML string.  use_matplotlib=None: if it is installed.  `judged`: run
+    label -> its judgement (verdict, ceiling drawn on the busbw plot, the explain lines)."""
     if not runs:
         raise ArgumentError("report: no runs given")
     if use_matplotlib is None:
         use_matplotlib = plots.have_matplotlib()
-    specs = plots.build_specs(runs, placement)
+    judged = judged or {}
+    specs = plots.build_specs(runs, placement, _ceilings(judged))
     if not specs:
         raise BenchError("report: the runs hold no rows with a non-zero size to plot",
                          ExitCode.ARGUMENT)
@@ -166,11 +193,11 @@ def build_report(runs, *, title: str | None = None, placement: str = "out_of_pla
         f'<p class="note">Generated {_e(now_string())} by ncclbench '
         f"{_e(__version__)}; plots drawn with {_e(drawn)}; {_e(placement.replace('_', '-'))} "
         "columns.</p>",
-        "<h2>Summary</h2>", _summary_table(runs, placement),
+        "<h2>Summary</h2>", _summary_table(runs, placement, judged),
         f'<p class="note">{_e(stats.PLATEAU_DEFINITION)}; {_e(stats.LATENCY_DEFINITION)} '
         f"{_e(stats.FOOTER_NOTE)}. Rows of size 0 are not plotted.</p>",
         "<h2>Plots</h2>", *figures,
-        *(_run_section(r, placement) for r in runs),
+        *(_run_section(r, placement, judged.get(r.label)) for r in runs),
     ]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>\n"
@@ -195,7 +222,8 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 def write_report(runs, output, *, png: bool = False, title: str | None = None,
-                 placement: str = "out_of_place", use_matplotlib: bool | None = None) -> list[Path]:
+                 placement: str = "out_of_place", use_matplotlib: bool | None = None,
+                 judged: Mapping[str, RunJudged] | None = None) -> list[Path]:
     """Write the HTML (and with png=True one PNG per plot next to it); return the paths."""
     out = Path(output)
     if out.is_dir():
@@ -204,14 +232,14 @@ def write_report(runs, output, *, png: bool = False, title: str | None = None,
         raise ArgumentError(f"report: directory {out.parent} does not exist")
     if png and not plots.have_matplotlib():
         raise UnsupportedError("report --png needs matplotlib: pip install 'ncclbench[plot]'")
-    text = build_report(runs, title=title, placement=placement, use_matplotlib=use_matplotlib)
+    text = build_report(runs, title=title, placement=placement, use_matplotlib=use_matplotlib, judged=judged)
     written = []
     try:
         _atomic_write(out, text.encode("utf-8"))
         written.append(out)
         if png:
             stem = out.with_suffix("") if out.suffix.lower() in (".html", ".htm") else out
-            for spec in plots.build_specs(runs, placement):
+            for spec in plots.build_specs(runs, placement, _ceilings(judged or {})):
                 p = Path(f"{stem}-{spec.name}.png")
                 tmp = p.with_name(f".{p.name}.tmp")
                 plots.mpl_png(spec, str(tmp))

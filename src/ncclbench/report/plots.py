@@ -17,6 +17,7 @@ import html
 import io
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -37,6 +38,15 @@ class Line:
 
 
 @dataclass
+class RefLine:
+    """A horizontal reference: a run's expected busbw ceiling (dashed, in its run's colour)."""
+
+    label: str
+    color: str
+    y: float
+
+
+@dataclass
 class PlotSpec:
     name: str  # file-name friendly: busbw, time, cv, procspread
     title: str
@@ -44,6 +54,7 @@ class PlotSpec:
     ylog: bool
     lines: list[Line] = field(default_factory=list)
     caption: str = ""
+    refs: list[RefLine] = field(default_factory=list)
 
 
 def size_label(n: float) -> str:
@@ -60,8 +71,10 @@ def size_ticks(lo: int, hi: int) -> list[int]:
     return [2 ** k for k in range(start, khi + 1, step)]
 
 
-def build_specs(runs, placement: str = "out_of_place") -> list[PlotSpec]:
-    """One line per (run, series); the plots that have data."""
+def build_specs(runs, placement: str = "out_of_place",
+                ceilings: Mapping[str, tuple[float, str]] | None = None) -> list[PlotSpec]:
+    """One line per (run, series); the plots that have data.  `ceilings`: run label -> (expected
+    busbw ceiling GB/s, what it is), drawn as a dashed line on the busbw plot."""
     busbw = PlotSpec("busbw", "Bus bandwidth", "busbw (GB/s)", False,
                      caption="busbw against message size (log2 axis); shaded: range implied by "
                              "per-iteration min..max time, where recorded.")
@@ -96,6 +109,9 @@ def build_specs(runs, placement: str = "out_of_place") -> list[PlotSpec]:
                 tl.lo, tl.hi = t_min, t_max
             busbw.lines.append(bl)
             time.lines.append(tl)
+            ceiling = (ceilings or {}).get(run.label)
+            if ceiling is not None and not any(r.label.startswith(run.label + " ") for r in busbw.refs):
+                busbw.refs.append(RefLine(f"{run.label} {ceiling[1]}", color, ceiling[0]))
             if any(p.spread_pct for p in pts) and band:
                 cv.lines.append(Line(label, color, x, [p.spread_pct for p in pts]))
             per_process = [p.per_process_us for p in pts]
@@ -128,6 +144,8 @@ def _mpl_figure(spec: PlotSpec):
             ax.fill_between(line.x, line.lo, line.hi, color=line.color, alpha=0.18, linewidth=0)
         ax.plot(line.x, line.y, marker="o", markersize=3.5, linewidth=1.8, color=line.color,
                 label=line.label)
+    for ref in spec.refs:
+        ax.axhline(ref.y, linestyle="--", linewidth=1.4, color=ref.color, label=ref.label)
     ax.set_xscale("log", base=2)
     if spec.ylog:
         ax.set_yscale("log")
@@ -183,6 +201,7 @@ def svg_plot(spec: PlotSpec, width: int = 900, height: int = 460) -> str:
     xs = [v for line in spec.lines for v in line.x]
     ys = [v for line in spec.lines for seq in (line.y, line.lo or [], line.hi or [])
           for v in seq if v is not None and not math.isnan(v) and (v > 0 or not spec.ylog)]
+    ys += [r.y for r in spec.refs if r.y > 0 or not spec.ylog]
     x0, x1 = math.log2(min(xs)) - 0.4, math.log2(max(xs)) + 0.4
     y0: float
     y1: float
@@ -237,11 +256,20 @@ def svg_plot(spec: PlotSpec, width: int = 900, height: int = 460) -> str:
             out.append(f'<polyline fill="none" stroke="{line.color}" stroke-width="2" points="'
                        + " ".join(f"{a:.1f},{b:.1f}" for a, b in pts) + '"/>')
             out += [f'<circle cx="{a:.1f}" cy="{b:.1f}" r="3" fill="{line.color}"/>' for a, b in pts]
+    for ref in spec.refs:
+        y = Y(ref.y)
+        out.append(f'<line x1="{ml}" y1="{y:.1f}" x2="{ml + pw}" y2="{y:.1f}" stroke="{ref.color}" '
+                   f'stroke-width="1.5" stroke-dasharray="6,4"/>')
     ly = mt + 10
     for line in spec.lines:
         out.append(f'<line x1="{ml + 10}" y1="{ly}" x2="{ml + 30}" y2="{ly}" stroke="{line.color}" '
                    f'stroke-width="2"/>')
         out.append(f'<text x="{ml + 36}" y="{ly + 4}">{e(line.label)}</text>')
+        ly += 16
+    for ref in spec.refs:
+        out.append(f'<line x1="{ml + 10}" y1="{ly}" x2="{ml + 30}" y2="{ly}" stroke="{ref.color}" '
+                   f'stroke-width="1.5" stroke-dasharray="6,4"/>')
+        out.append(f'<text x="{ml + 36}" y="{ly + 4}">{e(ref.label)}</text>')
         ly += 16
     out.append("</svg>")
     return "\n".join(out)

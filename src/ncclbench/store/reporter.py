@@ -27,14 +27,16 @@ from .. import __version__
 from ..config import BenchOptions
 from ..errors import BenchError, ExitCode
 from ..results import ResultRow, RunInfo, RunSummary
-from .db import ResultStore
+from .db import ResultStore, env_that_matters
 from .importers import ImportedRun
 
 
 class StoreReporter:
-    def __init__(self, store: ResultStore | None, *, warn: TextIO | None = None):
-        """Write to `store`; warnings about a failing store go to `warn` (stderr)."""
+    def __init__(self, store: ResultStore | None, *, warn: TextIO | None = None, env: dict[str, str] | None = None):
+        """Write to `store`; warnings about a failing store go to `warn` (stderr); `env`: the
+        environment to record (default: this process's; a run that sets NCCL_* itself passes the user's)."""
         self.store = store
+        self.env = env
         self.run_id: int | None = None
         self.error: str | None = None
         self._seq = 0
@@ -57,17 +59,17 @@ class StoreReporter:
 
     @classmethod
     def open(cls, path: str | os.PathLike | None = None, *,
-             warn: TextIO | None = None) -> StoreReporter:
+             warn: TextIO | None = None, env: dict[str, str] | None = None) -> StoreReporter:
         """A reporter on the store at `path` (default: NCCLBENCH_DB / XDG location).
 
         If the store cannot be opened the benchmark still runs: one warning
         line, and the reporter records nothing."""
         try:
-            rep = cls(ResultStore(path), warn=warn)
+            rep = cls(ResultStore(path), warn=warn, env=env)
             rep._owns_store = True
             return rep
         except BenchError as e:
-            rep = cls(None, warn=warn)
+            rep = cls(None, warn=warn, env=env)
             rep.error = e.message
             print(f"ncclbench: warning: not saving this run: {e.message}", file=warn or sys.stderr)
             return rep
@@ -81,7 +83,8 @@ class StoreReporter:
             except OSError:
                 pass
             recorded = dataclasses.replace(info, extra={**facts, **info.extra})
-            self.run_id = self.store.begin_run(recorded, opts)
+            env = None if self.env is None else env_that_matters(self.env)
+            self.run_id = self.store.begin_run(recorded, opts, env=env)
         self._guard(_begin)
         if self.run_id is not None:
             from ..launch.shutdown import note_for_launcher, register_last_words

@@ -1,0 +1,268 @@
+"""The explain hooks of one rank's benchmark run: `bench.run_here` calls them in this order.
+
+    explain = LiveExplain(opts, backend, launch.local_rank)   start: topology read in a thread
+    explain.before_workers(opts.nccl_lib)        before NCCL's first log line: capture settings
+    ... workers (communicators) made ...
+    explain.after_workers(host, rank_facts, info) every rank: topology to rank 0 -> banner lines,
+                                                  RunInfo.extra; NCCL log in its `timed` phase
+    ... the timed loops (nothing of explain runs there) ...
+    explain.finish(plan, workers, host, summary)  every rank: one untimed op per size, NCCL's
+                                                  account to rank 0 -> lines and data in summary
+    explain.close()
+
+Why the topology is read in a thread: NVML's start and a few hundred sysfs
+reads cost tens to hundreds of ms, which then overlap with forming the job
+and NCCL's own start instead of adding to them; only each host's first
+local rank reads (the facts are the host's).  Everything collective here
+(the two gathers, the probe ops) is called by every rank in the same order.
+
+A failure while judging (a bug, a fact in an unexpected shape) costs the
+explain lines, never the run: the table and the exit status stand.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Mapping, MutableMapping, Sequence
+from typing import TYPE_CHECKING
+
+from ..backends.base import Worker
+from ..config import Backend, BenchOptions
+from ..errors import ExitCode
+from ..launch.facts import RankFacts
+from ..launch.hostcomm import HostComm
+from ..plan import RunPlan
+from ..results import EXPLAIN_KEY, ResultRow, RunInfo, RunSummary
+
+if TYPE_CHECKING:  # the rest of explain/ is imported where it is used, off the start-up path
+    from .nccl_capture import NcclRunCapture, RankCapture
+    from .run_explain import Explained, RunFacts
+    from .topology import HostTopology
+
+ENV_SWITCH = "NCCLBENCH_EXPLAIN"  # 0 / off / no / false: as --no-explain
+TOPOLOGY_WAIT_S = 60.0  # NVML can hang on a sick GPU; the run goes on without the facts
+
+
+def wanted(opts: BenchOptions, environ: Mapping[str, str] = os.environ) -> bool:
+    """Judge this run?  --no-explain and NCCLBENCH_EXPLAIN=0 both say no."""
+    return opts.explain and environ.get(ENV_SWITCH, "1").strip().lower() not in ("0", "off", "no", "false")
+
+
+def _read_this_host():
+    from .gather import gather_host_topology
+
+    return gather_host_topology()
+
+
+def _preload() -> None:
+    """Import what judging needs later, in the reader's thread: off the main thread's start-up."""
+    from . import judgement, run_explain  # noqa: F401
+
+
+class TopologyReader:
+    """This host's topology facts, read in a background thread from construction on."""
+
+    def __init__(self, read=_read_this_host):
+        self._result: dict | None = None
+        self._error = ""
+        self._thread = threading.Thread(target=self._run, args=(read,), name="ncclbench-topology", daemon=True)
+        self._thread.start()
+
+    def _run(self, read) -> None:
+        try:
+            self._result = read().to_dict()
+        except Exception as exc:  # a reader bug or a broken host: the facts are unknown, the run goes on
+            self._error = f"reading the topology failed: {type(exc).__name__}: {exc}"
+        try:
+            _preload()
+        except Exception:  # imported again where used, and failing there with the real error
+            pass
+
+    def result(self, timeout: float = TOPOLOGY_WAIT_S) -> tuple[dict | None, str]:
+        """(the facts as a dict, '') or (None, why not)."""
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            return None, f"reading the topology did not finish in {timeout:g} s (NVML or sysfs stuck)"
+        return self._result, self._error
+
+
+class RowCollector:
+    """A reporter that keeps the rows (the verdict is computed from them at the end)."""
+
+    def __init__(self) -> None:
+        self.rows: list[ResultRow] = []
+
+    def begin(self, info: RunInfo, opts: BenchOptions) -> None:
+        pass
+
+    def message(self, line: str) -> None:
+        pass
+
+    def row(self, row: ResultRow) -> None:
+        self.rows.append(row)
+
+    def end(self, summary: RunSummary) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _nccl_version_text(code: int | None) -> str | None:
+    if not code:
+        return None
+    if code >= 10000:
+        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
+    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+
+
+class LiveExplain:
+    """One rank's part in judging its run (see the module docstring)."""
+
+    def __init__(self, opts: BenchOptions, backend: Backend, local_rank: int,
+                 environ: MutableMapping[str, str] = os.environ):
+        self.opts, self.backend, self.environ = opts, backend, environ
+        # What the user set: the run's record (JSON env, the store) keeps this, not the capture's settings.
+        self.user_env = dict(environ)
+        self.reader = TopologyReader() if local_rank == 0 else None
+        self.capture: NcclRunCapture | None = None
+        self.rows = RowCollector()
+        self.hosts: list[HostTopology] = []
+        self.topology_unknown = ""
+        self.result: Explained | None = None
+
+    # -- before the communicators ------------------------------------------------------------
+    def before_workers(self, nccl_lib: str | None = None) -> None:
+        """NCCL's log capture (and the profiler plugin where needed) set before NCCL logs anything."""
+        if self.backend is not Backend.NCCL:
+            return
+        from ..errors import BenchError
+        from ..nccl.binding import get_library
+        from .nccl_capture import NcclRunCapture
+
+        try:
+            lib = get_library(nccl_lib)
+        except BenchError:
+            return  # the workers' own set-up reports this failure, with its exit code
+        self.capture = NcclRunCapture(lib.handle, lib.version_code, self.environ)
+        self.capture.begin()
+
+    # -- after the communicators ---------------------------------------------------------------
+    def after_workers(self, host: HostComm, rank_facts: Sequence[RankFacts] | None, info: RunInfo) -> None:
+        """Every rank: this host's facts to rank 0, which keeps the GPUs in use, puts the banner lines
+        into `info.notes` and the facts into `info.extra`; NCCL's log enters its `timed` phase."""
+        mine = self.reader.result() if self.reader is not None else None
+        gathered = host.gather(mine, 0)
+        if gathered is not None:
+            self._start_facts([g for g in gathered if g is not None], rank_facts, info)
+        if self.capture is not None:
+            self.capture.after_init()
+
+    def _start_facts(self, gathered: list[tuple[dict | None, str]], rank_facts: Sequence[RankFacts] | None,
+                     info: RunInfo) -> None:
+        from .judgement import hosts_in_use
+        from .topology import HostTopology, format_topology_lines
+
+        tops: dict[str, HostTopology] = {}
+        whys = []
+        for facts, why in gathered:
+            if facts is None:
+                whys.append(why)
+                continue
+            t = HostTopology.from_dict(facts)
+            tops.setdefault(t.host, t)
+        if self.backend is Backend.NCCL and rank_facts:
+            per_rank = self.opts.nthreads * self.opts.ngpus
+            self.hosts = hosts_in_use(list(tops.values()), list(rank_facts), per_rank)
+        else:
+            self.hosts = list(tops.values())
+        if not self.hosts:
+            self.topology_unknown = "; ".join(dict.fromkeys(whys)) or "no host's topology facts were read"
+        lines = format_topology_lines(self.hosts)
+        if whys and self.hosts:
+            lines.append(f"#   topology of some hosts unknown: {'; '.join(dict.fromkeys(whys))}")
+        elif not self.hosts:
+            lines.append(f"# Topology unknown: {self.topology_unknown}")
+        info.notes.extend(lines)
+        info.extra[EXPLAIN_KEY] = {"topology": [h.to_dict() for h in self.hosts],
+                                   "topology_unknown": self.topology_unknown}
+
+    # -- after the timed loops ----------------------------------------------------------------
+    def finish(self, plan: RunPlan, workers: Sequence[Worker], host: HostComm, summary: RunSummary | None) -> None:
+        """Every rank: the probe ops, NCCL's account to rank 0, which judges the run into `summary`."""
+        from .nccl_capture import RankCapture
+        from .probe import probe_sizes
+        from .run_explain import explain_run
+
+        mine: RankCapture | None = None
+        if self.capture is not None:
+            ntests = probe_sizes(plan, workers, self.capture.switch) if self.capture.wants_probe else 0
+            try:
+                mine = self.capture.collect(ntests)
+            except Exception as exc:  # the log reader never raises on content; this is a bug or an I/O fault
+                mine = RankCapture(facts={}, probe=None, route="none",
+                                   notes=[f"reading NCCL's log failed: {type(exc).__name__}: {exc}"])
+        gathered = host.gather(mine, 0)
+        if summary is None or gathered is None:
+            return
+        try:
+            self.result = explain_run(self._run_facts(plan, [g for g in gathered if g is not None]))
+            summary.explain_lines = list(self.result.lines)
+            summary.explain = self.result.data
+        except Exception as exc:  # never the run's: the table above stands
+            summary.explain_lines = [f"# explain failed ({type(exc).__name__}: {exc}); the figures above are "
+                                     "unaffected"]
+
+    def _run_facts(self, plan: RunPlan, parts: list[RankCapture]) -> RunFacts:
+        from .nccl_capture import choices_from
+        from .nccl_log import NcclLogFacts, merge_facts
+        from .run_explain import RunFacts
+
+        tests = [(d.name, o.name, r) for d, o, r in plan.tests()]
+        f = RunFacts(collective=plan.collective.name, nranks=plan.nranks, rows=self.rows.rows,
+                     backend="mpi" if self.backend is Backend.MPI else "nccl", hosts=self.hosts,
+                     topology_unknown=self.topology_unknown, tests=tests,
+                     env={k: v for k, v in self.user_env.items() if k.startswith("NCCL_")})
+        if self.backend is not Backend.NCCL:
+            return f
+        if not parts:
+            f.log_unknown = "NCCL's log was not captured (no capture in this run)"
+            return f
+        logs = [NcclLogFacts.from_dict(p.facts) for p in parts if p.facts]
+        f.log = merge_facts(logs) if logs else None
+        f.notes = list(dict.fromkeys(n for p in parts for n in p.notes))
+        if f.log is not None:
+            f.log.unknown = [n for n in f.notes if n not in f.log.unknown] + f.log.unknown
+            f.nccl_version = f.log.version
+        if all(p.probe is not None for p in parts):
+            ntests = max((len(p.probe or []) for p in parts), default=0)
+            f.probe = [[c for p in parts for c in choices_from((p.probe or [])[i] if i < len(p.probe or []) else [])]
+                       for i in range(ntests)]
+            f.tests = tests[:ntests]
+        return f
+
+    # -- the end ----------------------------------------------------------------------------------
+    def exit_code(self) -> int:
+        """7 with --fail-on-trap LEVEL when a trap that severe was raised (rank 0; 0 elsewhere)."""
+        level = self.opts.fail_on_trap
+        if not level or self.result is None:
+            return 0
+        traps = self.result.judgement.traps
+        if not traps.fails(level):
+            return 0
+        names = ", ".join(dict.fromkeys(t.name for t in traps.raised))
+        print(f"ncclbench: trap(s) found with --fail-on-trap {level}: {names}", file=sys.stderr, flush=True)
+        return int(ExitCode.DATA_ERRORS)
+
+    def close(self) -> None:
+        """Remove the log files and give the user's NCCL settings back to this process."""
+        if self.capture is not None:
+            self.capture.close()
+        for key in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_PROFILER_PLUGIN"):
+            if key in self.user_env:
+                self.environ[key] = self.user_env[key]
+            else:
+                self.environ.pop(key, None)
+

@@ -1,0 +1,268 @@
+"""A run explained: everything known about it in, the `#` lines and their data out.
+
+One pure function (`explain_run`) serves the live benchmark (`live`), a
+stored run and an imported nccl-tests log (`stored`, `ncclbench explain
+RUN`), so a run judged today and re-judged later go through the same code.
+
+The lines, printed after `# Avg bus bandwidth`:
+
+    # NCCL 2.28.9 path: network IB; 8 NET device(s), GPU Direct RDMA on 8/8; 16 coll channels; ...
+    # all_reduce 8 B - 64 KiB: Ring/LL, 16 channels          (the size column, one line per range)
+    # Plateau bus bandwidth: ... ceiling ...: as expected (...)  (+ why, NCCL's own table)
+    # TRAP ERROR ...: evidence. Fix: ...
+    # Not checked: ... (why)
+
+Sizes are the table's `size` column: each row is matched to NCCL's per-call
+lines by the byte count NCCL printed (`CallChoice.bytes_kind`: count x type
+size from NCCL 2.24, the larger buffer before), never by position.  A row
+whose size NCCL logged with two different choices says both; a row NCCL
+logged nothing for says unknown.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..datatypes import DATATYPE_BY_NAME
+from ..results import ResultRow
+from .ceiling import Ceiling
+from .judgement import RunJudgement, judge_run
+from .nccl_env import NCCL_FUNC
+from .nccl_log import CallChoice, NcclLogFacts, format_bytes
+from .topology import HostTopology
+from .traps import TrapReport, Unchecked
+from .verdict import judge, plateau_busbw
+
+Choice = tuple[str, "str | None", "int | None"]  # (algorithm, protocol, channels)
+Test = tuple[str, str, int]  # (datatype, op, root) as the rows print them
+
+
+@dataclass
+class RunFacts:
+    """What is known about one run; every part may be missing, and then says why."""
+
+    collective: str
+    nranks: int
+    rows: Sequence[ResultRow]
+    backend: str = "nccl"  # 'nccl', 'mpi' (CPU: no NCCL at all), 'nccl-tests' (an imported log)
+    hosts: list[HostTopology] = field(default_factory=list)
+    topology_unknown: str = ""  # why `hosts` is empty
+    log: NcclLogFacts | None = None
+    log_unknown: str = ""  # why `log` is None
+    tests: list[Test] = field(default_factory=list)  # the probed tests, in probe order
+    probe: list[list[CallChoice]] | None = None  # per probed test, NCCL's choices; None: no probe
+    env: Mapping[str, str] = field(default_factory=dict)  # the run's NCCL_* environment
+    nccl_version: str | None = None
+    notes: list[str] = field(default_factory=list)  # how NCCL's account was captured (user settings...)
+
+
+@dataclass
+class Explained:
+    lines: list[str]
+    data: dict[str, Any]
+    judgement: RunJudgement
+
+
+def tests_of(rows: Sequence[ResultRow]) -> list[Test]:
+    """(type, redop, root) of the rows, in first-seen order: the tests a run looped over."""
+    return list(dict.fromkeys((r.type, r.redop, r.root) for r in rows))
+
+
+# -- NCCL's path ------------------------------------------------------------------------------
+
+def nccl_path_line(log: NcclLogFacts | None, unknown: str = "") -> str:
+    """One line of what NCCL said about its path: network, NICs and GDR, channels, connections."""
+    if log is None or (not log.sources and log.version is None):
+        why = unknown or (log.unknown[0] if log is not None and log.unknown else "no NCCL log")
+        return f"# NCCL path unknown: {why}"
+    parts = []
+    if log.net_plugin:
+        parts.append(f"network {log.net_plugin}" + (" (external plugin)" if log.net_plugin_external else ""))
+    devs = [d for d in log.net_devices if d.transport != "Socket"]
+    socks = [d for d in log.net_devices if d.transport == "Socket"]
+    if devs:
+        gdr = sum(1 for d in devs if d.gdr_used or (d.gdr and d.gdr_used is None))
+        parts.append(f"{len(devs)} NET device(s) ({', '.join(sorted({d.name or str(d.index) for d in devs})[:4])}"
+                     f"{', ...' if len(devs) > 4 else ''}), GPU Direct RDMA on {gdr}/{len(devs)}")
+    if socks:
+        parts.append(f"sockets over {', '.join(sorted({d.name or str(d.index) for d in socks})[:4])}")
+    if log.nchannels is not None:
+        parts.append(f"{log.nchannels} coll channel(s)")
+    kinds = Counter(c.kind for c in log.connections)
+    if kinds:
+        conn = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
+        net_gdr = sum(1 for c in log.connections if c.kind == "NET" and c.gdr)
+        if kinds.get("NET"):
+            conn += f" ({net_gdr} NET with GDRDMA)"
+        parts.append(f"connections: {conn}")
+    if log.p2p_disabled:
+        parts.append(f"P2P disabled ({log.p2p_disabled_reason or 'NCCL said so'})")
+    if log.warnings:
+        parts.append(f"{len(log.warnings)} NCCL WARN line(s), first: {log.warnings[0][:120]}")
+    head = f"# NCCL {log.version} path" if log.version else "# NCCL path"
+    return f"{head}: " + ("; ".join(parts) if parts else "nothing about the network or channels in its log")
+
+
+# -- NCCL's choice per row and per size -----------------------------------------------------------
+
+def _nccl_bytes(row: ResultRow, kind: str) -> int | None:
+    """The byte count NCCL printed for the call behind `row`."""
+    if kind == "total":
+        return row.size
+    dtype = DATATYPE_BY_NAME.get(row.type)
+    return None if dtype is None else row.count * dtype.itemsize
+
+
+def _choices_at(calls: Sequence[CallChoice], func: str, row: ResultRow) -> list[Choice]:
+    out: list[Choice] = []
+    for c in calls:
+        if c.func != func or c.algo is None or c.nbytes != _nccl_bytes(row, c.bytes_kind):
+            continue
+        choice = (c.algo, c.proto, c.nchannels)
+        if choice not in out:
+            out.append(choice)
+    return out
+
+
+def row_choices(f: RunFacts) -> list[list[Choice]]:
+    """Per row: NCCL's choices for it (one normally; two when NCCL logged the size both ways)."""
+    func = NCCL_FUNC.get(f.collective)
+    if func is None:
+        return [[] for _ in f.rows]
+    everything = f.log.per_call if f.log is not None else []
+    index = {t: i for i, t in enumerate(f.tests)}
+    out = []
+    for r in f.rows:
+        i = index.get((r.type, r.redop, r.root))
+        calls = f.probe[i] if f.probe is not None and i is not None and i < len(f.probe) else everything
+        out.append(_choices_at(calls, func, r))
+    return out
+
+
+def _what(choice: Choice) -> str:
+    algo, proto, nch = choice
+    text = algo + (f"/{proto}" if proto else "")
+    if nch is not None:
+        text += f", {nch} channel" + ("" if nch == 1 else "s")
+    return text
+
+
+def size_ranges(rows: Sequence[ResultRow], per_row: Sequence[list[Choice]]) -> list[tuple[Test, int, int, list[Choice]]]:
+    """Consecutive sizes of one test with the same choice(s), as (test, lo, hi, choices); sizes of
+    later -N cycles repeat earlier ones and are folded in."""
+    by_test: dict[Test, dict[int, list[Choice]]] = {}
+    for r, choices in zip(rows, per_row):
+        sizes = by_test.setdefault((r.type, r.redop, r.root), {})
+        have = sizes.setdefault(r.size, [])
+        have += [c for c in choices if c not in have]
+    out: list[tuple[Test, int, int, list[Choice]]] = []
+    for test, sizes in by_test.items():
+        for size in sorted(sizes):
+            choices = sizes[size]
+            if out and out[-1][0] == test and out[-1][3] == choices:
+                out[-1] = (test, out[-1][1], size, choices)
+            else:
+                out.append((test, size, size, choices))
+    return out
+
+
+def per_size_unknown(f: RunFacts) -> str:
+    """Why NCCL's choice per size is unknown for this run."""
+    if f.backend == "mpi":
+        return "the CPU backend uses no NCCL"
+    if NCCL_FUNC.get(f.collective) is None:
+        return f"NCCL logs no algorithm for {f.collective} (point-to-point sends and receives)"
+    if f.nranks == 1:
+        return "none with one rank (NCCL copies locally, no algorithm is chosen)"
+    if f.log is not None:
+        why = next((u for u in f.log.unknown if u.startswith("per-call")), None)
+        if why:
+            return why.split(": ", 1)[1] if ": " in why else why
+    for n in f.notes:
+        if "per-call" in n or "NCCL_DEBUG" in n:
+            return n
+    return f.log_unknown or "NCCL logged no choice for these sizes"
+
+
+def per_size_lines(f: RunFacts, per_row: Sequence[list[Choice]]) -> tuple[list[str], list[dict[str, Any]]]:
+    ranges = size_ranges(f.rows, per_row)
+    if not any(choices for *_, choices in ranges):
+        return [f"# {f.collective} per size: NCCL's choice unknown ({per_size_unknown(f)})"], []
+    several = len({t for t, *_ in ranges}) > 1
+    lines, data = [], []
+    for test, lo, hi, choices in ranges:
+        label = f.collective + (f" {test[0]} {test[1]}" + (f" root {test[2]}" if test[2] >= 0 else "")
+                                if several else "")
+        span = format_bytes(lo) if lo == hi else f"{format_bytes(lo)} - {format_bytes(hi)}"
+        what = " or ".join(_what(c) for c in choices) if choices else "no choice logged"
+        if len(choices) > 1:
+            what += " (NCCL chose differently for the same size)"
+        lines.append(f"# {label} {span}: {what}")
+        data.append({"type": test[0], "redop": test[1], "root": test[2], "lo": lo, "hi": hi,
+                     "choices": [{"algo": a, "proto": p, "nchannels": n} for a, p, n in choices]})
+    return lines, data
+
+
+def _row_data(rows: Sequence[ResultRow], per_row: Sequence[list[Choice]]) -> list[dict[str, Any]]:
+    """Per row (in the table's order): NCCL's algorithm/protocol/channels, null where unknown."""
+    out = []
+    for r, choices in zip(rows, per_row):
+        d: dict[str, Any] = {"size": r.size, "type": r.type, "redop": r.redop, "root": r.root,
+                             "algo": None, "proto": None, "nchannels": None}
+        if len(choices) == 1:
+            d["algo"], d["proto"], d["nchannels"] = choices[0]
+        elif choices:
+            d["choices"] = [{"algo": a, "proto": p, "nchannels": n} for a, p, n in choices]
+        out.append(d)
+    return out
+
+
+# -- the verdict --------------------------------------------------------------------------------
+
+CPU_CEILING = ("the CPU backend (MPI on host memory) has no bandwidth model: its speed is the host's memory and "
+               "MPI library's, not a GPU interconnect's")
+
+
+def judge_facts(f: RunFacts) -> RunJudgement:
+    rows = [(r.size, r.out_of_place.busbw) for r in f.rows]
+    if f.backend == "mpi":
+        plateau = plateau_busbw(rows)
+        ceiling = Ceiling(collective=f.collective, nranks=f.nranks, nnodes=max(1, len(f.hosts)), unknown=CPU_CEILING)
+        traps = TrapReport(unchecked=[Unchecked("NCCL traps", "the CPU backend uses no NCCL")])
+        return RunJudgement(f.collective, ceiling, plateau, judge(plateau, ceiling), traps)
+    return judge_run(f.hosts, f.collective, f.nranks, rows, env=f.env, log=f.log, nccl_version=f.nccl_version,
+                     no_topology=f.topology_unknown or "no topology facts")
+
+
+def explain_run(f: RunFacts) -> Explained:
+    """The lines after `# Avg bus bandwidth` and the data behind them (the JSON's EXPLAIN_KEY)."""
+    lines: list[str] = []
+    if f.backend == "mpi":
+        lines.append("# NCCL path: none (the CPU backend runs MPI collectives on host memory)")
+        per_row: list[list[Choice]] = [[] for _ in f.rows]
+        ranges: list[dict[str, Any]] = []
+    else:
+        lines.append(nccl_path_line(f.log, f.log_unknown))
+        per_row = row_choices(f)
+        size_lines, ranges = per_size_lines(f, per_row)
+        lines += size_lines
+    j = judge_facts(f)
+    lines += j.lines()
+    if not f.hosts and f.backend != "mpi":
+        lines.append(f"# Topology unknown: {f.topology_unknown or 'no topology facts'}")
+    data: dict[str, Any] = {
+        "lines": lines,
+        "nccl_log": {"facts": f.log.to_dict()} if f.log is not None else None,
+        "nccl_log_unknown": f.log_unknown,
+        "capture_notes": list(f.notes),
+        "tests": [list(t) for t in f.tests],
+        "probe": ([[dataclasses.asdict(c) for c in calls] for calls in f.probe] if f.probe is not None else None),
+        "per_size": ranges,
+        "rows": _row_data(f.rows, per_row),
+        "judgement": j.to_dict(),
+    }
+    return Explained(lines, data, j)

@@ -1,0 +1,69 @@
+"""A run judged again from what was kept of it: a stored run, or an imported nccl-tests log.
+
+What each kind of run carries (and what is then unknown, said so):
+
+* a run ncclbench measured: the topology of its hosts at start
+  (`RunInfo.extra[EXPLAIN_KEY]["topology"]`), NCCL's log facts and the probe's
+  per-size choices (`RunSummary.explain`), its NCCL_* environment;
+* an imported nccl-tests text log: NCCL's INFO lines, if the log has them
+  (`RunInfo.extra["nccl_log"]`, raw lines read again here), the environment
+  NCCL said it read; no topology (nccl-tests does not print it);
+* a run stored before explain existed, or with --no-explain: rows only.
+
+The run's objects are read by attribute (`info`, `rows`, `summary`, `env`),
+so a `store.db.StoredRun` and a `store.imported.ImportedRun` both work.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..results import EXPLAIN_KEY
+from .nccl_capture import choices_from
+from .nccl_log import facts_from_stored
+from .run_explain import Explained, RunFacts, explain_run, tests_of
+from .topology import HostTopology
+
+EXTRA_NCCL_LOG = "nccl_log"  # store.importers.EXTRA_NCCL_LOG: the raw NCCL lines of an imported log
+
+
+def _nccl_version(code: int | None) -> str | None:
+    if not code:
+        return None
+    return f"{code // 10000}.{code % 10000 // 100}.{code % 100}" if code >= 10000 else \
+        f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+
+
+def run_facts(run: Any) -> RunFacts:
+    """Everything kept of `run` (a StoredRun or ImportedRun), for `explain_run`."""
+    info, summary = run.info, run.summary
+    start = info.extra.get(EXPLAIN_KEY) or {}
+    end = (summary.explain if summary is not None else None) or {}
+    backend = "mpi" if info.backend == "mpi" else "nccl" if info.backend == "nccl" else "nccl-tests"
+    f = RunFacts(collective=run.options.collective, nranks=info.nranks or 1, rows=list(run.rows), backend=backend,
+                 env={k: v for k, v in (run.env or {}).items() if k.startswith("NCCL_")},
+                 nccl_version=_nccl_version(info.nccl_version_code), tests=tests_of(run.rows))
+    f.hosts = [HostTopology.from_dict(h) for h in start.get("topology") or []]
+    if not f.hosts:
+        f.topology_unknown = start.get("topology_unknown") or (
+            "nccl-tests prints no topology: an imported log carries none" if backend == "nccl-tests" else
+            "not recorded with this run (run with --no-explain, or stored before ncclbench recorded topology)")
+    if end.get("nccl_log"):
+        f.log = facts_from_stored(end["nccl_log"])
+        f.notes = list(end.get("capture_notes") or [])
+    elif EXTRA_NCCL_LOG in info.extra:
+        f.log = facts_from_stored(info.extra[EXTRA_NCCL_LOG])
+    elif backend != "mpi":
+        f.log_unknown = end.get("nccl_log_unknown") or (
+            "the log has no NCCL INFO lines (NCCL_DEBUG=INFO prints them)" if backend == "nccl-tests" else
+            "NCCL's log was not kept with this run")
+    if f.log is not None and f.log.version:
+        f.nccl_version = f.nccl_version or f.log.version
+    if end.get("probe") is not None:
+        f.probe = [choices_from(calls) for calls in end["probe"]]
+        f.tests = [(str(t[0]), str(t[1]), int(t[2])) for t in end.get("tests") or []]
+    return f
+
+
+def explain_stored(run: Any) -> Explained:
+    return explain_run(run_facts(run))
