@@ -207,6 +207,7 @@ def collect(args) -> int:
 
 
 HISTORY = 10  # runs in a baseline with history (what `baseline set NAME RUN --runs 10` stores)
+LONG_HISTORY = 20  # the same with up to 20 runs (fewer for the first pairs: the seeds and pairs before)
 
 
 def _variant_runs(meta: dict, setup: str, per_iter: bool) -> list[tuple[int, bool]]:
@@ -249,12 +250,15 @@ def judge(args) -> int:
         setup, per_iter = p["setup"], p["per_iter"]
         order = _variant_runs(meta, setup, per_iter)
         a, b = p["a"]["run"], p["b"]["run"]
-        upto = [rid for rid, good in order[: [r for r, _ in order].index(a) + 1] if good][-HISTORY:]
-        base, hist = run(setup, a), [run(setup, r) for r in upto if r != a]
+        good_upto = [rid for rid, good in order[: [r for r, _ in order].index(a) + 1] if good]
+        base = run(setup, a)
+        hist = [run(setup, r) for r in good_upto[-HISTORY:] if r != a]
+        long_hist = [run(setup, r) for r in good_upto[-LONG_HISTORY:] if r != a]
         rec = {"setup": setup, "per_iter": per_iter, "round": p["round"], "a": a, "b": b,
                "injected": p.get("injected"), "load": [p["a"]["load_before"], p["b"]["load_after"]],
                "alone": _judgement(gate(run(setup, b), base)),
-               "with_history": _judgement(gate(run(setup, b), base, history=hist))}
+               "with_history": _judgement(gate(run(setup, b), base, history=hist)),
+               "with_long_history": _judgement(gate(run(setup, b), base, history=long_hist))}
         if setup == "slow":  # the pair's first run against the good runs before it: an identical check
             before = [rid for rid, good in order[: [r for r, _ in order].index(a)] if good][-HISTORY:]
             if len(before) >= 3:
@@ -276,11 +280,13 @@ def judge(args) -> int:
         sel = (lambda r, s=setup, i=per_iter: r["setup"] == s and r["per_iter"] == i)
         a = count(sel, "alone")
         h = count(sel, "with_history")
-        rows.append((label, "caught" if setup == "slow" else "false alarms", a, h))
+        hl = count(sel, "with_long_history")
+        rows.append((label, "caught" if setup == "slow" else "false alarms", a, h, hl))
     ident = count(lambda r: r["setup"] == "slow", "first_vs_history")
     loads = [x for r in results for x in r["load"]]
     summary = {
-        "rows": [{"what": w, "counted": c, "alone": list(a), "with_history": list(h)} for w, c, a, h in rows],
+        "rows": [{"what": w, "counted": c, "alone": list(a), "with_history": list(h), "with_long_history": list(hl)}
+                 for w, c, a, h, hl in rows],
         "shaped_identical_first_runs_false_alarms": list(ident),
         "load_min_median_max": [min(loads), statistics.median(loads), max(loads)] if loads else None}
     doc = {"meta": meta, "history_runs": HISTORY, "summary": summary, "pairs": results,
@@ -302,9 +308,10 @@ def judge(args) -> int:
              "(then the gate knows only the size-to-size scatter of the pair, and says the noise of whole runs is "
              f"unknown), and against a baseline of the {HISTORY} newest good runs of the same command up to the "
              f"pair's first run (`baseline set NAME RUN --runs {HISTORY}`).", "",
-             "| pairs | counted | first run alone | baseline with history |", "|---|---|---:|---:|"]
-    for w, c, a, h in rows:
-        lines.append(f"| {w} | {c} | {a[0]} of {a[1]} | {h[0]} of {h[1]} |")
+             f"| pairs | counted | first run alone | baseline of {HISTORY} runs | baseline of up to {LONG_HISTORY} runs |",
+             "|---|---|---:|---:|---:|"]
+    for w, c, a, h, hl in rows:
+        lines.append(f"| {w} | {c} | {a[0]} of {a[1]} | {h[0]} of {h[1]} | {hl[0]} of {hl[1]} |")
     lines += ["", f"Shaped setup, each slowed pair's first (unslowed) run against the {HISTORY} good runs before it: "
               f"{ident[0]} false alarms of {ident[1]}."]
     (res / "gate-false-alarms.md").write_text("\n".join(lines) + "\n")
