@@ -14,7 +14,7 @@ from ncclbench.commands.base import CommandParser, make_parser
 from ncclbench.errors import ArgumentError
 
 STORE_AND_TOOLS = {"history", "show", "import", "compare", "check", "baseline", "report", "list",
-                   "preflight", "version"}
+                   "preflight", "version", "explain", "topo"}
 
 
 def test_the_commands_are_found_by_file_name():

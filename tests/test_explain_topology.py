@@ -403,20 +403,3 @@ def test_nvml_dump_replays_to_the_same_facts(tmp_path, monkeypatch, capsys):
     want = gather_host_topology(Dumpable(spec), root, "n1")
     got = gather_host_topology(S.RecordedNvml(dump), root, "n1")
     assert got == want
-
-
-def test_gather_command_prints_and_writes_json(tmp_path, capsys):
-    from ncclbench.explain.gather import main
-
-    spec = S.hgx_host("n1", *H100, ngpus=2, nic_kind="roce", nics=2)
-    S.build_sysfs(spec, str(tmp_path))
-    assert main(["--root", str(tmp_path), "--json", str(tmp_path / "t.json")]) == 0
-    out = capsys.readouterr().out
-    assert "#   NICs: 2x RoCE 400 Gb/s ACTIVE" in out and "NIC mlx5_0:1 (roce, ens0np0) ACTIVE" in out
-    back = HostTopology.from_dict(json.loads((tmp_path / "t.json").read_text()))
-    assert [n.name for n in back.nics] == ["mlx5_0", "mlx5_1"]
-    assert main(["--bogus"]) == 255
-    assert main(["--root", str(tmp_path), "--json", str(tmp_path / "no/such/dir.json")]) == 6
-    assert capsys.readouterr().err.splitlines() == ["ncclbench topology: unrecognized arguments: --bogus",
-                                                    f"ncclbench topology: cannot write {tmp_path}/no/such/dir.json: "
-                                                    "No such file or directory"]

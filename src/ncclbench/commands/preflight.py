@@ -11,7 +11,7 @@ from ..errors import ArgumentError
 from .base import PROGRAM, CommandParser
 
 NAME = "preflight"
-HELP = "check the launch (ranks, hosts, GPUs, versions, env traps) without running collectives"
+HELP = "check the launch (ranks, hosts, GPUs, versions, env traps, topology) without running collectives"
 
 
 def add_arguments(parser: CommandParser) -> None:
@@ -55,4 +55,27 @@ def run(args: argparse.Namespace) -> int:
             return spawn_mpiexec(args.nprocs, child_argv(args), module=PROGRAM)
         return LocalSpawnLauncher(args.nprocs, child_argv(args), module=PROGRAM).run()
     return run_checks(info, timeout_s=args.timeout or None, backend=args.backend,
-                      gpus_per_rank=args.ngpus * args.nthreads, nccl_lib=args.nccl_lib, json_path=args.json_path)
+                      gpus_per_rank=args.ngpus * args.nthreads, nccl_lib=args.nccl_lib, json_path=args.json_path,
+                      extra=topology_facts())
+
+
+def topology_facts():
+    """Each host's topology (explain/): read by its first local rank, two `#` lines per host layout
+    under the rank table, and `topology` in the JSON."""
+    from ..launch.preflight import ExtraFacts
+
+    def collect(info):
+        if info.local_rank != 0:
+            return None
+        from ..explain.gather import read_topology
+
+        return read_topology()
+
+    def report(_facts, collected):
+        from ..explain.topology import format_topology_lines, hosts_from_gathered
+
+        hosts, whys = hosts_from_gathered(collected)
+        lines = format_topology_lines(hosts) + [f"# Topology unknown: {why}" for why in whys]
+        return lines, {"topology": [h.to_dict() for h in hosts], "topology_unknown": whys}
+
+    return ExtraFacts(collect, report)

@@ -2,7 +2,7 @@
 
 Cheap enough to run on every rank at start, beside the preflight facts (NVML
 init plus a few hundred small file reads; no CUDA context, no collective), and
-the function behind a future `ncclbench topo`.  The NVML module and the sysfs
+the function behind `ncclbench topo`.  The NVML module and the sysfs
 root are parameters so that tests and the published-systems table run the very
 same code against fakes.
 """
@@ -55,38 +55,10 @@ def gather_host_topology(nvml: Any = _DEFAULT, root: str = "/", host: str | None
     return facts
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m ncclbench.explain.gather [--json PATH] [--root DIR]`: this host's topology facts,
-    as the banner and a future `ncclbench topo` show them (no collective runs)."""
-    import argparse
-    import json
-    import sys
-
-    from ..errors import ArgumentError, BenchError, ExitCode
-    from .topology import format_topology_lines, format_topology_report
-
-    class Parser(argparse.ArgumentParser):
-        def error(self, message: str):
-            raise ArgumentError(message)
-
-    p = Parser(prog="python -m ncclbench.explain.gather", description=main.__doc__)
-    p.add_argument("--json", dest="json_path", help="also write the facts as JSON to PATH")
-    p.add_argument("--root", default="/", help="where /sys and /proc are (default /)")
+def read_topology() -> tuple[dict | None, str]:
+    """This host's facts as plain data for a gather to rank 0, or (None, why) when reading failed
+    (a reader bug, a broken host): the benchmark and preflight go on without them."""
     try:
-        args = p.parse_args(argv)
-        facts = gather_host_topology(root=args.root)
-        print("\n".join(format_topology_lines([facts]) + format_topology_report(facts)))
-        if args.json_path:
-            try:
-                with open(args.json_path, "w") as f:
-                    json.dump(facts.to_dict(), f, indent=1)
-            except OSError as exc:
-                raise BenchError(f"cannot write {args.json_path}: {exc.strerror}", ExitCode.INVALID_USAGE) from None
-    except BenchError as e:
-        print(f"ncclbench topology: {e.message}", file=sys.stderr)
-        return int(e.code)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+        return gather_host_topology().to_dict(), ""
+    except Exception as exc:
+        return None, f"reading the topology failed: {type(exc).__name__}: {exc}"

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..backends.base import Worker
@@ -50,12 +50,6 @@ def wanted(opts: BenchOptions, environ: Mapping[str, str] = os.environ) -> bool:
     return opts.explain and environ.get(ENV_SWITCH, "1").strip().lower() not in ("0", "off", "no", "false")
 
 
-def _read_this_host():
-    from .gather import gather_host_topology
-
-    return gather_host_topology()
-
-
 def _preload() -> None:
     """Import what judging needs later, in the reader's thread: off the main thread's start-up."""
     from . import judgement, run_explain  # noqa: F401
@@ -64,17 +58,17 @@ def _preload() -> None:
 class TopologyReader:
     """This host's topology facts, read in a background thread from construction on."""
 
-    def __init__(self, read=_read_this_host):
-        self._result: dict | None = None
-        self._error = ""
+    def __init__(self, read: Callable[[], tuple[dict | None, str]] | None = None):
+        self._result: tuple[dict | None, str] = (None, "")
         self._thread = threading.Thread(target=self._run, args=(read,), name="ncclbench-topology", daemon=True)
         self._thread.start()
 
-    def _run(self, read) -> None:
-        try:
-            self._result = read().to_dict()
-        except Exception as exc:  # a reader bug or a broken host: the facts are unknown, the run goes on
-            self._error = f"reading the topology failed: {type(exc).__name__}: {exc}"
+    def _run(self, read: Callable[[], tuple[dict | None, str]] | None) -> None:
+        if read is None:
+            from .gather import read_topology
+
+            read = read_topology
+        self._result = read()
         try:
             _preload()
         except Exception:  # imported again where used, and failing there with the real error
@@ -85,7 +79,7 @@ class TopologyReader:
         self._thread.join(timeout)
         if self._thread.is_alive():
             return None, f"reading the topology did not finish in {timeout:g} s (NVML or sysfs stuck)"
-        return self._result, self._error
+        return self._result
 
 
 class RowCollector:
@@ -156,33 +150,25 @@ class LiveExplain:
         mine = self.reader.result() if self.reader is not None else None
         gathered = host.gather(mine, 0)
         if gathered is not None:
-            self._start_facts([g for g in gathered if g is not None], rank_facts, info)
+            self._start_facts(gathered, rank_facts, info)
         if self.capture is not None:
             self.capture.after_init()
 
-    def _start_facts(self, gathered: list[tuple[dict | None, str]], rank_facts: Sequence[RankFacts] | None,
+    def _start_facts(self, gathered: list[tuple[dict | None, str] | None], rank_facts: Sequence[RankFacts] | None,
                      info: RunInfo) -> None:
         from .judgement import hosts_in_use
-        from .topology import HostTopology, format_topology_lines
+        from .topology import format_topology_lines, hosts_from_gathered
 
-        tops: dict[str, HostTopology] = {}
-        whys = []
-        for facts, why in gathered:
-            if facts is None:
-                whys.append(why)
-                continue
-            t = HostTopology.from_dict(facts)
-            tops.setdefault(t.host, t)
+        tops, whys = hosts_from_gathered(gathered)
         if self.backend is Backend.NCCL and rank_facts:
-            per_rank = self.opts.nthreads * self.opts.ngpus
-            self.hosts = hosts_in_use(list(tops.values()), list(rank_facts), per_rank)
+            self.hosts = hosts_in_use(tops, list(rank_facts), self.opts.nthreads * self.opts.ngpus)
         else:
-            self.hosts = list(tops.values())
+            self.hosts = tops
         if not self.hosts:
-            self.topology_unknown = "; ".join(dict.fromkeys(whys)) or "no host's topology facts were read"
+            self.topology_unknown = "; ".join(whys) or "no host's topology facts were read"
         lines = format_topology_lines(self.hosts)
         if whys and self.hosts:
-            lines.append(f"#   topology of some hosts unknown: {'; '.join(dict.fromkeys(whys))}")
+            lines.append(f"#   topology of some hosts unknown: {'; '.join(whys)}")
         elif not self.hosts:
             lines.append(f"# Topology unknown: {self.topology_unknown}")
         info.notes.extend(lines)

@@ -240,6 +240,24 @@ class HostTopology:
         return [n for n in self.nics if n.rdma]
 
 
+def hosts_from_gathered(gathered: list[tuple[dict | None, str] | None]) -> tuple[list[HostTopology], list[str]]:
+    """The hosts' facts as ranks sent them (`gather.read_topology`; None from ranks that did not
+    read), each host once, and the reasons some could not be read."""
+    hosts: dict[str, HostTopology] = {}
+    whys: list[str] = []
+    for item in gathered:
+        if item is None:
+            continue
+        facts, why = item
+        if facts is None:
+            if why and why not in whys:
+                whys.append(why)
+            continue
+        h = HostTopology.from_dict(facts)
+        hosts.setdefault(h.host, h)
+    return list(hosts.values()), whys
+
+
 # -- the banner's lines ---------------------------------------------------------------------
 
 def _counts(items: list[str]) -> str:

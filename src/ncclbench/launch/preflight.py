@@ -16,8 +16,9 @@ import json
 import os
 import sys
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import BenchError, ExitCode
 from .detect import LaunchInfo
@@ -240,8 +241,19 @@ def format_host_lines(facts: Sequence[RankFacts]) -> list[str]:
 
 # -- the check, for real ---------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class ExtraFacts:
+    """More facts per rank from a layer above this one (explain's topology): `collect(info)` on
+    every rank, gathered beside its RankFacts; `report(facts, collected)` at rank 0 gives the
+    lines printed under the rank table and the members added to the JSON."""
+
+    collect: Callable[[LaunchInfo], Any]
+    report: Callable[[list[RankFacts], list[Any]], tuple[list[str], dict[str, Any]]]
+
+
 def run_checks(info: LaunchInfo, *, timeout_s: float | None = None, backend: str = "auto",
-               gpus_per_rank: int = 1, nccl_lib: str | None = None, json_path: str | None = None) -> int:
+               gpus_per_rank: int = 1, nccl_lib: str | None = None, json_path: str | None = None,
+               extra: ExtraFacts | None = None) -> int:
     """Form the job described by `info` as a benchmark would, gather every rank's
     facts and print the verdict at rank 0.  Collective: every rank calls it.
     Returns the exit status (0 clean, 6 on a trap), the same on every rank."""
@@ -257,12 +269,14 @@ def run_checks(info: LaunchInfo, *, timeout_s: float | None = None, backend: str
         facts = collect_rank_facts(info, hostcomm=host_comm_name(comm), nccl_lib=nccl_lib,
                                    probe_nccl=None if backend != "mpi" else info.local_rank == 0)
         gathered = comm.gather(facts, 0)
+        more = comm.gather(extra.collect(info), 0) if extra is not None else None
         code = 0
         if comm.rank == 0:
             assert gathered is not None
             require = {"nccl": True, "mpi": False}.get(backend)
             findings = check_facts(gathered, info.size, gpus_per_rank, require)
-            code = _report(gathered, findings, info, host_comm_name(comm), gpus_per_rank, json_path)
+            added = extra.report(gathered, more or []) if extra is not None else ([], {})
+            code = _report(gathered, findings, info, host_comm_name(comm), gpus_per_rank, json_path, added)
         code = comm.bcast(code, 0)
         comm.barrier()
         return int(code)
@@ -271,11 +285,13 @@ def run_checks(info: LaunchInfo, *, timeout_s: float | None = None, backend: str
 
 
 def _report(facts: list[RankFacts], findings: list[Finding], info: LaunchInfo, hostcomm: str, gpr: int,
-            json_path: str | None) -> int:
+            json_path: str | None, added: tuple[list[str], dict[str, Any]] = ([], {})) -> int:
     hosts = len({f.host_key for f in facts})
     print(f"# ncclbench preflight: {len(facts)} process(es) on {hosts} host(s); launcher: {info.launcher}; "
           f"host communication: {hostcomm}")
     print(format_rank_table(facts, gpr))
+    for line in added[0]:
+        print(line)
     for f in findings:
         print(f"# {f}")
     errors = [f for f in findings if f.level == ERROR]
@@ -286,7 +302,7 @@ def _report(facts: list[RankFacts], findings: list[Finding], info: LaunchInfo, h
         doc = {"launcher": info.kind, "hostcomm": hostcomm, "expected_size": info.size,
                "facts": [f.to_dict() for f in facts],
                "findings": [{"level": f.level, "check": f.check, "message": f.message} for f in findings],
-               "ok": not errors}
+               "ok": not errors, **added[1]}
         try:
             with open(json_path, "w") as fh:
                 json.dump(doc, fh, indent=1)
