@@ -1,15 +1,10 @@
 """One run judged: the glue the benchmark, `ncclbench explain` and the report call.
 
-The intended wiring (the run path itself lives in commands/ and harness/):
-1. at start, each host's first local rank calls `gather.gather_host_topology()` (NVML + sysfs,
-   no collective, tens of ms) beside `launch.facts.collect_rank_facts`, and the facts travel to
-   rank 0 with the preflight facts;
-2. rank 0 keeps the GPUs the job uses (`hosts_in_use`), prints
-   `topology.format_topology_lines` under the device list and stores `HostTopology.to_dict()`
-   with the run and in the JSON under `JSON_KEY`;
-3. after the table, per collective, `judge_run` gives the ceiling, the plateau, the verdict
-   and the traps; `RunJudgement.lines()` are the `#` lines printed after `# Avg bus bandwidth`
-   and `RunJudgement.to_dict()` goes under `JSON_KEY` too.
+How a run uses it (`live`, `run_explain`): each host's first local rank reads its topology
+(`gather`), rank 0 keeps the GPUs the job uses (`hosts_in_use`), prints them in the banner
+(`topology.format_topology_lines`) and stores them under `JSON_KEY`; after the table `judge_run`
+gives the ceiling, the plateau, the verdict and the traps, whose `RunJudgement.lines()` follow
+`# Avg bus bandwidth` and whose `to_dict()` goes under `JSON_KEY` too.
 """
 
 from __future__ import annotations
