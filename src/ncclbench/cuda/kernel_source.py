@@ -18,7 +18,7 @@ Kernels (extern "C", one per element width W in 8, 16, 32, 64):
 
 from __future__ import annotations
 
-from ..verifiable import MIX1, MIX2, PARAM_NAMES, PHI, PSI
+from ..fill_plan import MIX1, MIX2, PARAM_NAMES, PHI, PSI
 
 WIDTHS = (8, 16, 32, 64)
 

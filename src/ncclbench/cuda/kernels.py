@@ -24,12 +24,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..datatypes import DataType, RedOp
 from ..errors import BenchError, ExitCode
+from ..fill_plan import PARAM_NAMES, make_plan, plan_vector
 from ..fills import Fill
-from ..verifiable import PARAM_NAMES, make_plan, plan_vector
 from .kernel_source import kernel_source
 
 THREADS = 256
@@ -169,7 +167,7 @@ class DeviceKernels:
         self._dev = dev
         self._ctx = self._ck(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
         self._funcs: dict[tuple[str, int], Any] = {}
-        self._host = np.zeros(1, dtype=np.uint64)
+        self._host = ctypes.c_uint64(0)
         try:
             with self._current():
                 self._module = self._load_module()
@@ -255,9 +253,9 @@ class DeviceKernels:
                 if n:
                     params = plan_vector(make_plan(f, dtype, op, nranks))
                     self._launch("check", dtype.bits, ptr + f.offset * dtype.itemsize, n, params, stream)
-            self._ck(drv.cuMemcpyDtoHAsync(self._host.ctypes.data, self._counter, 8, s), "cuMemcpyDtoHAsync")
+            self._ck(drv.cuMemcpyDtoHAsync(ctypes.addressof(self._host), self._counter, 8, s), "cuMemcpyDtoHAsync")
             self._ck(drv.cuStreamSynchronize(s), "cuStreamSynchronize")
-            return int(self._host[0])
+            return int(self._host.value)
 
     def close(self) -> None:
         """Free the counter, unload the module and release the primary context."""
