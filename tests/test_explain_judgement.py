@@ -5,7 +5,8 @@ import json
 from explain_helpers import H200, facts, log
 
 from ncclbench.explain import simulated as S
-from ncclbench.explain.judgement import JSON_KEY, RunJudgement, hosts_in_use, judge_run
+from ncclbench.explain.judgement import JSON_KEY, RunJudgement, judge_run
+from ncclbench.explain.topology import hosts_in_use
 from ncclbench.launch.facts import GpuFact, RankFacts
 
 GiB = 2**30

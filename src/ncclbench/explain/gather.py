@@ -55,10 +55,15 @@ def gather_host_topology(nvml: Any = _DEFAULT, root: str = "/", host: str | None
     return facts
 
 
-def read_topology() -> tuple[dict | None, str]:
+def read_topology(gpus: bool = True) -> tuple[dict | None, str]:
     """This host's facts as plain data for a gather to rank 0, or (None, why) when reading failed
-    (a reader bug, a broken host): the benchmark and preflight go on without them."""
+    (a reader bug, a broken host): the benchmark and preflight go on without them.  `gpus=False`
+    (the CPU backend) leaves NVML alone and says so."""
     try:
-        return gather_host_topology().to_dict(), ""
+        if gpus:
+            return gather_host_topology().to_dict(), ""
+        facts = gather_host_topology(nvml=None)
+        facts.unknown["nvml"] = "not read: the CPU backend uses no GPU"
+        return facts.to_dict(), ""
     except Exception as exc:
         return None, f"reading the topology failed: {type(exc).__name__}: {exc}"

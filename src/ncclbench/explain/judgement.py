@@ -13,8 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..launch.facts import RankFacts
-from ..launch.preflight import assigned_gpus
 from ..results import EXPLAIN_KEY
 from .ceiling import Ceiling, expected_ceiling
 from .nccl_log import NcclLogFacts
@@ -23,19 +21,6 @@ from .traps import TrapReport, find_traps, format_trap_lines
 from .verdict import Plateau, Verdict, judge, plateau_busbw, summary_line
 
 JSON_KEY = EXPLAIN_KEY  # the extension key in the run's JSON (nccl-tests' own keys stay as they are)
-
-
-def hosts_in_use(topologies: Sequence[HostTopology], facts: Sequence[RankFacts],
-                 gpus_per_rank: int = 1) -> list[HostTopology]:
-    """Each host's topology restricted to the GPUs its ranks use (matched by PCI address, since
-    NVML numbers GPUs in PCI order and CUDA by its own), in the order hosts first appear."""
-    used: dict[str, list[str]] = {}
-    for f, ordinals in zip(facts, assigned_gpus(facts, gpus_per_rank)):
-        for o in ordinals:
-            if 0 <= o < len(f.gpus):
-                used.setdefault(f.host, []).append(f.gpus[o].pci)
-    by_host = {t.host: t for t in topologies}
-    return [by_host[h].only(ids) for h, ids in used.items() if h in by_host]
 
 
 @dataclass

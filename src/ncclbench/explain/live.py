@@ -10,10 +10,12 @@
                                                   account to rank 0 -> lines and data in summary
     explain.close()
 
-Why the topology is read in a thread: NVML's start and a few hundred sysfs
-reads cost tens to hundreds of ms, which then overlap with forming the job
-and NCCL's own start instead of adding to them; only each host's first
-local rank reads (the facts are the host's).  Everything collective here
+Why the topology is read in a thread: NVML's start, a few hundred sysfs
+reads and importing the judging code (which the thread does too, on the GPU
+backend) cost tens to hundreds of ms, which then overlap with forming the
+job and NCCL's own start instead of adding to them; `after_workers` waits
+for the thread, so none of it runs into the timed loops.  Only each host's
+first local rank reads (the facts are the host's).  Everything collective here
 (the two gathers, the probe ops) is called by every rank in the same order.
 
 A failure while judging (a bug, a fact in an unexpected shape) costs the
@@ -58,17 +60,20 @@ def _preload() -> None:
 class TopologyReader:
     """This host's topology facts, read in a background thread from construction on."""
 
-    def __init__(self, read: Callable[[], tuple[dict | None, str]] | None = None):
+    def __init__(self, read: Callable[[], tuple[dict | None, str]] | None = None, gpus: bool = True):
         self._result: tuple[dict | None, str] = (None, "")
-        self._thread = threading.Thread(target=self._run, args=(read,), name="ncclbench-topology", daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(read, gpus), name="ncclbench-topology", daemon=True)
         self._thread.start()
 
-    def _run(self, read: Callable[[], tuple[dict | None, str]] | None) -> None:
+    def _run(self, read: Callable[[], tuple[dict | None, str]] | None, gpus: bool) -> None:
         if read is None:
             from .gather import read_topology
 
-            read = read_topology
-        self._result = read()
+            self._result = read_topology(gpus)
+        else:
+            self._result = read()
+        if not gpus:
+            return  # the CPU backend has no NCCL start for the imports to hide behind: they wait for the end
         try:
             _preload()
         except Exception:  # imported again where used, and failing there with the real error
@@ -120,7 +125,7 @@ class LiveExplain:
         self.opts, self.backend, self.environ = opts, backend, environ
         # What the user set: the run's record (JSON env, the store) keeps this, not the capture's settings.
         self.user_env = dict(environ)
-        self.reader = TopologyReader() if local_rank == 0 else None
+        self.reader = TopologyReader(gpus=backend is Backend.NCCL) if local_rank == 0 else None
         self.capture: NcclRunCapture | None = None
         self.rows = RowCollector()
         self.hosts: list[HostTopology] = []
@@ -156,8 +161,7 @@ class LiveExplain:
 
     def _start_facts(self, gathered: list[tuple[dict | None, str] | None], rank_facts: Sequence[RankFacts] | None,
                      info: RunInfo) -> None:
-        from .judgement import hosts_in_use
-        from .topology import format_topology_lines, hosts_from_gathered
+        from .topology import format_topology_lines, hosts_from_gathered, hosts_in_use
 
         tops, whys = hosts_from_gathered(gathered)
         if self.backend is Backend.NCCL and rank_facts:

@@ -43,8 +43,10 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .nccl_log import NcclLogFacts, merge_facts, parse_nccl_log
+if TYPE_CHECKING:  # the reader is imported where files are read: a run sets its capture up before NCCL
+    from .nccl_log import NcclLogFacts  # starts, and that path stays light
 
 PHASE_SUBSYS = {
     "init": "INIT,ENV,NET,GRAPH,TUNING",
@@ -203,6 +205,8 @@ class CapturedFile:
 
 def read_files(plan: CapturePlan, pids: list[int] | None = None, host: str | None = None) -> list[CapturedFile]:
     """Each captured file read on its own (a probed test's ops are one file's per-call lines)."""
+    from .nccl_log import NcclLogFacts, parse_nccl_log
+
     out = []
     for path in captured_files(plan, pids, host):
         m = _FILE_NAME.match(path.name)
@@ -216,6 +220,8 @@ def read_files(plan: CapturePlan, pids: list[int] | None = None, host: str | Non
 
 def merged(plan: CapturePlan, files: list[CapturedFile]) -> NcclLogFacts:
     """One view of the files' facts, with the plan's notes first among the unknowns."""
+    from .nccl_log import merge_facts, parse_nccl_log
+
     parts = [f.facts for f in files]
     facts = merge_facts(parts) if parts else parse_nccl_log("")
     facts.unknown = list(plan.notes) + facts.unknown

@@ -26,11 +26,15 @@ import shutil
 import tempfile
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .log_capture import LogPhases, merged, plan_capture, read_files
-from .nccl_log import CallChoice
 from .profiler import PROFILE_COLL, CollEvent, ProfilerControl, ProfilerPlan, events_to_choices, plan_profiler
+
+if TYPE_CHECKING:
+    from .nccl_log import CallChoice
+
+PLUGIN_ENV = "NCCLBENCH_PROFILER_PLUGIN"  # a profiler plugin built apart from this install (a path)
 
 
 @dataclass
@@ -52,8 +56,8 @@ class NcclRunCapture:
     """This process's capture of NCCL's account of a run (see the module docstring).
 
     `lib` is the ctypes handle of the libnccl the run uses, `version_code` its
-    runtime version; `plugin` the profiler plugin's path (default: the one built
-    into this install, if any)."""
+    runtime version; `plugin` the profiler plugin's path (default: NCCLBENCH_PROFILER_PLUGIN,
+    for a plugin built apart, else the one built into this install, if any)."""
 
     def __init__(self, lib: Any, version_code: int, environ: MutableMapping[str, str] = os.environ,
                  plugin: str | None = None):
@@ -65,7 +69,7 @@ class NcclRunCapture:
         if log_gives_calls:
             self.profiler = ProfilerPlan(False, {}, "not needed: NCCL's log gives the per-call choice")
         else:
-            self.profiler = plan_profiler(environ, self.version, plugin)
+            self.profiler = plan_profiler(environ, self.version, plugin or environ.get(PLUGIN_ENV) or None)
         self.plan = plan_capture(environ, self.log_dir, reset, profiler_available=self.profiler.use)
         self.phases = LogPhases(lib, self.plan, environ)
         self.control: ProfilerControl | None = None
@@ -105,6 +109,11 @@ class NcclRunCapture:
                 self.control = ProfilerControl(self.profiler.env["NCCL_PROFILER_PLUGIN"])
             except (OSError, AttributeError) as exc:
                 self.notes.append(f"profiler plugin not usable: {exc}")
+            else:  # what NCCL did with it: init() records the API version it chose
+                api, live = self.control.api_version, self.control.live_comms
+                self.notes.append(f"profiler plugin loaded by NCCL: profiler API v{api}, {live} communicator(s)"
+                                  if api else "profiler plugin not initialised by NCCL (NCCL did not load it; "
+                                  "NCCL_DEBUG=INFO shows why)")
         self.phases.enter("timed")
 
     def switch(self, test: int) -> None:
@@ -156,5 +165,7 @@ class NcclRunCapture:
 
 
 def choices_from(dicts: list[dict]) -> list[CallChoice]:
+    from .nccl_log import CallChoice
+
     names = {f.name for f in dataclasses.fields(CallChoice)}
     return [CallChoice(**{k: v for k, v in d.items() if k in names}) for d in dicts]

@@ -21,9 +21,10 @@ import glob
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from . import nccl_log_formats as F
-from .nccl_log import CallChoice
+if TYPE_CHECKING:
+    from .nccl_log import CallChoice
 
 PROFILE_COLL = 1 << 1  # ncclProfileColl
 ABI = 1
@@ -152,6 +153,9 @@ def _event(r: CollRecord) -> CollEvent:
 def events_to_choices(events: list[CollEvent]) -> tuple[list[CallChoice], list[str]]:
     """CallChoices in the log route's terms (bytes = count x type size, as 2.24+ logs them), and
     what could not be turned into one."""
+    from . import nccl_log_formats as F
+    from .nccl_log import CallChoice
+
     choices, unknown = [], []
     for e in events:
         size = DATATYPE_SIZES.get(e.datatype)

@@ -11,8 +11,12 @@ so they can travel between ranks, into the run's JSON and into the store.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..launch.facts import RankFacts
 
 # NVLink generation and per-link, per-direction line rate (GB/s) by compute
 # capability.  NVIDIA's product specifications: P100 4 links x 20 = 80 GB/s,
@@ -256,6 +260,21 @@ def hosts_from_gathered(gathered: list[tuple[dict | None, str] | None]) -> tuple
         h = HostTopology.from_dict(facts)
         hosts.setdefault(h.host, h)
     return list(hosts.values()), whys
+
+
+def hosts_in_use(topologies: Sequence[HostTopology], facts: Sequence[RankFacts],
+                 gpus_per_rank: int = 1) -> list[HostTopology]:
+    """Each host's topology restricted to the GPUs its ranks use (matched by PCI address, since
+    NVML numbers GPUs in PCI order and CUDA by its own), in the order hosts first appear."""
+    from ..launch.preflight import assigned_gpus
+
+    used: dict[str, list[str]] = {}
+    for f, ordinals in zip(facts, assigned_gpus(facts, gpus_per_rank)):
+        for o in ordinals:
+            if 0 <= o < len(f.gpus):
+                used.setdefault(f.host, []).append(f.gpus[o].pci)
+    by_host = {t.host: t for t in topologies}
+    return [by_host[h].only(ids) for h, ids in used.items() if h in by_host]
 
 
 # -- the banner's lines ---------------------------------------------------------------------
