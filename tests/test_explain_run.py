@@ -338,3 +338,26 @@ def test_profiler_route_where_the_log_cannot_give_the_choice(tmp_path):
     old = NcclRunCapture(FakeNccl({}), 22607, environ={"NCCL_DEBUG": "INFO"}, plugin=plugin)
     old.close()
     assert old.route == "none" and any("predates profiler API v4" in n for n in old.notes)  # NCCL 2.26
+
+
+def test_ranks_gpus_matched_to_the_hosts_facts_or_the_whole_host_said():
+    from ncclbench.launch.facts import GpuFact, RankFacts
+
+    t = facts(S.hgx_host("n1", *H200, ngpus=4, nic_kind=None))
+    opts = BenchOptions(program="all_reduce_perf", collective="all_reduce")
+
+    def ranks(pcis):
+        return [RankFacts(rank=i, size=len(pcis), host="n1", boot_id="b", pid=10 + i, local_rank=i,
+                          gpus=[GpuFact(j, f"GPU-{j}", p, "NVIDIA H200", 1) for j, p in enumerate(pcis)])
+                for i in range(len(pcis))]
+
+    matched = LiveExplain(opts, Backend.NCCL, local_rank=1, environ={})
+    info = RunInfo("all_reduce_perf", [], "nccl", "0", 22809, 22809, "libnccl")
+    matched._start_facts([(t.to_dict(), "")], ranks([g.pci_bus_id[:-2] for g in t.gpus[:2]]), info)
+    assert [g.index for g in matched.hosts[0].gpus] == [0, 1] and info.notes[0].startswith("# Topology n1: 2x")
+    other = LiveExplain(opts, Backend.NCCL, local_rank=1, environ={})
+    info = RunInfo("all_reduce_perf", [], "nccl", "0", 22809, 22809, "libnccl")
+    other._start_facts([(t.to_dict(), "")], ranks(["0000:ee:00", "0000:ef:00"]), info)
+    assert len(other.hosts[0].gpus) == 4 and info.notes[0].startswith("# Topology n1: 4x")
+    assert info.notes[-1] == ("#   topology of some hosts unknown: the ranks' GPUs were not found among NVML's by "
+                              "PCI address: every GPU of the host is shown")

@@ -150,6 +150,9 @@ class Ceiling:
 # -- bounds -----------------------------------------------------------------------------
 
 def fmt_gbps(x: float) -> str:
+    """370.8, 48, 0.012: one decimal, and two significant digits below 1 GB/s (latency-bound sizes)."""
+    if 0 < abs(x) < 1:
+        return f"{x:.2g}"
     return f"{x:.1f}".rstrip("0").rstrip(".")
 
 

@@ -164,10 +164,14 @@ class LiveExplain:
         from .topology import format_topology_lines, hosts_from_gathered, hosts_in_use
 
         tops, whys = hosts_from_gathered(gathered)
-        if self.backend is Backend.NCCL and rank_facts:
-            self.hosts = hosts_in_use(tops, list(rank_facts), self.opts.nthreads * self.opts.ngpus)
-        else:
-            self.hosts = tops
+        self.hosts = tops
+        if self.backend is Backend.NCCL and rank_facts and tops:
+            used = hosts_in_use(tops, list(rank_facts), self.opts.nthreads * self.opts.ngpus)
+            if any(h.gpus for h in used):
+                self.hosts = used
+            elif any(h.gpus for h in tops):  # the whole host rather than nothing; the ceiling assumes its GPUs
+                whys.append("the ranks' GPUs were not found among NVML's by PCI address: every GPU of the "
+                            "host is shown")
         if not self.hosts:
             self.topology_unknown = "; ".join(whys) or "no host's topology facts were read"
         lines = format_topology_lines(self.hosts)
