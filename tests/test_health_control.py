@@ -4,6 +4,7 @@ missing rank named at join, a dead rank seen at once as a closed connection."""
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from ncclbench.errors import BenchError
@@ -68,3 +69,30 @@ def test_a_rank_learns_when_the_coordinator_is_gone():
     with pytest.raises((EOFError, ConnectionError, OSError)):
         link.recv(5)
     link.close()
+
+
+def test_deaths_are_dated_by_the_kernel_not_by_when_a_thread_noticed():
+    """A launcher ending the job after one rank died kills the rest ms later; the reader
+    threads may wake in any order, so the time of death comes from TCP_INFO."""
+    coord = Coordinator(3, "t", bind="127.0.0.1")
+    links = [RankLink("127.0.0.1", coord.port, "t", RankInfo(r, f"h{r}", r), timeout_s=10) for r in (0, 1, 2)]
+    coord.wait_joined(10)
+    links[2].sock.close()
+    time.sleep(0.05)
+    links[0].sock.close()
+    links[1].sock.close()
+    deadline = time.monotonic() + 5
+    while len(coord.dead) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    first = min(coord.dead, key=lambda r: coord.dead[r][0])
+    assert first == 2
+    assert coord.dead[0][0] - coord.dead[2][0] > 0.03
+    coord.close()
+
+
+def test_a_median_backed_by_most_cycles_is_judged_and_one_without_is_not():
+    from ncclbench.health.runtime import _uncorroborated
+
+    assert not _uncorroborated(np.array([100.0, 104.0, 260.0]), 1.5)  # one starved cycle: the median stands
+    assert _uncorroborated(np.array([100.0, 160.0, 260.0]), 1.5)  # no two cycles agree
+    assert not _uncorroborated(np.array([100.0]), 1.5)  # one cycle: nothing to compare

@@ -94,3 +94,14 @@ def test_a_gross_outlier_is_slow_even_when_few_groups_make_a_wide_spread():
     assert plain.status == [OK, OK, OK] and plain.z_bw[2] > -3.5  # the z alone misses it
     sc = score(RoundResult(bw, np.full(3, np.nan), np.zeros(3, dtype=int)), refs, 3.5, gross_fraction=0.5)
     assert sc.status == [OK, OK, SLOW] and "(13 % of it)" in sc.why[2]
+
+
+def test_a_fleet_that_scatters_too_much_is_not_judged_and_says_so():
+    thr = Thresholds()
+    lat = np.array([23.0, 1487.0, 1577.0, 30.0])  # 8-byte latencies of identical shaped pairs, loaded host
+    bw = np.array([0.045, 0.044, 0.046, 0.045])
+    refs = references(bw, lat, "pairs:2x1", thr)
+    assert refs.busbw is not None and refs.lat_us is None
+    assert len(refs.notes) == 1 and "pairs:2x1: latency not judged" in refs.notes[0]
+    sc = score(RoundResult(bw, lat, np.zeros(4, dtype=int)), refs, 3.5, 0.5)
+    assert sc.status == [OK, OK, OK, OK]  # no latency verdict without a latency reference

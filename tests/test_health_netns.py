@@ -3,10 +3,13 @@
 Six hosts (tests/netns_hosts.py: one namespace, veth and host name each, joined
 by a bridge); one rank per host under MPICH's mpiexec, data over the veth
 links (UCX over TCP only, MPIR_CVAR_NOLOCAL=1).  One fault per run, so the
-faulty pairs stay a minority of the three (fleet statistics need that):
-* slow node: one host's link shaped with `tc` to 100 Mbit/s both ways;
-* slow link: traffic between two hosts (a filter on the peer's address)
-  shaped to 100 Mbit/s, everything else unshaped;
+faulty pairs stay a minority of the three (fleet statistics need that).  Every
+link is shaped with `tc` to 400 Mbit/s both ways, so the network and not the
+two shared CPUs sets the pace (unshaped, CPU-bound pairs' cycles disagreed 2x
+on a loaded machine and were, rightly, not judged); then:
+* slow node: one host's link at 100 Mbit/s both ways;
+* slow link: traffic between two hosts (a filter on the peer's address) at
+  100 Mbit/s, everything else at 400;
 * hung: one host's rank stopped with SIGSTOP mid-scan;
 * dead: one host's rank killed mid-scan (MPICH then ends the whole job).
 The coordinator runs outside the MPI job (`--serve`), in host 0's namespace.
@@ -30,7 +33,7 @@ from netns_hosts import netns_hosts
 pytestmark = [pytest.mark.netns, pytest.mark.mpi]
 
 NHOSTS = 6
-SLOW_RATE = "100mbit"
+BASE_RATE, SLOW_RATE = "400mbit", "100mbit"
 SCAN = ["--phases", "local,pairs", "--bw-size", "512K", "--lat-size", "8", "-n", "5", "-w", "1", "--cycles", "3"]
 
 
@@ -39,24 +42,23 @@ def _tc(ns: str, *args: str) -> None:
 
 
 def shape(hosts, slow_host=None, slow_link=None):
-    """The slow host's link at SLOW_RATE both ways (its own egress and the bridge port
-    towards it); a slow link as an htb class, filtered on the peer's address, at each
-    end (other traffic in a class far above what the veth carries here)."""
-    if slow_host is not None:
-        h = hosts[slow_host]
-        tag = h.name[:-2]  # netns_hosts names: <tag>h<i>, the bridge <tag>sw, its ports <tag>p<i>
-        _tc(h.name, "qdisc", "add", "dev", h.veth, "root", "tbf", "rate", SLOW_RATE, "burst", "64kb",
-            "latency", "50ms")
-        _tc(f"{tag}sw", "qdisc", "add", "dev", f"{tag}p{slow_host}", "root", "tbf", "rate", SLOW_RATE,
-            "burst", "64kb", "latency", "50ms")
-    if slow_link is not None:
-        for i in slow_link:
-            h, other = hosts[i], hosts[slow_link[1] if i == slow_link[0] else slow_link[0]]
+    """Every host's link at BASE_RATE both ways (its egress, and the bridge port towards
+    it), so the network and not the two shared CPUs sets the pace; the slow host's at
+    SLOW_RATE; a slow link as an htb class filtered on the peer's address, at each end."""
+    tag = hosts[0].name[:-2]  # netns_hosts names: <tag>h<i>, the bridge <tag>sw, its ports <tag>p<i>
+    for i, h in enumerate(hosts):
+        rate = SLOW_RATE if i == slow_host else BASE_RATE
+        if slow_link is not None and i in slow_link:
+            other = hosts[slow_link[1] if i == slow_link[0] else slow_link[0]]
             _tc(h.name, "qdisc", "add", "dev", h.veth, "root", "handle", "1:", "htb", "default", "10")
-            _tc(h.name, "class", "add", "dev", h.veth, "parent", "1:", "classid", "1:10", "htb", "rate", "100gbit")
+            _tc(h.name, "class", "add", "dev", h.veth, "parent", "1:", "classid", "1:10", "htb", "rate", rate)
             _tc(h.name, "class", "add", "dev", h.veth, "parent", "1:", "classid", "1:20", "htb", "rate", SLOW_RATE)
             _tc(h.name, "filter", "add", "dev", h.veth, "protocol", "ip", "parent", "1:", "prio", "1", "u32",
                 "match", "ip", "dst", f"{other.addr}/32", "flowid", "1:20")
+        else:
+            _tc(h.name, "qdisc", "add", "dev", h.veth, "root", "tbf", "rate", rate, "burst", "256kb", "latency", "50ms")
+        _tc(f"{tag}sw", "qdisc", "add", "dev", f"{tag}p{i}", "root", "tbf", "rate", rate, "burst", "256kb",
+            "latency", "50ms")
 
 
 def start(hosts, tmp_path, timeout_s=20):
@@ -200,5 +202,6 @@ def test_killed_host_is_named_and_what_was_measured_is_kept(tmp_path):
     ev = " ".join(f for x in doc["findings"] for f in x["evidence"])
     assert f"rank 4 (host {names[4]}, pid {pid}) died" in ev
     assert doc["rounds"] and doc["rounds"][0]["name"] == "local r1" and doc["rounds"][0]["answered"] == NHOSTS
-    assert all(s in ("healthy", "partly tested") for h, s in doc["host_status"].items() if h != names[4])
+    # no other host confirmed faulty (one may stay an unconfirmed suspect if the kill cut its re-run)
+    assert all(s in ("healthy", "partly tested", "suspect") for h, s in doc["host_status"].items() if h != names[4])
     assert elapsed < 30

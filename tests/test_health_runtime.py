@@ -19,7 +19,7 @@ from health_runtime_helpers import HealthRun, rank_pids
 pytestmark = pytest.mark.mpi
 
 SIX = "h0,h1,h2,h3,h4,h5"
-SMALL = ["--bw-size", "64K", "-n", "5", "-w", "1", "--cycles", "1"]
+SMALL = ["--bw-size", "64K", "-n", "10", "-w", "1", "--cycles", "3"]  # 3 cycles: a group whose cycles disagree is not judged
 
 
 def env(ncclbench_env, hosts=SIX):
@@ -39,7 +39,11 @@ def test_healthy_hosts_json_and_empty_drain_list(ncclbench_env, tmp_path):
     names = [r["name"] for r in doc["rounds"]]
     assert names[0] == "local r1" and "pairs r1" in names
     pairs = doc["references"]["pairs:2x1"]["busbw"]
-    assert pairs["source"] == "fleet" and pairs["n"] == 3 and pairs["center"] > 0
+    if pairs is not None:  # judged: the three host pairs made the reference
+        assert pairs["source"] == "fleet" and pairs["n"] == 3 and pairs["center"] > 0
+    else:  # on a loaded machine the pairs' cycles may disagree: then it must say so, not guess
+        notes = [e for f in doc["findings"] if f["verdict"] == "not judged" for e in f["evidence"]]
+        assert any("pairs:" in e and "timed cycles disagreed" in e for e in notes), doc["findings"]
 
 
 def _stop_or_kill(ncclbench_env, tmp_path, sig):
@@ -78,18 +82,21 @@ def test_a_killed_rank_is_named_and_the_scan_ends(ncclbench_env, tmp_path):
     confirmed = [f for f in doc["findings"] if f["confirmed"]]
     assert [(f["component"], f["hosts"]) for f in confirmed] == [("no answer", ["h3"])], out
     assert f"rank 3 (host h3, pid {pid}) died" in " ".join(confirmed[0]["evidence"])
-    # MPICH's launcher ends the whole job when a rank dies: the others are not blamed
-    assert all(s in ("healthy", "partly tested") for h, s in doc["host_status"].items() if h != "h3")
+    # MPICH's launcher ends the whole job when a rank dies: the others are not blamed (one may stay
+    # an unconfirmed suspect if the kill cut its re-run)
+    assert all(s in ("healthy", "partly tested", "suspect") for h, s in doc["host_status"].items() if h != "h3")
     assert elapsed < 60
 
 
-def test_one_host_runs_what_it_can_and_says_why(ncclbench_env):
-    run = HealthRun(["--backend", "mpi", "--nprocs", "2", *SMALL, "--round-timeout", "20"],
+def test_one_host_runs_what_it_can_and_says_why(ncclbench_env, tmp_path):
+    js = tmp_path / "h.json"
+    run = HealthRun(["--backend", "mpi", "--nprocs", "2", *SMALL, "--round-timeout", "20", "--json", str(js)],
                     env(ncclbench_env, "solo,solo"))
     code, out, err, _ = run.finish(90)
     assert code == 0, (out, err)
     assert "# note: 1 host (solo): the inter-node phases (rail, pairs) need at least 2 hosts" in out
-    assert "pairs" not in " ".join(json.dumps(line) for line in out.splitlines() if not line.startswith("# note"))
+    ran = {r["name"].split()[0] for r in json.loads(js.read_text())["rounds"]}
+    assert ran == {"local", "intra"}  # the phases one host allows, and only those
 
 
 def _cli(args, ncclbench_env):

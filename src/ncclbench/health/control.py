@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import queue
 import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -114,9 +115,10 @@ class Coordinator:
                     self.inbox.put((rank, wire.loads_trusted(body)))
         except (OSError, EOFError, ConnectionError, ValueError):
             pass
+        when = time.monotonic() - _ms_since_last_segment(conn) / 1000.0
         with self._lock:
             if not self._closing and rank not in self.dead:
-                self.dead[rank] = (time.monotonic(), "its connection closed (process ended)")
+                self.dead[rank] = (when, "its connection closed (process ended)")
         self.inbox.put((rank, ("dead",)))
 
     def send(self, rank: int, msg: Any) -> bool:
@@ -148,6 +150,21 @@ class Coordinator:
                 sock.close()
             except OSError:
                 pass
+
+
+_TCP_INFO_LAST_ACK_RECV = 56  # offset of tcpi_last_ack_recv (ms) in Linux's struct tcp_info
+
+
+def _ms_since_last_segment(conn: socket.socket) -> float:
+    """How long ago the kernel took the connection's last segment (its FIN, for a process
+    that died): when a launcher ends a whole job after one rank dies, the deaths come a
+    few ms apart and the reader threads may wake in any order, but the kernel's own
+    timestamps keep the order of arrival.  0 where TCP_INFO is unavailable."""
+    try:
+        info = conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+        return float(struct.unpack_from("I", info, _TCP_INFO_LAST_ACK_RECV)[0])
+    except (OSError, AttributeError, struct.error):
+        return 0.0
 
 
 class RankLink:

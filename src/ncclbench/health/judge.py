@@ -13,8 +13,8 @@ all_reduce busbw at >= 64 MiB moved by up to 2.06 % (max-min) over 3 runs,
 sigma ~1.2 % (bench/results/compare-s3-2gpu-busbw.json), and with 0.5 % a
 rail 1.5 % low by chance read as -4 sigma in the simulated fleets
 (bench/results/health-sim.md).  Latency is judged the same way, higher being worse, with a
-larger floor (small-message times move by several per cent between
-processes: bench/results/gpu-h200x4-2026-11-21-session4.md).
+larger floor (small-message times move by 8-15 % between processes:
+bench/results/gpu-h200x4-2026-11-21-session4.md).
 
 A stored baseline for the cluster is a second reference: it is reported
 beside the fleet's (z against the baseline) and, when fewer groups answered
@@ -32,6 +32,18 @@ import numpy as np
 MAD_TO_SIGMA = 1.4826  # MAD of a normal distribution times this = its standard deviation
 MAD_SE = 1.16  # relative standard error of the MAD-based sigma is ~1.16/sqrt(n) (37 % efficiency)
 
+# A measurement that does not repeat is not judged: when fewer than half of a group's
+# timed cycles lie within these ratios of their median, its figure says more about
+# the host's scheduler than about the fabric.  On GPUs the cycles of one group agree
+# within a few per cent; on the CPU backend with 6 ranks on 2 shared, loaded cores
+# they ranged 2-30x (latency 23-829 us, busbw 0.07-0.6 GB/s between identical pairs).
+STABLE_BW_RATIO = 1.5
+STABLE_LAT_RATIO = 2.0
+# Nor is a fleet whose groups scatter this much (MAD / median): with half the groups 50 %
+# off the median there is no "normal" to compare a group with (seen: 8-byte latencies of
+# 23 us to 3 ms between identical shaped pairs on a loaded machine).
+SCATTER_LIMIT = 0.5
+
 OK, SLOW, NO_ANSWER, WRONG, UNJUDGED = "ok", "slow", "no answer", "wrong results", "not judged"
 
 
@@ -40,7 +52,9 @@ class Thresholds:
     suspect_z: float = 3.5  # a group this far below the reference is measured again
     confirm_z: float = 3.5  # a second measurement this far below confirms the fault
     bw_floor: float = 0.01  # spread floor, fraction of the median (together: 0.5 %; see above)
-    lat_floor: float = 0.05  # latency spread floor, fraction of the median
+    # latency spread floor, fraction of the median: small-message times moved 0.5-0.9 us between
+    # two runs of one command on 6-8 us (8-15 %, bench/results/gpu-h200x4-2026-11-21-session4.md)
+    lat_floor: float = 0.15
     min_groups: int = 3  # fewer answering groups make no fleet reference (the MAD of 3 is already rough)
     fleet_fault_fraction: float = 0.25  # more groups than this slow: a fleet-wide problem, not a node
     # A group below this fraction of the reference median is slow whatever its z: with
@@ -103,6 +117,10 @@ class RoundResult:
     wrong: np.ndarray  # wrong elements found by the bit-exact check (0 when clean)
     errors: dict[int, str] = field(default_factory=dict)  # group -> why it gave no answer
     wall_s: float = 0.0
+    # group -> why it is not judged: its bandwidth cycles disagreed (see STABLE_BW_RATIO)
+    unstable: dict[int, str] = field(default_factory=dict)
+    # group -> why its latency alone is not judged (its latency cycles disagreed)
+    unsteady_lat: dict[int, str] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, n: int) -> RoundResult:
@@ -115,6 +133,7 @@ class References:
     lat_us: Reference | None
     base_busbw: Reference | None = None
     base_lat_us: Reference | None = None
+    notes: tuple[str, ...] = ()  # why a metric of this shape is not judged
 
     @property
     def judged(self) -> bool:
@@ -127,9 +146,19 @@ def references(values_bw: np.ndarray, values_lat: np.ndarray, shape: str, thr: T
     fleet is too small for its own statistic, the baseline takes its place."""
     bw = robust_reference(values_bw, thr.bw_floor, thr.min_groups)
     lat = robust_reference(values_lat, thr.lat_floor, thr.min_groups)
+    notes = []
+    for name, ref, unit in (("busbw", bw, "GB/s"), ("latency", lat, "us")):
+        if ref is not None and ref.raw_spread > SCATTER_LIMIT * abs(ref.center):
+            notes.append(f"{shape}: {name} not judged: the fleet's groups scatter too much to say what is normal "
+                         f"(MAD-sigma {ref.raw_spread:.3g} {unit} on a median of {ref.center:.3g} {unit}, "
+                         f"over {SCATTER_LIMIT:.0%})")
+    if bw is not None and bw.raw_spread > SCATTER_LIMIT * abs(bw.center):
+        bw = None
+    if lat is not None and lat.raw_spread > SCATTER_LIMIT * abs(lat.center):
+        lat = None
     base_bw = baseline.reference(shape, "busbw", thr.bw_floor) if baseline else None
     base_lat = baseline.reference(shape, "lat_us", thr.lat_floor) if baseline else None
-    return References(bw or base_bw, lat or base_lat, base_bw, base_lat)
+    return References(bw or base_bw, lat or base_lat, base_bw, base_lat, tuple(notes))
 
 
 @dataclass
@@ -157,15 +186,22 @@ def score(result: RoundResult, refs: References, limit_z: float, gross_fraction:
     if result.errors:
         no_answer[list(result.errors)] = True
     wrong = ~no_answer & (np.asarray(result.wrong) > 0)
+    unstable = np.zeros(n, dtype=bool)
+    if result.unstable:
+        unstable[list(result.unstable)] = True
+    unstable &= ~no_answer & ~wrong
     with np.errstate(invalid="ignore"):
         slow_bw = z_bw < -limit_z
         gross = (bw < gross_fraction * refs.busbw.center) if refs.busbw else np.zeros(n, dtype=bool)
         slow_bw |= gross
         slow_lat = np.isfinite(z_lat) & (z_lat > limit_z)
-    slow = ~no_answer & ~wrong & (slow_bw | slow_lat) if refs.busbw else np.zeros(n, dtype=bool)
+        if result.unsteady_lat:
+            slow_lat[list(result.unsteady_lat)] = False
+    slow = ~no_answer & ~wrong & ~unstable & (slow_bw | slow_lat) if refs.busbw else np.zeros(n, dtype=bool)
     status = np.full(n, OK, dtype=object)
     if refs.busbw is None:
         status[:] = UNJUDGED
+    status[unstable] = UNJUDGED
     status[slow] = SLOW
     status[wrong] = WRONG
     status[no_answer] = NO_ANSWER
@@ -175,6 +211,8 @@ def score(result: RoundResult, refs: References, limit_z: float, gross_fraction:
             why[i] = result.errors.get(int(i), "no answer")
         elif wrong[i]:
             why[i] = f"{int(result.wrong[i])} wrong elements (bit-exact check)"
+        elif unstable[i]:
+            why[i] = f"not judged: {result.unstable[int(i)]}"
         elif status[i] == UNJUDGED:
             why[i] = "no reference: too few groups of this shape for fleet statistics and no baseline"
         else:

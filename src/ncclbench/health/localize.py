@@ -92,9 +92,10 @@ class PhaseScan:
         for shape in shapes:
             bw, lat = [], []
             for rec in fleet:
-                idx = [i for i, g in enumerate(rec.round.groups) if g.shape == shape]
+                # groups whose cycles disagreed are not evidence of the fleet's level either
+                idx = [i for i, g in enumerate(rec.round.groups) if g.shape == shape and i not in rec.result.unstable]
                 bw.append(rec.result.busbw[idx])
-                lat.append(rec.result.lat_us[idx])
+                lat.append(rec.result.lat_us[[i for i in idx if i not in rec.result.unsteady_lat]])
             self.refs[shape] = references(np.concatenate(bw), np.concatenate(lat), shape, self.thr, self.baseline)
 
     def _score(self, rnd: Round, result: RoundResult) -> Score:
@@ -105,7 +106,11 @@ class PhaseScan:
         for shape in dict.fromkeys(shapes):
             idx = np.array([i for i, s in enumerate(shapes) if s == shape])
             sub = RoundResult(result.busbw[idx], result.lat_us[idx], result.wrong[idx],
-                              {j: result.errors[int(i)] for j, i in enumerate(idx) if int(i) in result.errors})
+                              {j: result.errors[int(i)] for j, i in enumerate(idx) if int(i) in result.errors},
+                              unstable={j: result.unstable[int(i)] for j, i in enumerate(idx)
+                                        if int(i) in result.unstable},
+                              unsteady_lat={j: result.unsteady_lat[int(i)] for j, i in enumerate(idx)
+                                            if int(i) in result.unsteady_lat})
             sc = score(sub, self.refs.get(shape) or References(None, None), limit, self.thr.gross_fraction)
             for j, i in enumerate(idx):
                 out.status[i], out.why[i] = sc.status[j], sc.why[j]
@@ -129,18 +134,27 @@ class PhaseScan:
     def _fleet_notes(self) -> list[Finding]:
         out = []
         for shape, refs in self.refs.items():
+            if refs.notes:
+                out.append(Finding(FLEET, (), UNJUDGED_V, shape, evidence=list(refs.notes)))
             line = fleet_shift(refs, self.thr, shape)
             if line and refs.busbw is not None and refs.base_busbw is not None:
                 out.append(Finding(FLEET, (), SLOW_V, shape, refs.busbw.center, refs.base_busbw.center,
                                    None, evidence=[line]))
         return out
 
-    def _unjudged_note(self, count: int) -> list[Finding]:
-        if not count:
+    def _unjudged_note(self, whys: list[str]) -> list[Finding]:
+        """One finding saying how many groups were not judged, and why (unknown, not guessed)."""
+        if not whys:
             return []
-        return [Finding(FLEET, (), UNJUDGED_V, f"{self.phase} phase",
-                        evidence=[f"{self.phase}: {count} group(s) not judged: fewer than {self.thr.min_groups} "
-                                  "groups of their shape answered and no baseline was given"])]
+        unstable = [w for w in whys if "timed cycles disagree" in w]
+        lines = []
+        if unstable:
+            lines.append(f"{self.phase}: {len(unstable)} group(s) not judged because their timed cycles "
+                         f"disagreed (an overloaded or unsteady host); e.g. {unstable[0].removeprefix('not judged: ')}")
+        if len(unstable) < len(whys):
+            lines.append(f"{self.phase}: {len(whys) - len(unstable)} group(s) not judged: fewer than "
+                         f"{self.thr.min_groups} steady groups of their shape (or host pairs) and no baseline")
+        return [Finding(FLEET, (), UNJUDGED_V, f"{self.phase} phase", evidence=lines)]
 
     def _pct(self, shape: str, value: float | None) -> float | None:
         return None if value is None else percent_of(self.expected, shape, value)
@@ -184,11 +198,11 @@ class RepeatScan(PhaseScan):
             for i, g in enumerate(rec.round.groups):
                 second[self._key(g)] = (rec, i)
         out: list[Finding] = []
-        unjudged = 0
+        unjudged: list[str] = []
         for i, g in enumerate(first.round.groups):
             status = first.score.status[i]
             if status == UNJUDGED:
-                unjudged += 1
+                unjudged.append(first.score.why[i])
                 continue
             if status not in BAD:
                 continue

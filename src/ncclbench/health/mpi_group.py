@@ -194,7 +194,8 @@ def measure_group(world: Any, p2p: Any, members: Sequence[int], spec: GroupSpec,
     dtype, op = DATATYPE_BY_NAME["float"], REDOP_BY_NAME["sum"]
     worker = GroupWorker(comm, max(spec.bw_bytes, spec.lat_bytes, 64), deadline)
     opts = BenchOptions(iters=spec.iters, warmup_iters=spec.warmup, check=spec.check)
-    out: dict[str, float | int] = {"wrong": 0}
+    out: dict[str, float | int | list[float]] = {}
+    wrong = 0
     for key, nbytes in (("bw_us", spec.bw_bytes), ("lat_us", spec.lat_bytes)):
         elt = dtype.itemsize
         counts = coll.counts(nbytes // elt, worker.nranks, elt)
@@ -204,8 +205,10 @@ def measure_group(world: Any, p2p: Any, members: Sequence[int], spec: GroupSpec,
         for _ in range(max(1, spec.cycles)):
             m, wrong_world = measure(worker, placement, opts)
             times.append(m.time_us)
-            out["wrong"] = max(int(out["wrong"]), int(wrong_world))
+            wrong = max(wrong, int(wrong_world))
         out[key] = statistics.median(times)
+        out[key.replace("_us", "_cycles_us")] = times
         out[key.replace("_us", "_bytes")] = coll.algbw_bytes(counts, elt, worker.nranks)
     out["nranks"] = worker.nranks
+    out["wrong"] = wrong
     return out

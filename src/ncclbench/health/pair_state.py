@@ -51,7 +51,7 @@ class PairState:
         dead[list(scan.dead)] = True
         self.rows = []  # per record: (rec, a, b, unit, status seen by a, status seen by b, status of the link)
         self.partners: dict[int, set[int]] = defaultdict(set)
-        self.unjudged = 0
+        self.unjudged: list[str] = []  # why, for each group of a fleet round that was not judged
         nunits = scan.fleet.max_gpus + 1
         tally = np.zeros((2, nunits * H), dtype=np.int64)  # fleet rounds: [bad, ok] per (unit, host)
         raw = []
@@ -61,7 +61,7 @@ class PairState:
             raw.append((rec, a, b, u, st))
             if is_fleet(rec.round):
                 if not is_aggregate(rec.round):
-                    self.unjudged += int((st == CODE[UNJUDGED]).sum())
+                    self.unjudged += [rec.score.why[i] for i in np.flatnonzero(st == CODE[UNJUDGED])]
                 for hosts in (a, b):
                     key = (u + 1) * H + hosts
                     tally[0] += np.bincount(key[st == CODE[SLOW]], minlength=nunits * H)

@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import BenchError, ExitCode
 from .control import Coordinator, RankInfo, RankLink
 from .fleet import Fleet
-from .judge import RoundResult
+from .judge import STABLE_BW_RATIO, STABLE_LAT_RATIO, RoundResult
 from .mpi_group import GroupSpec, GroupTimeout, measure_group
 from .scan import ScanEnded
 from .schedule import Round
@@ -166,6 +166,11 @@ class LiveRounds:
         result.busbw[gi] = parts[0]["bw_bytes"] / 1e9 / (bw_us * 1e-6) * factor if bw_us > 0 else np.nan
         result.lat_us[gi] = lat_us
         result.wrong[gi] = max(int(p["wrong"]) for p in parts)
+        bw_why, lat_why = _unstable(parts, factor)
+        if bw_why:
+            result.unstable[gi] = bw_why
+        if lat_why:
+            result.unsteady_lat[gi] = lat_why
 
     def _why(self, rnd: Round, ranks: list[int], missing: list[int], gave_up: dict[int, str]) -> str:
         dead = [r for r in missing if r in self.coord.dead]
@@ -179,6 +184,34 @@ class LiveRounds:
         if waited:
             parts.append(f"{len(waited)} member(s) gave up waiting ({gave_up[waited[0]]})")
         return "no answer: " + ("; ".join(parts) or "unknown")
+
+
+def _unstable(parts: list[dict], factor: float) -> tuple[str | None, str | None]:
+    """(why the bandwidth, why the latency of this group is not to be judged): its timed
+    cycles disagree too much (per cycle, the mean over the group's ranks, as the
+    group's time is)."""
+    bw = np.mean([p.get("bw_cycles_us", [p["bw_us"]]) for p in parts], axis=0)
+    lat = np.mean([p.get("lat_cycles_us", [p["lat_us"]]) for p in parts], axis=0)
+    bw_why = lat_why = None
+    if _uncorroborated(bw, STABLE_BW_RATIO):
+        gbs = parts[0]["bw_bytes"] / 1e9 / (bw * 1e-6) * factor
+        bw_why = (f"its timed cycles disagree: busbw {gbs.min():.3g}-{gbs.max():.3g} GB/s over {len(bw)} cycles, "
+                  f"fewer than half within {STABLE_BW_RATIO}x of their median")
+    if _uncorroborated(lat, STABLE_LAT_RATIO):
+        lat_why = (f"latency not judged: {lat.min():.3g}-{lat.max():.3g} us over {len(lat)} cycles, "
+                   f"fewer than half within {STABLE_LAT_RATIO}x of their median")
+    return bw_why, lat_why
+
+
+def _uncorroborated(times: np.ndarray, ratio: float) -> bool:
+    """True when the median cycle is not backed by a majority of cycles within `ratio`
+    of it: one cycle that a busy scheduler slowed does not void the median of three,
+    two that disagree with each other do."""
+    if len(times) < 2 or times.min() <= 0:
+        return False
+    m = float(np.median(times))
+    within = int(np.sum(np.maximum(times, m) / np.minimum(times, m) <= ratio))
+    return within < len(times) // 2 + 1
 
 
 def serve_rank(world: Any, link: RankLink, silence_s: float) -> tuple[int, str]:
