@@ -194,21 +194,29 @@ def test_preflight_shows_each_hosts_topology(ncclbench_env, tmp_path):
 # -- the report -----------------------------------------------------------------------------------
 
 def test_report_draws_the_ceiling_and_shows_the_judgement(tmp_path):
+    """An imported 4-GPU log given the topology of 4 GPUs of an HGX H200 (as a live run stores it):
+    the report command judges it (Ring from NCCL's lines, NVLink ceiling) and the report draws it."""
     from ncclbench.commands.report import judged_runs
     from ncclbench.report import plots
-    from ncclbench.report.html import RunJudged, build_report
+    from ncclbench.report.html import build_report
+    from ncclbench.results import EXPLAIN_KEY
     from ncclbench.store.importers import load_file
 
     run, = load_file(CORPUS / "nccl_coll_inside_rows_all_reduce_1proc_4gpu.log")
-    judged = judged_runs([run])[run.label]
-    assert judged.verdict == "unknown" and judged.ceiling is None
-    assert "# all_reduce 128 KiB - 8 GiB: Ring/Simple, 24 channels" in judged.lines
-    with_ceiling = {run.label: RunJudged(judged.lines, "as expected", 370.8, "ceiling (NVLink, Ring predicted)")}
-    spec = plots.build_specs([run], ceilings={run.label: (370.8, "ceiling (NVLink, Ring predicted)")})[0]
+    bare = judged_runs([run])[run.label]
+    assert bare.verdict == "unknown" and bare.ceiling is None
+    assert "# all_reduce 128 KiB - 8 GiB: Ring/Simple, 24 channels" in bare.lines
+    t = facts(S.hgx_host("n1", *H200, nic_kind=None))
+    run.info.extra[EXPLAIN_KEY] = {"topology": [t.only([g.pci_bus_id for g in t.gpus[:4]]).to_dict()]}
+    judged = judged_runs([run])
+    j = judged[run.label]
+    assert (j.verdict, j.ceiling, j.ceiling_text) == ("as expected", 370.8, "ceiling (NVLink, Ring from NCCL log)")
+    assert j.lines[0].startswith("# Topology n1: 4x NVIDIA H200 (sm 9.0), NVSwitch")
+    spec = plots.build_specs([run], ceilings={run.label: (j.ceiling, j.ceiling_text)})[0]
     assert spec.name == "busbw" and [(r.y, r.label) for r in spec.refs] == [
-        (370.8, f"{run.label} ceiling (NVLink, Ring predicted)")]
-    html = build_report([run], use_matplotlib=False, judged=with_ceiling)
-    assert 'stroke-dasharray="6,4"' in html and "ceiling (NVLink, Ring predicted)" in html
+        (370.8, f"{run.label} ceiling (NVLink, Ring from NCCL log)")]
+    html = build_report([run], use_matplotlib=False, judged=judged)
+    assert 'stroke-dasharray="6,4"' in html and "ceiling (NVLink, Ring from NCCL log)" in html
     assert "<h3>Judgement (ncclbench explain)</h3>" in html and "verdict: as expected" in html
     assert "<td class=\"num\">370.8</td>" in html
     plain = build_report([run], use_matplotlib=False)

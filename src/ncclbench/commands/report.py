@@ -34,7 +34,8 @@ def judged_runs(runs) -> dict:
         facts = run_facts(r)
         ex = explain_run(facts)
         c = ex.judgement.ceiling
-        algo = " ".join(x for x in (c.algorithm, c.algorithm_source) if x)
+        src = c.algorithm_source
+        algo = f"{c.algorithm} {src if src in ('', 'predicted') else 'from ' + src}".strip() if c.algorithm else ""
         out[r.label] = RunJudged(lines=format_topology_lines(facts.hosts) + ex.lines, verdict=ex.judgement.verdict.label,
                                  ceiling=c.ceiling, ceiling_text=f"ceiling ({c.bound}{', ' + algo if algo else ''})")
     return out
