@@ -361,3 +361,33 @@ def test_ranks_gpus_matched_to_the_hosts_facts_or_the_whole_host_said():
     assert len(other.hosts[0].gpus) == 4 and info.notes[0].startswith("# Topology n1: 4x")
     assert info.notes[-1] == ("#   topology of some hosts unknown: the ranks' GPUs were not found among NVML's by "
                               "PCI address: every GPU of the host is shown")
+
+
+def test_a_judged_run_round_trips_through_the_store(tmp_path):
+    """What a live GPU run stores (topology at start, NCCL's facts and the probe at the end) judges the
+    same when read back: `ncclbench explain RUN` on it prints what the run printed."""
+    from ncclbench.explain.stored import run_facts
+    from ncclbench.results import EXPLAIN_KEY
+    from ncclbench.store.db import ResultStore
+
+    t = facts(S.hgx_host("n1", *H200, ngpus=8))
+    rows = [row(s, 360.0) for s in (8, 256 * MiB, 512 * MiB, GiB)]
+    probe = [[choice(8, "Ring", "LL", 16)] + [choice(s, "Ring", "Simple", 16) for s in (256 * MiB, 512 * MiB, GiB)]]
+    live = RunFacts("all_reduce", 8, rows, hosts=[t], log=log("nccl-2.28.9-rank0.log"),
+                    tests=[("float", "sum", -1)], probe=probe, env={"NCCL_NVLS_ENABLE": "0"}, nccl_version="2.28.9",
+                    notes=["a capture note"])
+    ex = explain_run(live)
+    info = RunInfo("all_reduce_perf", ["all_reduce_perf"], "nccl", "0.1.0", 22809, 22809, "libnccl 2.28.9",
+                   nranks=8, extra={EXPLAIN_KEY: {"topology": [t.to_dict()], "topology_unknown": ""}})
+    summary = RunSummary(0, 300.0, None, None, explain_lines=ex.lines, explain=ex.data)
+    opts = BenchOptions(program="all_reduce_perf", collective="all_reduce")
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        rid = store.begin_run(info, opts, env={"NCCL_NVLS_ENABLE": "0"})
+        for i, r in enumerate(rows):
+            store.add_row(rid, i, r)
+        store.finish_run(rid, summary)
+        back = store.get_run(rid)
+    assert back.summary.explain_lines == ex.lines
+    again = explain_run(run_facts(back))
+    assert again.lines == ex.lines and again.data["rows"] == ex.data["rows"]
+    assert again.judgement == ex.judgement

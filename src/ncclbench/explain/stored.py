@@ -54,8 +54,10 @@ def run_facts(run: Any) -> RunFacts:
     elif EXTRA_NCCL_LOG in info.extra:
         f.log = facts_from_stored(info.extra[EXTRA_NCCL_LOG])
     elif backend != "mpi":
+        status = getattr(run, "status", "complete")
         f.log_unknown = end.get("nccl_log_unknown") or (
             "the log has no NCCL INFO lines (NCCL_DEBUG=INFO prints them)" if backend == "nccl-tests" else
+            f"the run ended ({status}) before NCCL's account was read" if status != "complete" else
             "NCCL's log was not kept with this run")
     if f.log is not None and f.log.version:
         f.nccl_version = f.nccl_version or f.log.version
