@@ -18,6 +18,9 @@
 #              beside them (nvidia-smi, read only): 3 collectives 8 B - 64 KiB x10, 11 collectives
 #              8 B - 128 KiB x3, 8 B - 1 GiB x5 (start, RSS), start profile; GPU tests and the
 #              topology facts against nvidia-smi                                      (~6 min)
+#   explain:   issue 18 on one GPU: the GPU tests (facts vs nvidia-smi, a judged run's lines, the
+#              profiler plugin), `ncclbench topo`, one judged all_reduce 8 B - 1 GiB to read by eye,
+#              and bench/explain_gpu.py (explain on vs off, alternating runs)          (~7 min)
 # The nccl-tests build is not part of this project (built from NVIDIA's repository on the device).
 set -u
 PHASE=$1; OUT=$2; NT=$3
@@ -88,4 +91,15 @@ if [ "$PHASE" = final ]; then
   timeout 60 python3 bench/start_profile.py --runs 5 --top 30 > $W/start_profile.txt 2>&1; tail -2 $W/start_profile.txt
   NCCL_TESTS_BUILD=$NT timeout 120 python3 -m pytest tests/gpu tests/test_explain_topology.py -v -rfs -p no:cacheprovider > $W/gpu_tests.txt 2>&1
   echo "pytest rc=$?"; grep -aE "FAILED|ERROR" $W/gpu_tests.txt | head; tail -2 $W/gpu_tests.txt
+fi
+if [ "$PHASE" = explain ]; then
+  python3 -m compileall -q src >/dev/null 2>&1
+  NCCL_TESTS_BUILD=$NT timeout 150 python3 -m pytest tests/gpu tests/test_explain_topology.py -v -rfs -p no:cacheprovider > $W/gpu_tests.txt 2>&1
+  echo "pytest rc=$?"; grep -aE "FAILED|ERROR" $W/gpu_tests.txt | head; tail -2 $W/gpu_tests.txt
+  nvidia-smi --query-gpu=name,pci.bus_id,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current --format=csv > $W/smi.csv 2>&1
+  timeout 60 python3 -m ncclbench topo > $W/topo.txt 2>&1; echo "topo rc=$?"; cat $W/topo.txt
+  timeout 120 python3 -m ncclbench all_reduce_perf -b 8 -e 1G -f 4 -J $W/judged.json > $W/judged.txt 2>&1; echo "run rc=$?"
+  grep -v "^ *[0-9]" $W/judged.txt | tail -25
+  timeout 330 python3 bench/explain_gpu.py --ngpus 1 --runs ${RUNS:-8} --out $W/explain_gpu > $W/explain_gpu.log 2>&1
+  echo "explain_gpu rc=$?"; cat $W/explain_gpu/explain_gpu.md 2>/dev/null | head -40
 fi
