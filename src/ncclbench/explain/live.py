@@ -52,11 +52,6 @@ def wanted(opts: BenchOptions, environ: Mapping[str, str] = os.environ) -> bool:
     return opts.explain and environ.get(ENV_SWITCH, "1").strip().lower() not in ("0", "off", "no", "false")
 
 
-def _preload() -> None:
-    """Import what judging needs later, in the reader's thread: off the main thread's start-up."""
-    from . import judgement, run_explain  # noqa: F401
-
-
 class TopologyReader:
     """This host's topology facts, read in a background thread from construction on."""
 
@@ -72,12 +67,9 @@ class TopologyReader:
             self._result = read_topology(gpus)
         else:
             self._result = read()
-        if not gpus:
-            return  # the CPU backend has no NCCL start for the imports to hide behind: they wait for the end
-        try:
-            _preload()
-        except Exception:  # imported again where used, and failing there with the real error
-            pass
+        # The judging code is imported at the end, where it is used: imported here it held the
+        # GIL while the main thread set up CUDA and NCCL (explain on cost +0.16 s to the first row
+        # on the H100, bench/results/explain-gpu-h100-2026-11-24/).
 
     def result(self, timeout: float = TOPOLOGY_WAIT_S) -> tuple[dict | None, str]:
         """(the facts as a dict, '') or (None, why not)."""
