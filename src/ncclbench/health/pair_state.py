@@ -10,16 +10,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .judge import NO_ANSWER, OK, SLOW, UNJUDGED, WRONG, RoundResult
-from .localize import BAD, PARTNER_DEAD, Recorded, is_fleet
+from .localize import BAD, PARTNER_DEAD, PhaseScan, Recorded, is_fleet
 from .schedule import Group, Round
-
-if TYPE_CHECKING:
-    from .pairs import PairScan
 
 AGGREGATE = "median of rails"
 
@@ -44,7 +40,7 @@ class PairState:
     Kept in numpy arrays (a thousand-host round has thousands of groups); only
     bad measurements become `Obs` objects, since only they are evidence."""
 
-    def __init__(self, scan: PairScan):
+    def __init__(self, scan: PhaseScan):
         self.scan = scan
         thr, H = scan.thr, scan.fleet.nhosts
         dead = np.zeros(H, dtype=bool)
