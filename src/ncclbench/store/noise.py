@@ -51,16 +51,16 @@ def noise_multiple(dof: int | None) -> float:
 
 
 def robust_sigma(values: Sequence[float]) -> float | None:
-    """Standard deviation: the sample standard deviation for 2-9 values (a
-    median of so few is unstable, and one busy run widening the noise errs on
-    the safe side), 1.4826 x MAD from 10 on; None for fewer than 2."""
+    """Standard deviation of whole-run shifts: the sample standard deviation, not
+    a median-based one.  Run-to-run shifts on a busy host are heavy-tailed (a
+    run that lost its cores for a while is 10x slower at small sizes); a
+    median-based estimate ignores those runs and so promises a gate fewer false
+    alarms than it gives, while one busy run widening the noise only errs on the
+    safe side.  None for fewer than 2 values."""
     xs = [x for x in values if not math.isnan(x)]
     if len(xs) < 2:
         return None
-    if len(xs) < 10:
-        return statistics.stdev(xs)
-    m = statistics.median(xs)
-    return MAD_TO_SIGMA * statistics.median([abs(x - m) for x in xs])
+    return statistics.stdev(xs)
 
 
 def log_ratios(a: Mapping[int, float], b: Mapping[int, float], sizes: Sequence[int]) -> dict[int, float]:
