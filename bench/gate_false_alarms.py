@@ -301,7 +301,8 @@ def judge(args) -> int:
              f"{summary['load_min_median_max'][1]:.1f}, around the runs). Runs measured with commit {meta['commit']} "
              f"({meta['started']} .. {meta.get('finished', '?')}); judged with commit {doc['judged_with_commit']}.",
              f"Commands: `python bench/gate_false_alarms.py collect --rounds 20` then `judge` (raw runs: "
-             f"bench/results/raw/). Test: `ncclbench {' '.join(meta['test'])}` with `--nprocs 4` (shm), or over "
+             f"bench/results/raw/2026-11-24-gate-false-alarms.tgz; unpack it and pass its directory to `judge --out`). "
+             f"Test: `ncclbench {' '.join(meta['test'])}` with `--nprocs 4` (shm), or over "
              f"4 namespace hosts with every link shaped to {meta['rate_mbit']} Mbit/s and `{' '.join(meta['shaped_extra'])}` "
              f"(slowed: {int(meta['rate_mbit'] * meta['slowdown'])} Mbit/s in the second run).", "",
              "Each pair is judged by the gate (`check`, default --max-drop 5 %) twice: against its first run alone "
@@ -314,6 +315,33 @@ def judge(args) -> int:
         lines.append(f"| {w} | {c} | {a[0]} of {a[1]} | {h[0]} of {h[1]} | {hl[0]} of {hl[1]} |")
     lines += ["", f"Shaped setup, each slowed pair's first (unslowed) run against the {HISTORY} good runs before it: "
               f"{ident[0]} false alarms of {ident[1]}."]
+
+    def fig(sel, key, figure, field):
+        vals = [f[field] for r in results if sel(r) and key in r for f in r[key]["figures"] if f["figure"] == figure
+                and f[field] is not None]
+        if not vals:
+            return "-"
+        return f"{statistics.median(vals):.1f} ({min(vals):.1f} .. {max(vals):.1f})"
+
+    lines += ["", "Why (medians over the pairs, range in brackets; judged against the baseline of "
+              f"{HISTORY} runs):", "",
+              "| pairs | figure | change, % worse | limit, % | noise (1 sd), % |", "|---|---|---:|---:|---:|"]
+    for setup, per_iter, label in (("shm", False, "shm, no -I"), ("shm", True, "shm, -I 1"),
+                                   ("slow", False, "shaped slowed, no -I"), ("slow", True, "shaped slowed, -I 1")):
+        for figure in ("plateau busbw", "latency"):
+            sel = (lambda r, s=setup, i=per_iter: r["setup"] == s and r["per_iter"] == i)
+            lines.append(f"| {label} | {figure} | {fig(sel, 'with_history', figure, 'worse_pct')} | "
+                         f"{fig(sel, 'with_history', figure, 'limit_pct')} | "
+                         f"{fig(sel, 'with_history', figure, 'noise_pct')} |")
+    sel_id = (lambda r: r["setup"] == "slow")
+    first = [fig(sel_id, "first_vs_history", "plateau busbw", k) for k in ("worse_pct", "limit_pct", "noise_pct")]
+    lines.append(f"| shaped, unslowed first runs | plateau busbw | {first[0]} | {first[1]} | {first[2]} |")
+    lines += ["", "Reading: a figure fails only when its change is beyond both --max-drop and its limit (the noise "
+              "times 3, or Student's t for a noise measured from few runs). Where the limit is larger than the "
+              "injected slowdown's effect on the figure, the gate cannot tell that slowdown from the machine's own "
+              "run-to-run variation, and says so by the limit it prints; on a quiet machine the same runs give a "
+              "smaller noise and a smaller limit. 'First run alone' judges without the noise of whole runs (the "
+              "gate prints that it is unknown): its catches are not evidence, as its false alarms show."]
     (res / "gate-false-alarms.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
