@@ -164,3 +164,21 @@ def test_drain_list_takes_node_faults_only():
     assert drain_hosts(rep.findings) == ["node05"]
 
 
+
+
+def test_the_slow_nodes_partner_is_not_convicted_by_one_later_dip():
+    fleet = Fleet.uniform(6, 1)
+    # host 4 at a quarter; its round-1 partner (5) dips 5 % once with its round-2 partner
+    fabric = FakeFabric(nic={(4, None): 0.25}, dips={("pairs r2", ((5, 0), (1, 0))): 0.95})
+    rep = scan(fleet, fabric, phases=("pairs",))
+    assert confirmed(rep) == [(NODE_NIC, ("node4",), "all rails", "slow")]
+    assert rep.host_status["node5"] in ("healthy", "suspect")  # re-paired, never convicted
+
+
+def test_two_bad_hosts_paired_together_are_both_convicted():
+    fleet = Fleet.uniform(8, 1)
+    fabric = FakeFabric(nic={(2, None): 0.5, (3, None): 0.5})
+    rep = scan(fleet, fabric, phases=("pairs",))
+    assert sorted(confirmed(rep)) == [(NODE_NIC, ("node2",), "all rails", "slow"),
+                                      (NODE_NIC, ("node3",), "all rails", "slow")]
+    assert rep.drain == ["node2", "node3"] or sorted(rep.drain) == ["node2", "node3"]

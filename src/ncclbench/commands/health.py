@@ -44,6 +44,9 @@ def add_arguments(parser: CommandParser) -> None:
                         help="every host pair (a round-robin tournament, n-1 rounds) instead of pairs + re-pairing")
     parser.add_argument("--bw-size", default="4M", help="bandwidth size of each group's all_reduce (default 4M)")
     parser.add_argument("--lat-size", default="8", help="latency size (default 8 bytes)")
+    parser.add_argument("--judge", choices=("both", "busbw"), default="both",
+                        help="busbw: latency is measured and reported but gives no verdict (where small-message "
+                             "times are known to follow the host's scheduler, e.g. the CPU backend on shared cores)")
     parser.add_argument("-n", "--iters", type=int, default=20, help="timed iterations per cycle (default 20)")
     parser.add_argument("-w", "--warmup-iters", type=int, default=5)
     parser.add_argument("--cycles", type=int, default=3, help="timed cycles per size; a group's figure is the median")
@@ -87,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
 
 # -- configuration --------------------------------------------------------------------------------
 def _config(args: argparse.Namespace):
+    from ..health.judge import Thresholds
     from ..health.mpi_group import GroupSpec
     from ..health.scan import ScanConfig
     from ..options import parse_size
@@ -105,7 +109,8 @@ def _config(args: argparse.Namespace):
         raise ArgumentError("health: --save-baseline needs --json FILE (the references are read from it)")
     baseline = _load_baseline(args.baseline) if args.baseline else None
     try:
-        cfg = ScanConfig(phases=phases, pair_shape=args.pair_shape, all_pairs=args.all_pairs, baseline=baseline)
+        cfg = ScanConfig(phases=phases, pair_shape=args.pair_shape, all_pairs=args.all_pairs, baseline=baseline,
+                         thresholds=Thresholds(judge_latency=args.judge == "both"))
     except ValueError as exc:
         raise ArgumentError(f"health: {exc}") from None
     return cfg, spec

@@ -61,6 +61,7 @@ class Thresholds:
     # three or four groups the MAD is the healthy groups' own scatter and even a 7x
     # slowdown can stay under the z limit (seen across 6 namespace hosts sharing 2 cores).
     gross_fraction: float = 0.5
+    judge_latency: bool = True  # False: latency is measured and reported, never a verdict
 
 
 @dataclass(frozen=True)

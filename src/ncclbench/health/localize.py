@@ -111,7 +111,10 @@ class PhaseScan:
                                         if int(i) in result.unstable},
                               unsteady_lat={j: result.unsteady_lat[int(i)] for j, i in enumerate(idx)
                                             if int(i) in result.unsteady_lat})
-            sc = score(sub, self.refs.get(shape) or References(None, None), limit, self.thr.gross_fraction)
+            refs = self.refs.get(shape) or References(None, None)
+            if not self.thr.judge_latency:
+                refs = References(refs.busbw, None, refs.base_busbw, None, refs.notes)
+            sc = score(sub, refs, limit, self.thr.gross_fraction)
             for j, i in enumerate(idx):
                 out.status[i], out.why[i] = sc.status[j], sc.why[j]
                 out.z_bw[i], out.z_lat[i] = sc.z_bw[j], sc.z_lat[j]

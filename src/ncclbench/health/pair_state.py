@@ -118,6 +118,7 @@ class PairState:
                 self.ok_partners[h].add(p)
         self.measured, self.answered = measured, answered
         self._ok_units: dict[int, dict] = {}
+        self._convicted: dict[int, set] | None = None
         self.link_suspects = self._link_suspects()
 
     # -- counts on demand (only hosts and links with bad measurements ask) ---------------------
@@ -162,18 +163,49 @@ class PairState:
         names = [self.scan.fleet.hosts[p] for p in sorted(self.ok_partners.get(h, ()))]
         return f"{self.scan.fleet.hosts[h]} is fine with {', '.join(names[:4]) or 'no partner'}"
 
-    def confirmed_units(self, h: int) -> set:
-        """Rails on which h was bad with two different partners, and more often bad than good."""
-        obs = self.bad_by_node.get(h)
-        if not obs:
-            return set()
+    def _raw_units(self, h: int, explained: set[int]) -> set:
+        """Rails on which h was bad with two different partners, and more often bad than
+        good - not counting measurements with a partner in `explained` (convicted itself)."""
         bad_partners: dict[object, set[int]] = defaultdict(set)
         bad: dict[object, int] = defaultdict(int)
-        for o in obs:
+        for o in self.bad_by_node.get(h, []):
+            if o.partner in explained:
+                continue
             bad_partners[o.unit].add(o.partner)
             bad[o.unit] += 1
+        if not bad:
+            return set()
         ok = self._ok_counts(h)
         return {u for u, ps in bad_partners.items() if len(ps) >= 2 and bad[u] > ok.get(u, 0)}
+
+    def _strength(self, h: int) -> tuple[int, float]:
+        """How strongly h's own measurements convict it: bad partners that were shown
+        healthy elsewhere, then how far below the reference (no answer counts as far)."""
+        obs = self.bad_by_node.get(h, [])
+        cleared = len({o.partner for o in obs if self.cleared(o.partner)})
+        zs = [o.rec.score.z_bw[o.index] for o in obs]
+        z = float(np.median([x if np.isfinite(x) else -1e9 for x in zs])) if zs else 0.0
+        return cleared, -z
+
+    def _convictions(self) -> dict[int, set]:
+        """Every convicted host -> its rails, strongest evidence first.  A host bad only
+        with a partner that is itself convicted is not convicted by that measurement:
+        the partner explains it (h5 slow makes the pair (h5, h6) slow; a small dip of
+        h6 in the next round must not make h6 a second culprit).  It stays a suspect
+        and gets another partner instead."""
+        if self._convicted is None:
+            candidates = [h for h in self.bad_by_node if self._raw_units(h, set())]
+            accepted: dict[int, set] = {}
+            for h in sorted(candidates, key=self._strength, reverse=True):
+                units = self._raw_units(h, set(accepted))
+                if units:
+                    accepted[h] = units
+            self._convicted = accepted
+        return self._convicted
+
+    def confirmed_units(self, h: int) -> set:
+        """Rails on which h is convicted (see `_convictions`)."""
+        return self._convictions().get(h, set())
 
     def suspect(self, h: int) -> bool:
         return bool(self.bad_partners.get(h)) and not self.cleared(h) and not self.confirmed_units(h)
