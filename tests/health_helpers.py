@@ -15,13 +15,14 @@ NOMINAL = {"local": 2000.0, "intra": 360.0, "rail": 48.0, "pairs": 48.0}
 
 
 class FakeFabric:
-    def __init__(self, nic=None, link=None, gpu=None, intra=None, dead=(), dips=None, jitter=0.004):
+    def __init__(self, nic=None, link=None, gpu=None, intra=None, dead=(), dips=None, jitter=0.004, lat_spikes=None):
         self.nic = dict(nic or {})  # (host, rail or None) -> factor
         self.link = dict(link or {})  # frozenset({a, b}) -> factor
         self.gpu = dict(gpu or {})  # (host, slot) -> factor
         self.intra = dict(intra or {})  # host -> factor
         self.dead = set(dead)
-        self.dips = dict(dips or {})  # (round name, group label) -> factor, one measurement only
+        self.dips = dict(dips or {})  # (round name, group members) -> busbw factor, one measurement only
+        self.lat_spikes = dict(lat_spikes or {})  # (round name, group members) -> latency factor, one measurement
         self.jitter = jitter
         self.rounds = []
 
@@ -51,5 +52,5 @@ class FakeFabric:
             j = (zlib.crc32(key.encode()) % 2001 - 1000) / 1000.0 * self.jitter
             dip = self.dips.get((rnd.name, g.members), 1.0)
             res.busbw[i] = NOMINAL[g.phase] * self.factor(g) * (1 + j) * dip
-            res.lat_us[i] = 20.0 * (1 + j)
+            res.lat_us[i] = 20.0 * (1 + j) * self.lat_spikes.get((rnd.name, g.members), 1.0)
         return res

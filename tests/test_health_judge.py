@@ -61,6 +61,7 @@ def test_score_statuses_and_their_evidence():
     assert sc.why[4] == "12 wrong elements (bit-exact check)"
     assert sc.why[5] == "rank 9 (host h3, pid 77) died"
     assert sc.why[0] == "" and list(sc.bad()) == [False, True, True, True, True, True]
+    assert sc.symptom == ["", "bw", "no answer", "lat", "wrong", "no answer"]
 
 
 def test_without_any_reference_a_group_is_not_judged():

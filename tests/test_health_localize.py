@@ -182,3 +182,21 @@ def test_two_bad_hosts_paired_together_are_both_convicted():
     assert sorted(confirmed(rep)) == [(NODE_NIC, ("node2",), "all rails", "slow"),
                                       (NODE_NIC, ("node3",), "all rails", "slow")]
     assert rep.drain == ["node2", "node3"] or sorted(rep.drain) == ["node2", "node3"]
+
+
+def test_two_bad_measurements_of_different_kinds_corroborate_nothing():
+    fleet = Fleet.uniform(6, 1)
+    # host 5: a latency spike with host 4, then a bandwidth dip with host 1 - noise, not one fault
+    fabric = FakeFabric(lat_spikes={("pairs r1", ((4, 0), (5, 0))): 10.0},
+                        dips={("pairs r2", ((5, 0), (1, 0))): 0.7})
+    rep = scan(fleet, fabric, phases=("pairs",))
+    assert rep.confirmed == []
+    assert rep.host_status["node5"] in ("healthy", "suspect")
+
+
+def test_the_same_symptom_twice_convicts():
+    fleet = Fleet.uniform(6, 1)
+    fabric = FakeFabric(lat_spikes={("pairs r1", ((4, 0), (5, 0))): 10.0, ("pairs r2", ((5, 0), (1, 0))): 10.0})
+    rep = scan(fleet, fabric, phases=("pairs",))
+    assert confirmed(rep) == [(NODE_NIC, ("node5",), "all rails", "slow")]
+    assert any("latency 200" in e for e in rep.findings[0].evidence)

@@ -170,9 +170,18 @@ class Score:
     z_bw: np.ndarray
     z_lat: np.ndarray
     why: list[str]  # one line of evidence per group ("" when ok)
+    # per group, what was bad: "bw", "lat", "bw+lat", "no answer", "wrong" ("" when ok)
+    symptom: list[str] = field(default_factory=list)
 
     def bad(self) -> np.ndarray:
         return np.array([s in (SLOW, NO_ANSWER, WRONG) for s in self.status], dtype=bool)
+
+
+def symptoms(text: str) -> set[str]:
+    """The parts of a symptom ("bw+lat" -> {"bw", "lat"}).  A fault shows the same symptom
+    each time it is measured; two bad measurements of different kinds (a latency spike,
+    then a bandwidth dip) corroborate nothing."""
+    return set(text.split("+")) if text else {"?"}
 
 
 def score(result: RoundResult, refs: References, limit_z: float, gross_fraction: float = 0.0) -> Score:
@@ -207,6 +216,13 @@ def score(result: RoundResult, refs: References, limit_z: float, gross_fraction:
     status[wrong] = WRONG
     status[no_answer] = NO_ANSWER
     why = [""] * n
+    symptom = [""] * n
+    for i in np.flatnonzero(slow):
+        symptom[i] = "+".join(k for k, on in (("bw", slow_bw[i]), ("lat", slow_lat[i])) if on)
+    for i in np.flatnonzero(wrong):
+        symptom[i] = "wrong"
+    for i in np.flatnonzero(no_answer):
+        symptom[i] = "no answer"
     for i in np.flatnonzero(status != OK):
         if no_answer[i]:
             why[i] = result.errors.get(int(i), "no answer")
@@ -225,7 +241,7 @@ def score(result: RoundResult, refs: References, limit_z: float, gross_fraction:
             if slow_lat[i] and refs.lat_us is not None:
                 parts.append(f"latency {lat[i]:.4g} us, z {z_lat[i]:+.1f} vs {refs.lat_us.describe('us')}")
             why[i] = "; ".join(parts)
-    return Score(list(status), z_bw, z_lat, why)
+    return Score(list(status), z_bw, z_lat, why, symptom)
 
 
 def fleet_shift(refs: References, thr: Thresholds, shape: str) -> str | None:

@@ -48,6 +48,7 @@ from .judge import (
     percent_of,
     references,
     score,
+    symptoms,
 )
 from .schedule import Group, Round, make_round
 
@@ -102,7 +103,7 @@ class PhaseScan:
         limit = self.thr.suspect_z if is_fleet(rnd) else self.thr.confirm_z
         shapes = [g.shape for g in rnd.groups]
         n = len(rnd.groups)
-        out = Score([UNJUDGED] * n, np.full(n, np.nan), np.full(n, np.nan), [""] * n)
+        out = Score([UNJUDGED] * n, np.full(n, np.nan), np.full(n, np.nan), [""] * n, [""] * n)
         for shape in dict.fromkeys(shapes):
             idx = np.array([i for i, s in enumerate(shapes) if s == shape])
             sub = RoundResult(result.busbw[idx], result.lat_us[idx], result.wrong[idx],
@@ -116,7 +117,7 @@ class PhaseScan:
                 refs = References(refs.busbw, None, refs.base_busbw, None, refs.notes)
             sc = score(sub, refs, limit, self.thr.gross_fraction)
             for j, i in enumerate(idx):
-                out.status[i], out.why[i] = sc.status[j], sc.why[j]
+                out.status[i], out.why[i], out.symptom[i] = sc.status[j], sc.why[j], sc.symptom[j]
                 out.z_bw[i], out.z_lat[i] = sc.z_bw[j], sc.z_lat[j]
         return out
 
@@ -220,6 +221,9 @@ class RepeatScan(PhaseScan):
                 evidence.append(self.evidence_line(rec, j))
                 status2 = rec.score.status[j]
                 verdict = VERDICT.get(status2) if status2 in BAD else None
+                if verdict and not symptoms(first.score.symptom[i]) & symptoms(rec.score.symptom[j]):
+                    verdict = SUSPECT_V  # bad twice, but not the same way: not corroborated
+                    evidence.append("bad twice with different symptoms: not a confirmation")
                 values = [first.result.busbw[i], rec.result.busbw[j]]
                 zs = [first.score.z_bw[i], rec.score.z_bw[j]]
             else:

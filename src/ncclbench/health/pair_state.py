@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .judge import NO_ANSWER, OK, SLOW, UNJUDGED, WRONG, RoundResult
+from .judge import NO_ANSWER, OK, SLOW, UNJUDGED, WRONG, RoundResult, symptoms
 from .localize import BAD, PARTNER_DEAD, PhaseScan, Recorded, is_fleet
 from .schedule import Group, Round
 
@@ -27,6 +27,7 @@ class Obs:
     partner: int
     unit: int | None
     status: str
+    symptom: str = ""  # what was bad (judge.symptoms)
 
 
 CODE = {OK: 0, SLOW: 1, NO_ANSWER: 2, WRONG: 3, UNJUDGED: 4}
@@ -104,13 +105,14 @@ class PairState:
                                      seen_ok or bool(all_ok[j]))
                 for i in np.flatnonzero(isbad):
                     self.bad_by_node[int(me[i])].append(Obs(rec, int(i), int(other[i]), unit_of(u[i]),
-                                                             CODE_NAME[int(view[i])]))
+                                                             CODE_NAME[int(view[i])], _symptom(rec, int(i))))
                 live = view != 5
                 measured.update(int(x) for x in np.unique(me[live]))
                 answered.update(int(x) for x in np.unique(me[live & (view != CODE[NO_ANSWER])]))
             for i in np.flatnonzero(np.isin(st, BAD_CODES)):
                 link = (int(min(a[i], b[i])), int(max(a[i], b[i])))
-                self.bad_by_link[link].append(Obs(rec, int(i), int(b[i]), unit_of(u[i]), CODE_NAME[int(st[i])]))
+                self.bad_by_link[link].append(Obs(rec, int(i), int(b[i]), unit_of(u[i]), CODE_NAME[int(st[i])],
+                                                  _symptom(rec, int(i))))
         for (h, _, p), (bad, ok, seen_ok) in verdicts.items():
             if bad:
                 self.bad_partners[h].add(p)
@@ -166,17 +168,18 @@ class PairState:
     def _raw_units(self, h: int, explained: set[int]) -> set:
         """Rails on which h was bad with two different partners, and more often bad than
         good - not counting measurements with a partner in `explained` (convicted itself)."""
-        bad_partners: dict[object, set[int]] = defaultdict(set)
+        bad_partners: dict[tuple, set[int]] = defaultdict(set)  # (rail, symptom) -> partners
         bad: dict[object, int] = defaultdict(int)
         for o in self.bad_by_node.get(h, []):
             if o.partner in explained:
                 continue
-            bad_partners[o.unit].add(o.partner)
+            for part in symptoms(o.symptom):
+                bad_partners[(o.unit, part)].add(o.partner)
             bad[o.unit] += 1
         if not bad:
             return set()
         ok = self._ok_counts(h)
-        return {u for u, ps in bad_partners.items() if len(ps) >= 2 and bad[u] > ok.get(u, 0)}
+        return {u for (u, _), ps in bad_partners.items() if len(ps) >= 2 and bad[u] > ok.get(u, 0)}
 
     def _strength(self, h: int) -> tuple[int, float]:
         """How strongly h's own measurements convict it: bad partners that were shown
@@ -214,9 +217,11 @@ class PairState:
         return h not in self.measured or self.suspect(h)
 
     def _link_units(self, link: tuple[int, int]) -> tuple[dict, dict]:
-        bad_rounds: dict[object, set[int]] = defaultdict(set)
+        """((rail, symptom) -> rounds it was bad in, rail -> good measurements)."""
+        bad_rounds: dict[tuple, set[int]] = defaultdict(set)
         for o in self.bad_by_link.get(link, []):
-            bad_rounds[o.unit].add(o.rec.round.index)
+            for part in symptoms(o.symptom):
+                bad_rounds[(o.unit, part)].add(o.rec.round.index)
         return bad_rounds, self._link_ok_counts(link) if bad_rounds else {}
 
     def _link_suspects(self) -> list[tuple[int, int]]:
@@ -226,7 +231,7 @@ class PairState:
             if not (self.cleared(a) and self.cleared(b)):
                 continue
             bad_rounds, ok = self._link_units(link)
-            if any(len(r) == 1 and not ok.get(u) for u, r in bad_rounds.items()) and \
+            if any(len(r) == 1 and not ok.get(u) for (u, _), r in bad_rounds.items()) and \
                     not any(len(r) >= 2 for r in bad_rounds.values()):
                 out.append(link)
         return out
@@ -238,7 +243,7 @@ class PairState:
             if not (self.cleared(a) and self.cleared(b)):
                 continue
             bad_rounds, ok = self._link_units(link)
-            units = {u for u, r in bad_rounds.items() if len(r) >= 2 and len(r) > ok.get(u, 0)}
+            units = {u for (u, _), r in bad_rounds.items() if len(r) >= 2 and len(r) > ok.get(u, 0)}
             if units:
                 out[link] = units
         return out
@@ -276,6 +281,10 @@ def pair_aggregate(rnd: Round, result: RoundResult) -> tuple[Round, RoundResult]
         res.lat_us[j] = float(np.median(result.lat_us[idx]))
         res.wrong[j] = int(result.wrong[idx].max())
     return Round(rnd.phase, rnd.index, f"{rnd.purpose} {AGGREGATE}", tuple(groups)), res
+
+
+def _symptom(rec: Recorded, i: int) -> str:
+    return rec.score.symptom[i] if rec.score.symptom else ""
 
 
 def unit_of(x) -> int | None:
