@@ -86,7 +86,7 @@ if [ "$PHASE" = final ]; then
   python3 bench/stability.py --nccl-tests-build $NT --collectives $ALL --args "-b 8 -e 128K -f 2" \
     --runs 3 --out $W/final-11 2>>$W/stab.err
   python3 bench/stability.py --nccl-tests-build $NT --collectives all_reduce --args "-b 8 -e 1G -f 4" \
-    --runs 5 --out $W/final-start 2>>$W/stab.err
+    --runs 5 --variant no-explain:NCCLBENCH_EXPLAIN=0 --out $W/final-start 2>>$W/stab.err
   kill $CLK
   timeout 60 python3 bench/start_profile.py --runs 5 --top 30 > $W/start_profile.txt 2>&1; tail -2 $W/start_profile.txt
   NCCL_TESTS_BUILD=$NT timeout 120 python3 -m pytest tests/gpu tests/test_explain_topology.py -v -rfs -p no:cacheprovider > $W/gpu_tests.txt 2>&1
