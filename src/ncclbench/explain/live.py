@@ -117,7 +117,11 @@ class LiveExplain:
         self.opts, self.backend, self.environ = opts, backend, environ
         # What the user set: the run's record (JSON env, the store) keeps this, not the capture's settings.
         self.user_env = dict(environ)
-        self.reader = TopologyReader(gpus=backend is Backend.NCCL) if local_rank == 0 else None
+        self.local_rank = local_rank
+        # Read in a thread started by before_workers: right before the communicators' set-up, whose
+        # NCCL init (~0.5 s in C, GIL released) hides it; started earlier it competed with the
+        # start-up's own Python work (+0.2 s to the first row on the H100, bench/results/explain-gpu-*).
+        self.reader: TopologyReader | None = None
         self.capture: NcclRunCapture | None = None
         self.rows = RowCollector()
         self.hosts: list[HostTopology] = []
@@ -126,9 +130,16 @@ class LiveExplain:
 
     # -- before the communicators ------------------------------------------------------------
     def before_workers(self, nccl_lib: str | None = None) -> None:
-        """NCCL's log capture (and the profiler plugin where needed) set before NCCL logs anything."""
-        if self.backend is not Backend.NCCL:
-            return
+        """NCCL's log capture (and the profiler plugin where needed) set before NCCL logs anything,
+        then the topology read started (one rank per host)."""
+        try:
+            if self.backend is Backend.NCCL:
+                self._begin_capture(nccl_lib)
+        finally:
+            if self.local_rank == 0:
+                self.reader = TopologyReader(gpus=self.backend is Backend.NCCL)
+
+    def _begin_capture(self, nccl_lib: str | None) -> None:
         from ..errors import BenchError
         from ..nccl.binding import get_library
         from .nccl_capture import NcclRunCapture
