@@ -117,6 +117,20 @@ def alive(pid: int) -> bool:
     return st[st.rfind(")") + 2] != "Z"
 
 
+def _stderr_of_all(job: Job) -> str:
+    """Every started process's stderr (ended or killed first): which rank failed first, and why."""
+    out = []
+    for i, p in enumerate(job.procs):
+        if p.poll() is None:
+            p.kill()
+        try:
+            _, err = p.communicate(timeout=10)
+        except (subprocess.TimeoutExpired, ValueError):
+            err = "(unreadable)"
+        out.append(f"[process {i}, rc {p.returncode}] {(err or '')[-1500:]}")
+    return "\n".join(out)
+
+
 def wait_for_rows(job: Job, rows: int, timeout: float = 90.0) -> None:
     """Read rank 0's stdout until `rows` result rows were printed (and the pid lines)."""
     end = time.monotonic() + timeout
@@ -128,9 +142,8 @@ def wait_for_rows(job: Job, rows: int, timeout: float = 90.0) -> None:
             raise AssertionError(f"{job.path}: no {rows} rows within {timeout} s: {''.join(lines)[-2000:]}")
         line = src.readline()
         if not line:
-            rest = job.procs[0].stderr.read()
             raise AssertionError(f"{job.path}: the job ended early (rc {job.procs[0].wait()}): "
-                                 f"{''.join(lines)[-2000:]} {rest[-2000:]}")
+                                 f"{''.join(lines)[-2000:]}\n{_stderr_of_all(job)}")
         lines.append(line)
         m = PID_LINE.search(line)
         if m:
