@@ -22,6 +22,10 @@ class ExitCode(IntEnum):
     NOT_IMPLEMENTED = 5  # too few GPUs, feature the backend/library lacks
     INVALID_USAGE = 6
     DATA_ERRORS = 7  # completed, but wrong results or below NCCL_TESTS_MIN_BW
+    # `ncclbench health` confirmed a faulty GPU, node, NIC rail or link: a code of its own,
+    # outside nccl-tests' 0-7 and 255, so automation tells "the fabric has a bad part" from
+    # "the tool failed"
+    FAULTS_FOUND = 8
     ARGUMENT = 255  # bad command-line values
 
 

@@ -95,7 +95,8 @@ collectives: {", ".join(COLLECTIVES)}
 (each also answers to its nccl-tests binary name, e.g. all_reduce_perf)
 
 exit codes: 0 ok, 1 internal, 2 CUDA, 3 NCCL, 4 timeout, 5 not supported,
-            6 invalid usage, 7 wrong results / bandwidth gate / --fail-on-trap, 255 bad arguments,
+            6 invalid usage, 7 wrong results / bandwidth gate / --fail-on-trap,
+            8 `health` found faults (a GPU, node, NIC rail or link to act on), 255 bad arguments,
             128+N ended by signal N (130 SIGINT, 143 SIGTERM); like nccl-tests, an
             unknown option of a collective prints its usage and exits 0
 """

@@ -19,6 +19,7 @@ def add_arguments(parser: CommandParser) -> None:
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--limit", type=int, default=20, help="show at most N runs (0 = all; default 20)")
     parser.add_argument("--program", help="only runs of this test (e.g. all_reduce_perf)")
+    parser.add_argument("--health", action="store_true", help="list the stored health scans instead of runs")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -26,6 +27,8 @@ def run(args: argparse.Namespace) -> int:
     from ..store.db import ResultStore
 
     path = db_path(args)
+    if args.health:
+        return _health_history(path, args)
     baselines: dict[int, list[str]] = {}
     if not path.exists():
         headers, runs_summ = [], {}
@@ -51,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
     if not headers:
         print(f"ncclbench: no runs recorded in {path}" + (" matching " + args.program
               if args.program else ""), file=sys.stderr)
+        if path.exists():
+            _note_scans(path, sys.stderr)
         return 0
     fmt = "%5s  %-19s  %-11s  %-20s  %5s  %-20s  %4s  %9s  %8s  %s"
     print(fmt % ("ID", "DATE", "STATUS", "TEST", "RANKS", "GPU", "ROWS", "PLAT GB/s", "LAT us",
@@ -68,4 +73,45 @@ def run(args: argparse.Namespace) -> int:
                       "-" if plateau is None else f"{plateau:.2f}",
                       "-" if lat is None else f"{lat:.2f}", src)).rstrip())
     print(f"# {stats.PLATEAU_DEFINITION}; {stats.LATENCY_DEFINITION} (out-of-place, first series)")
+    _note_scans(path)
+    return 0
+
+
+def _note_scans(path, stream=None) -> None:
+    """One line pointing at the health scans kept in the same store, if any."""
+    from ..store.db import ResultStore
+    from ..store.health import list_scans
+
+    with ResultStore(path, create=False) as store:
+        scans = list_scans(store, limit=1)
+    if scans:
+        print(f"# health scans are listed apart: ncclbench history --health (newest {scans[0].label})",
+              file=stream or sys.stdout)
+
+
+def _health_history(path, args: argparse.Namespace) -> int:
+    """The stored health scans, newest first."""
+    from ..store.db import ResultStore
+    from ..store.health import list_scans
+
+    scans = []
+    if path.exists():
+        with ResultStore(path, create=False) as store:
+            scans = list_scans(store, limit=args.limit or None)
+    if args.format == "json":
+        print(json.dumps([{"id": h.label, "created_at": h.created_at, "start_time": h.start_time,
+                           "backend": h.backend, "hosts": h.nhosts, "ranks": h.nranks,
+                           "faults_found": h.faults_found, "findings": h.findings, "exit_code": h.exit_code,
+                           "drain": h.drain, "wall_s": h.wall_s, "argv": h.argv} for h in scans], indent=1))
+        return 0
+    if not scans:
+        print(f"ncclbench: no health scans recorded in {path}", file=sys.stderr)
+        return 0
+    fmt = "%-10s  %-19s  %5s  %5s  %-6s  %8s  %7s  %s"
+    print(fmt % ("ID", "DATE", "HOSTS", "RANKS", "FAULTS", "FINDINGS", "TIME s", "BACKEND / DRAIN"))
+    for h in scans:
+        date = (h.start_time or h.created_at).replace("T", " ")[:19]
+        extra = (h.backend or "-") + (f"; drain {', '.join(h.drain)}" if h.drain else "")
+        print((fmt % (h.label, date, h.nhosts, h.nranks, "yes" if h.faults_found else "no", h.findings,
+                      "-" if h.wall_s is None else f"{h.wall_s:.1f}", extra)).rstrip())
     return 0

@@ -13,7 +13,8 @@ HELP = "write a self-contained HTML report (plots + metadata) of runs"
 
 def add_arguments(parser: CommandParser) -> None:
     add_db_option(parser)
-    parser.add_argument("runs", metavar="RUN", nargs="+", help=REF_HELP)
+    parser.add_argument("runs", metavar="RUN", nargs="+", help=REF_HELP + "; or one health scan (health:N, "
+                        "health:latest, or its --json file): its page")
     parser.add_argument("-o", "--output", default="report.html", metavar="FILE",
                         help="HTML file to write (default report.html)")
     parser.add_argument("--png", action="store_true",
@@ -42,6 +43,11 @@ def judged_runs(runs) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..store.health import is_scan_ref
+
+    scans = [r for r in args.runs if is_scan_ref(r)]
+    if scans:
+        return _report_scan(args, scans)
     from ..report.html import write_report
 
     with RunRefs(args) as refs:
@@ -50,4 +56,18 @@ def run(args: argparse.Namespace) -> int:
                            judged=judged_runs(runs))
     for p in written:
         print(f"wrote {p}")
+    return 0
+
+
+def _report_scan(args: argparse.Namespace, scans: list[str]) -> int:
+    """`report health:N -o health.html`: the scan's page (one scan per page)."""
+    from ..errors import ArgumentError
+    from ..report.health_html import write_health_page
+    from ..store.health import load_scan
+
+    if len(scans) != len(args.runs) or len(scans) > 1:
+        raise ArgumentError("report: a health scan gets a page of its own: give one health scan "
+                            "(health:N or its JSON file) and no runs")
+    scan = load_scan(scans[0], getattr(args, "db", None))
+    print(f"wrote {write_health_page(scan.doc, scan.label, args.output, args.title)}")
     return 0

@@ -16,7 +16,8 @@ HELP = "reprint a stored run as the nccl-tests table"
 
 def add_arguments(parser: CommandParser) -> None:
     add_db_option(parser)
-    parser.add_argument("run", metavar="RUN", help=REF_HELP)
+    parser.add_argument("run", metavar="RUN", help=REF_HELP + "; or a health scan: health:N, health:latest, "
+                        "or its --json file")
 
 
 def show_text(run: StoredRun | ImportedRun) -> str:
@@ -34,6 +35,10 @@ def show_text(run: StoredRun | ImportedRun) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..store.health import is_scan_ref
+
+    if is_scan_ref(args.run):
+        return _show_scan(args)
     with RunRefs(args) as refs:
         stored = refs.get(args.run)
     sys.stdout.write(show_text(stored))
@@ -41,4 +46,15 @@ def run(args: argparse.Namespace) -> int:
         why = getattr(stored, "end_reason", None)
         print(f"ncclbench: {stored.label} is {stored.status} ({len(stored.rows)} rows recorded)"
               + (f": {why}" if why else ""), file=sys.stderr)
+    return 0
+
+
+def _show_scan(args: argparse.Namespace) -> int:
+    """A stored health scan (`health:N`) or its JSON file, reprinted as its verdict table."""
+    from ..health.output import verdict_table
+    from ..health.scan import report_from_json
+    from ..store.health import load_scan
+
+    scan = load_scan(args.run, getattr(args, "db", None))
+    sys.stdout.write(verdict_table(report_from_json(scan.doc), scan.doc))
     return 0

@@ -15,10 +15,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..errors import ExitCode
 from .findings import Finding
 from .scan import HealthReport
 
-FAULTS_FOUND = 8
+FAULTS_FOUND = int(ExitCode.FAULTS_FOUND)
 EVIDENCE_LINES = 3  # per finding in the table; the JSON keeps all of it
 
 
@@ -55,6 +56,10 @@ def verdict_table(report: HealthReport, meta: Mapping[str, Any] | None = None) -
                     lines.append(f"      {e}")
                 if len(f.evidence) > EVIDENCE_LINES:
                     lines.append(f"      ... {len(f.evidence) - EVIDENCE_LINES} more line(s) of evidence in the JSON")
+                if f.pct_expected is not None:
+                    lines.append(f"      {f.pct_expected:.0f} % of the expected ceiling of its group shape "
+                                 "(explain model, large messages)")
+    lines.extend(figure_lines(report, meta))
     untested = [h for h, s in report.host_status.items() if s == "not tested"]
     partly = [h for h, s in report.host_status.items() if s == "partly tested"]
     lines.append(f"# healthy: {len(healthy)} host(s)" + (f": {_names(healthy)}" if healthy else ""))
@@ -72,13 +77,67 @@ def verdict_table(report: HealthReport, meta: Mapping[str, Any] | None = None) -
     return "\n".join(lines) + "\n"
 
 
+def figure_lines(report: HealthReport, meta: Mapping[str, Any] | None = None) -> list[str]:
+    """What each phase's fleet round measured (one group: its figures; several: median and
+    range), the expected ceiling of each shape where the explain model gives one (and why
+    not where it does not), and, for a lone GPU, that there is nothing to compare it with."""
+    out = []
+    expected = dict((meta or {}).get("expected") or {})
+    for rec in report.measurements:
+        if not str(rec.get("purpose", "")).startswith("fleet"):
+            continue
+        groups = rec.get("groups", [])
+        bw = [g["busbw"] for g in groups if g.get("busbw") is not None]
+        lat = [g["lat_us"] for g in groups if g.get("lat_us") is not None]
+        what = "algbw" if groups and groups[0].get("shape", "").startswith("local:") else "busbw"
+        if len(groups) == 1:
+            g = groups[0]
+            text = f"{g['group']}: {what} {_num(g.get('busbw'), 'GB/s')}, latency {_num(g.get('lat_us'), 'us')}"
+            if g.get("status") not in ("ok", None):
+                text += f" ({g['status']})"
+        elif bw:
+            text = (f"{len(groups)} groups: {what} median {_num(_median(bw), 'GB/s')} (min {_num(min(bw))}, max "
+                    f"{_num(max(bw))}), latency median {_num(_median(lat), 'us') if lat else '-'}")
+        else:
+            text = f"{len(groups)} groups: none answered"
+        name = rec["round"] + (" (median of rails)" if str(rec.get("purpose", "")).endswith("median of rails") else "")
+        out.append(f"# measured {name}: {text}")
+    for shape, e in expected.items():
+        if e.get("ceiling") is not None:
+            out.append(f"# expected ceiling {shape}: {e['text']} (a large-message figure; at the scan's "
+                       "bandwidth size a healthy group stays below it)")
+        else:
+            out.append(f"# expected ceiling {shape}: unknown: {e.get('text', 'no facts')}")
+    if report.fleet.world_size == 1:
+        ref = (report.references.get("local:1x1") or {}).get("busbw")
+        if ref is None:
+            out.append("# one GPU: nothing to compare its figure with (no fleet of GPUs, no pairs): reported, not "
+                       "judged; judge it against a stored baseline with --baseline FILE (written by --save-baseline "
+                       "on a known-good run)")
+        else:
+            out.append(f"# one GPU: judged against {ref['source']} ({_num(ref['center'], 'GB/s')})")
+    return out
+
+
+def _median(values: list[float]) -> float:
+    import statistics
+
+    return float(statistics.median(values))
+
+
 def _names(hosts: list[str], limit: int = 12) -> str:
     return ", ".join(hosts[:limit]) + (f", ... ({len(hosts) - limit} more)" if len(hosts) > limit else "")
 
 
+def scan_document(report: HealthReport, meta: Mapping[str, Any]) -> dict:
+    """The scan as plain JSON data: what --json writes, the store keeps and `show`/`report`
+    read back (`scan.report_from_json`); "exit_code" is the command's."""
+    doc = {"ncclbench_health": 1, **meta, **report.to_json(), "exit_code": exit_code(report)}
+    return json.loads(json.dumps(doc, default=json_default))
+
+
 def write_json(path: str, report: HealthReport, meta: Mapping[str, Any]) -> None:
-    doc = {"ncclbench_health": 1, **meta, **report.to_json()}
-    Path(path).write_text(json.dumps(doc, indent=1, default=_default) + "\n")
+    Path(path).write_text(json.dumps(scan_document(report, meta), indent=1) + "\n")
 
 
 def write_drain(path: str, report: HealthReport) -> None:
@@ -101,7 +160,8 @@ def emit(report: HealthReport, meta: Mapping[str, Any], json_path: str | None, d
     return exit_code(report)
 
 
-def _default(obj: Any) -> Any:
+def json_default(obj: Any) -> Any:
+    """JSON for what the report holds besides plain data (findings, numpy scalars)."""
     if isinstance(obj, Finding):
         return obj.to_json()
     if hasattr(obj, "item"):

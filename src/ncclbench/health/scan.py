@@ -9,8 +9,10 @@ are exactly the code the real scan runs.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -88,6 +90,28 @@ class HealthReport:
             "references": self.references,
             "measurements": self.measurements,
         }
+
+
+def report_from_json(doc: Mapping) -> HealthReport:
+    """A report read back from its JSON (`to_json`, as written by --json or the store), for
+    `ncclbench show` and the HTML page.  World ranks are numbered host by host."""
+    hosts = tuple(doc.get("hosts", ()))
+    counts = list(doc.get("gpus_per_host", [1] * len(hosts)))
+    ranks, start = [], 0
+    for n in counts:
+        ranks.append(tuple(range(start, start + int(n))))
+        start += int(n)
+    names = {f.name for f in dataclasses.fields(Finding)}
+    findings = []
+    for f in doc.get("findings", ()):
+        kw: dict[str, Any] = {k: v for k, v in f.items() if k in names}
+        kw["hosts"] = tuple(kw.get("hosts", ()))
+        findings.append(Finding(**kw))
+    rounds = [RoundLog(**{k: r[k] for k in ("name", "purpose", "groups", "answered", "wall_s")})
+              for r in doc.get("rounds", ())]
+    return HealthReport(Fleet(hosts, tuple(ranks)), findings, list(doc.get("notes", ())), rounds,
+                        dict(doc.get("host_status", {})), dict(doc.get("references", {})),
+                        list(doc.get("measurements", ())))
 
 
 RunRound = Callable[[Round], RoundResult]
@@ -172,7 +196,8 @@ def _measurements(fleet: Fleet, scans: list) -> list[dict]:
         for rec in scan.records:
             groups = []
             for i, g in enumerate(rec.round.groups):
-                groups.append({"group": g.label(fleet), "hosts": [fleet.hosts[h] for h in g.hosts], "rail": g.rail,
+                groups.append({"group": g.label(fleet), "shape": g.shape, "hosts": [fleet.hosts[h] for h in g.hosts],
+                               "gpus": [s for _, s in g.members], "rail": g.rail,
                                "busbw": _f(rec.result.busbw[i]), "lat_us": _f(rec.result.lat_us[i]),
                                "wrong": int(rec.result.wrong[i]), "status": rec.score.status[i],
                                "z_busbw": _f(rec.score.z_bw[i]), "z_lat": _f(rec.score.z_lat[i]),
