@@ -139,11 +139,14 @@ def _seed(kind: str, per_iter: bool, db: Path, shaped: Shaped | None, rate: int,
 
 
 def collect(args) -> int:
-    global SRC_OVERRIDE
+    global SRC_OVERRIDE, SHAPED_EXTRA
     SRC_OVERRIDE = args.src or ""
+    SHAPED_EXTRA = args.shaped_args.split()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     meta_path = out / "pairs.json"
+    if meta_path.exists():  # resuming: the runs already stored decide the command
+        SHAPED_EXTRA = json.loads(meta_path.read_text())["shaped_extra"]
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {
         "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs",
         "started": datetime.now().isoformat(timespec="seconds"),
@@ -356,6 +359,9 @@ def main() -> int:
     c.add_argument("--setups", default="shm,slow")
     c.add_argument("--seeds", type=int, default=9, help="identical runs per variant before the pairs")
     c.add_argument("--rate-mbit", type=int, default=600)
+    c.add_argument("--shaped-args", default=" ".join(SHAPED_EXTRA),
+                   help="options after the test's for the shaped setup (later options win: e.g. "
+                        "'-b 1M -e 32M -n 12' for longer-averaged, less noisy large sizes)")
     c.add_argument("--src", default=None, help="run ncclbench from this src/ (e.g. a `git archive` snapshot)")
     j = sub.add_parser("judge")
     j.add_argument("--out", required=True)
