@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from health_runtime_helpers import HealthRun, rank_pids
@@ -116,10 +117,20 @@ def test_bad_input_is_one_line_and_exit_255(args, message, ncclbench_env):
     assert res.stderr.count("\n") == 1 and message in res.stderr and "Traceback" not in res.stderr
 
 
-def test_gpu_backend_not_built_says_so(ncclbench_env):
-    res = _cli(["--backend", "nccl"], ncclbench_env)
-    assert res.returncode == 5 and "NCCL (GPU) runtime is not built yet" in res.stderr
-    assert res.stderr.count("\n") == 1
+def test_gpu_backend_without_a_gpu_is_one_line_naming_the_rank(ncclbench_env):
+    """--backend nccl where no GPU is usable: the GPU runtime's ranks start, their set-up
+    fails, and the coordinator says which rank and why in one line (CUDA's exit code 2)."""
+    from ncclbench.backends.select import gpu_count
+
+    if gpu_count() > 0:
+        pytest.skip("a GPU is usable here: tests/gpu/test_health_gpu.py covers the GPU runtime")
+    t0 = time.monotonic()
+    res = _cli(["--backend", "nccl", "--nprocs", "2", "--no-store"], ncclbench_env)
+    assert time.monotonic() - t0 < 60
+    assert res.returncode == 2, res
+    assert res.stderr.startswith("ncclbench: health: rank 0 (host ") and "(and 1 more rank(s))" in res.stderr
+    assert "no NVIDIA GPU/driver found" in res.stderr or "NVIDIA driver too old" in res.stderr
+    assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
 
 
 def test_uneven_odd_and_a_disagreeing_host_list_each_get_one_line(ncclbench_env, tmp_path):

@@ -18,10 +18,13 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import signal
 import sys
 import threading
+import time
+from functools import partial
 
-from ..errors import ArgumentError, BenchError, UnsupportedError
+from ..errors import ArgumentError, BenchError
 from .base import PROGRAM, CommandParser
 
 NAME = "health"
@@ -68,6 +71,10 @@ def add_arguments(parser: CommandParser) -> None:
     parser.add_argument("--ranks", type=int, default=None, help="with --serve: how many ranks will join")
     parser.add_argument("--coordinator", default=None, metavar="HOST:PORT",
                         help=f"join a coordinator started with --serve (token in ${TOKEN_ENV})")
+    parser.add_argument("--no-store", action="store_true",
+                        help="do not keep the scan in the result store (kept by default: history --health)")
+    parser.add_argument("--db", metavar="PATH", default=None,
+                        help="result store file (default: $NCCLBENCH_DB, else ~/.local/share/ncclbench)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,14 +83,16 @@ def run(args: argparse.Namespace) -> int:
         return _serve(args, cfg, spec)
     from ..backends.select import choose_backend
     from ..config import Backend
-
-    backend, _ = choose_backend(args.backend)
-    if backend is Backend.NCCL:
-        raise UnsupportedError("health: the NCCL (GPU) runtime is not built yet; the CPU backend runs "
-                               "with --backend mpi (the scan's logic is the same)")
     from ..launch.detect import detect_launch
 
-    if args.nprocs is not None and detect_launch().kind == "single":
+    backend, _ = choose_backend(args.backend)
+    launch = detect_launch()
+    joining = bool(args.coordinator or os.environ.get(COORD_ENV))
+    if backend is Backend.NCCL:
+        if launch.kind == "single" and not joining:
+            return _nccl_self_launch(args, cfg, spec)
+        return _nccl_rank(args, cfg, spec, launch)
+    if args.nprocs is not None and launch.kind == "single":
         return _self_launch(args, cfg, spec)
     return _rank(args, cfg, spec)
 
@@ -141,24 +150,69 @@ def _coordinate(args, cfg, spec, coord, backend: str) -> int:
     progress = sys.stderr.isatty() or os.environ.get("NCCLBENCH_HEALTH_PROGRESS") == "1"
     outputs = Outputs(args.json_path, args.drain_path, sys.stdout, progress=progress)
     code = coordinate(coord, cfg, spec, args.round_timeout, args.join_timeout, outputs, backend,
-                      argv=sys.argv[1:], expected_hosts=_expected_hosts(args))
+                      argv=sys.argv[1:], expected_hosts=_expected_hosts(args),
+                      store=None if args.no_store else partial(_store_scan, args))
     if args.save_baseline and args.json_path:
         _save_baseline(args.save_baseline, args.json_path)
     return code
 
 
+def _store_scan(args: argparse.Namespace, doc: dict) -> str | None:
+    """Keep the scan in the result store (`ncclbench history --health`, `show`, `report`);
+    a store that cannot be written costs a line, never the scan's verdict."""
+    from ..store.health import save_scan
+
+    if os.environ.get("NCCLBENCH_NO_STORE") == "1":
+        return None
+    try:
+        scan_id = save_scan(doc, getattr(args, "db", None))
+    except (BenchError, OSError) as exc:
+        message = exc.message if isinstance(exc, BenchError) else str(exc)
+        return f"# health: the scan was not stored: {message}"
+    return f"# health: stored as health:{scan_id} (ncclbench show health:{scan_id}; " \
+           f"ncclbench report health:{scan_id} -o health.html)"
+
+
 def _save_baseline(path: str, json_path: str) -> None:
+    """The run's fleet references per group shape; a shape with too few groups for fleet
+    statistics (one GPU, one host) keeps the median of its measured groups instead, with
+    spread 0 - the judge's floor (1 % busbw, 15 % latency) stands in for the spread one
+    measurement cannot give - and says so under "measured"."""
     import json
+    import statistics
 
     with open(json_path) as f:
-        refs = json.load(f).get("references", {})
+        doc = json.load(f)
+    refs = doc.get("references", {})
     tables: dict[str, dict[str, list[float]]] = {"busbw": {}, "lat_us": {}}
     for shape, r in refs.items():
         for metric, table in tables.items():
             if r.get(metric) and r[metric]["source"] == "fleet":
                 table[shape] = [r[metric]["center"], r[metric]["spread"]]
+    measured: dict[str, str] = {}
+    for shape, groups in _unreferenced_groups(doc).items():
+        for metric, table in tables.items():
+            values = [g[metric] for g in groups if g.get(metric) is not None]
+            if shape not in table and values:
+                table[shape] = [statistics.median(values), 0.0]
+                measured[shape] = (f"{len(groups)} group(s) measured, too few for fleet statistics: "
+                                   "their median, spread = the judge's floor")
     with open(path, "w") as f:
-        json.dump({"name": os.path.basename(path), **tables}, f, indent=1)
+        json.dump({"name": os.path.basename(path), **tables, "measured": measured}, f, indent=1)
+
+
+def _unreferenced_groups(doc: dict) -> dict[str, list[dict]]:
+    """shape -> the fleet round's groups of that shape that were measured but had no
+    reference for lack of groups (not those whose cycles disagreed or that failed)."""
+    out: dict[str, list[dict]] = {}
+    for rec in doc.get("measurements", []):
+        if not str(rec.get("purpose", "")).startswith("fleet") or str(rec.get("purpose")).endswith("rails"):
+            continue
+        for g in rec.get("groups", []):
+            if g.get("wrong") or not str(g.get("why") or "").startswith("no reference"):
+                continue
+            out.setdefault(str(g.get("shape")), []).append(g)
+    return out
 
 
 # -- the three ways to run --------------------------------------------------------------------------
@@ -220,10 +274,10 @@ def _child_args(argv: list[str]) -> list[str]:
         if skip:
             skip = False
             continue
-        if a in ("--nprocs", "--json", "--drain", "--save-baseline"):
+        if a in ("--nprocs", "--json", "--drain", "--save-baseline", "--db", "--baseline"):
             skip = True
             continue
-        if a.startswith(("--nprocs=", "--json=", "--drain=", "--save-baseline=")):
+        if a.startswith(("--nprocs=", "--json=", "--drain=", "--save-baseline=", "--db=", "--baseline=")):
             continue
         out.append(a)
     return out
@@ -234,7 +288,7 @@ def _rank(args, cfg, spec) -> int:
     from mpi4py import MPI
 
     from ..health.control import Coordinator, RankLink
-    from ..health.runtime import advertised_address, rank_info, serve_rank
+    from ..health.runtime import advertised_address, mpi_measure, rank_info, serve_rank
 
     world = MPI.COMM_WORLD
     world.Set_errhandler(MPI.ERRORS_RETURN)
@@ -265,7 +319,8 @@ def _rank(args, cfg, spec) -> int:
         raise ArgumentError(f"health: --coordinator needs the coordinator's token in ${TOKEN_ENV}")
     addr, _, port = where.rpartition(":")
     link = RankLink(addr, int(port), token, rank_info(rank), timeout_s=args.join_timeout)
-    code, how = serve_rank(world, link, silence_s=2 * args.round_timeout + 30)
+    code, how = serve_rank(link, mpi_measure(world), silence_s=2 * args.round_timeout + 30,
+                           setup=lambda request: {"backend": "mpi"})
     if thread is not None:
         thread.join(timeout=30)
         code = result.get("code", code)
@@ -277,3 +332,106 @@ def _rank(args, cfg, spec) -> int:
     if how == "exit":
         os._exit(code)
     return code
+
+
+# -- the NCCL (GPU) runtime ---------------------------------------------------------------------------
+def _nccl_self_launch(args, cfg, spec) -> int:
+    """No launcher: one rank per visible GPU (or --nprocs), started here, coordinated from
+    here (outside the job, so a rank that dies or stops cannot take the verdict with it)."""
+    from ..backends.select import BACKEND_ENV, gpu_count
+    from ..health.control import Coordinator
+    from ..launch.spawn import LocalSpawnLauncher
+
+    n = args.nprocs if args.nprocs is not None else max(1, gpu_count())
+    if n < 1:
+        raise ArgumentError("health: --nprocs must be at least 1")
+    token = secrets.token_hex(16)
+    coord = Coordinator(n, token, bind="127.0.0.1")
+    env = dict(os.environ)
+    env.update({COORD_ENV: f"127.0.0.1:{coord.port}", TOKEN_ENV: token, BACKEND_ENV: "nccl"})
+    child = [NAME, *_child_args(sys.argv[sys.argv.index(NAME) + 1:] if NAME in sys.argv else []), "--no-store"]
+    launcher = LocalSpawnLauncher(n, child, env=env)
+    t = threading.Thread(target=launcher.run, daemon=True, name="health-ranks")
+    t.start()
+    try:
+        code = _coordinate(args, cfg, spec, coord, "NCCL (GPU), coordinator outside the job")
+    finally:
+        coord.close()
+        _end_ranks(launcher, t)
+    return code
+
+
+def _end_ranks(launcher, thread: threading.Thread, grace_s: float = 15.0) -> None:
+    """The ranks were told how to leave; one that stopped (SIGSTOP) or hangs in a driver
+    call cannot, and the launcher would wait for it forever: after `grace_s` the ranks this
+    process started and that are still there are killed."""
+    thread.join(grace_s)
+    if not thread.is_alive():
+        return
+    for p in list(launcher.procs):
+        if p.poll() is None:
+            try:
+                p.send_signal(signal.SIGKILL)
+            except OSError:
+                pass
+    thread.join(10.0)
+
+
+def _nccl_rank(args, cfg, spec, launch) -> int:
+    """One GPU rank: of a launched job (world rank 0 also coordinates unless one is given),
+    of ranks started here, or joining an external coordinator (--coordinator)."""
+    from ..health.control import Coordinator, RankLink
+    from ..health.nccl_group import GpuRankService
+    from ..health.runtime import advertised_address, host_name, rank_info, serve_rank
+
+    # connections are made while the group's communicator forms, where a missing peer can be
+    # given up on, not inside the first timed collective (health/nccl_group.py)
+    os.environ.setdefault("NCCL_RUNTIME_CONNECT", "0")
+    where = args.coordinator or os.environ.get(COORD_ENV)
+    token = os.environ.get(TOKEN_ENV, "")
+    host = coord = thread = None
+    result: dict[str, int] = {}
+    rank = launch.rank
+    if where is None:
+        from ..launch.bootstrap import make_host_comm
+
+        host = make_host_comm(launch, timeout_s=args.join_timeout)
+        rank = host.rank
+        if rank == 0:
+            token = secrets.token_hex(16)
+            coord = Coordinator(host.size, token)
+            where = f"{advertised_address()}:{coord.port}"
+            body = partial(_coordinate_in_thread, args, cfg, spec, coord, result)
+            thread = threading.Thread(target=body, daemon=True, name="health-coordinator")
+            thread.start()
+        where, token = host.bcast((where, token), 0)
+    elif not token:
+        raise ArgumentError(f"health: --coordinator needs the coordinator's token in ${TOKEN_ENV}")
+    addr, _, port = where.rpartition(":")
+    link = RankLink(addr, int(port), token, rank_info(rank), timeout_s=args.join_timeout)
+    service = GpuRankService(rank, host_name(rank))
+    code, how = serve_rank(link, service.measure, silence_s=2 * args.round_timeout + 30, setup=service.setup)
+    if thread is not None:
+        thread.join(timeout=30)
+        code = result.get("code", code)
+    link.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if how == "abort" and host is not None:
+        host.abort(code, "health: a rank stopped; ending the job")
+        time.sleep(1.0)
+    if how in ("abort", "exit"):
+        os._exit(code)
+    if host is not None:
+        host.close()
+    return code
+
+
+def _coordinate_in_thread(args, cfg, spec, coord, result: dict[str, int]) -> None:
+    try:
+        result["code"] = _coordinate(args, cfg, spec, coord, "NCCL (GPU)")
+    except BenchError as exc:
+        print(f"{PROGRAM}: {exc.message}", file=sys.stderr, flush=True)
+        result["code"] = int(exc.code)
+        for r in coord.ranks:
+            coord.send(r, ("end", int(exc.code), "exit"))

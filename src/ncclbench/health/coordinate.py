@@ -10,16 +10,20 @@ is written before that.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
 from .. import __version__
+from ..errors import BenchError, ExitCode
 from .control import Coordinator
-from .mpi_group import GroupSpec
-from .output import emit
+from .fleet import Fleet
+from .group import GroupSpec
+from .output import emit, scan_document
 from .runtime import LiveRounds, fleet_from
 from .scan import ScanConfig, run_scan
 
@@ -34,9 +38,22 @@ class Outputs:
 
 def coordinate(coord: Coordinator, cfg: ScanConfig, spec: GroupSpec, round_timeout_s: float, join_timeout_s: float,
                outputs: Outputs, backend: str, argv: Sequence[str] = (),
-               expected_hosts: list[str] | None = None) -> int:
+               expected_hosts: list[str] | None = None, store: Callable[[dict], str | None] | None = None) -> int:
+    """Run the scan over the joined ranks and write its outputs; the exit code.
+    `store(doc)`: keep the scan (the result store); returns a line to print, or None."""
     coord.wait_joined(join_timeout_s)
     fleet = fleet_from(coord)
+    try:
+        answers = exchange_setup(coord, fleet, join_timeout_s)
+        cfg, facts = apply_facts(fleet, cfg, answers)
+    except BenchError as exc:
+        for r in coord.ranks:
+            coord.send(r, ("end", int(exc.code), "exit"))
+        raise
+    said = facts.pop("backend", None)
+    if said and not backend.startswith(said):  # the ranks know their backend better (--serve)
+        rest = backend.split(", ", 1)[1] if ", " in backend else ""
+        backend = said + (f", {rest}" if rest else "")
     progress = _progress if outputs.progress else None
     rounds = LiveRounds(coord, fleet, spec, round_timeout_s, progress)
     started = datetime.datetime.now(datetime.timezone.utc)
@@ -46,10 +63,78 @@ def coordinate(coord: Coordinator, cfg: ScanConfig, spec: GroupSpec, round_timeo
             "start_time": started.isoformat(timespec="seconds"),
             "spec": vars(spec), "round_timeout_s": round_timeout_s,
             "ranks": {str(r): str(i) for r, i in sorted(coord.ranks.items())},
-            "out_of_scan": {str(r): why for r, why in sorted({**rounds.stuck, **rounds.out()}.items())}}
+            "out_of_scan": {str(r): why for r, why in sorted({**rounds.stuck, **rounds.out()}.items())},
+            **facts}
     code = emit(report, meta, outputs.json_path, outputs.drain_path, outputs.stream)
     _dismiss(coord, rounds, code)
+    if store is not None:
+        line = store(scan_document(report, meta))
+        if line:
+            print(line, file=sys.stderr, flush=True)
     return code
+
+
+def exchange_setup(coord: Coordinator, fleet: Fleet, timeout_s: float) -> dict[int, dict]:
+    """Before the scan, every rank is told its GPU slot (and one rank per host to read the
+    host's topology) and answers with its facts: backend, GPU, PCI address, topology, or
+    an error.  A rank that does not answer in `timeout_s` is left to the scan's own
+    handling (it will not answer its groups either)."""
+    waiting = set()
+    for r in range(coord.size):
+        _, slot = fleet.where(r)
+        if coord.send(r, ("setup", {"slot": slot, "topology": slot == 0})):
+            waiting.add(r)
+    answers: dict[int, dict] = {}
+    deadline = time.monotonic() + timeout_s
+    while waiting and time.monotonic() < deadline:
+        item = coord.receive(min(0.5, max(0.0, deadline - time.monotonic())))
+        if item is None:
+            continue
+        rank, msg = item
+        if msg[0] == "dead":
+            waiting.discard(rank)
+        elif msg[0] == "facts":
+            answers[rank] = dict(msg[1])
+            waiting.discard(rank)
+    return answers
+
+
+def apply_facts(fleet: Fleet, cfg: ScanConfig, answers: dict[int, dict]) -> tuple[ScanConfig, dict]:
+    """The ranks' set-up answers -> the scan's configuration (expected ceilings) and what
+    the report records about them.  A rank that could not set up (no GPU for its slot,
+    no libnccl) is a launch problem: one BenchError naming it, with its exit code."""
+    failed = sorted((r, a) for r, a in answers.items() if a.get("error"))
+    if failed:
+        r, a = failed[0]
+        more = f" (and {len(failed) - 1} more rank(s))" if len(failed) > 1 else ""
+        raise BenchError(f"health: rank {r} (host {fleet.hosts[fleet.where(r)[0]]}): {a['error']}{more}",
+                         ExitCode(int(a.get("code", ExitCode.INTERNAL))))
+    facts: dict = {}
+    backends = {a["backend"] for a in answers.values() if a.get("backend")}
+    if len(backends) == 1:
+        facts["backend"] = {"nccl": "NCCL (GPU)", "mpi": "CPU backend (MPI)"}.get(*backends, *backends)
+    gpus = {r: a for r, a in answers.items() if a.get("pci")}
+    if not gpus:
+        return cfg, facts
+    from ..explain.topology import HostTopology
+    from .expected import expected_map, representative_groups, shape_ceilings
+
+    topologies = {}
+    for r, a in answers.items():
+        if a.get("topology"):
+            topologies[fleet.hosts[fleet.where(r)[0]]] = HostTopology.from_dict(a["topology"])
+    version = next((a["nccl"] for a in answers.values() if a.get("nccl")), None)
+    ceilings = shape_ceilings(fleet, representative_groups(fleet, cfg.phases, cfg.pair_shape), topologies,
+                              {r: a["pci"] for r, a in gpus.items()}, version)
+    facts["expected"] = {c.shape: c.to_json() for c in ceilings}
+    facts["gpus"] = {str(r): f"{a.get('gpu', '?')} {a['pci']} (cuda device {a.get('device')})"
+                     for r, a in sorted(gpus.items())}
+    if version:
+        facts["nccl"] = version
+    notes = [a["topology_unread"] for a in answers.values() if a.get("topology_unread")]
+    if notes:
+        facts["topology_unread"] = sorted(set(notes))
+    return dataclasses.replace(cfg, expected=expected_map(ceilings) or None), facts
 
 
 def _dismiss(coord: Coordinator, rounds: LiveRounds, code: int) -> None:

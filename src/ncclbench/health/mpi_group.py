@@ -11,47 +11,32 @@ at the deadline and report so, instead of hanging with it.  Members first
 exchange a "ready" message (point to point, also polled), because creating
 the communicator itself cannot be abandoned once entered.
 
-Timing is `harness.timing.measure` (nccl-tests' loop: untimed op, barrier,
-iters timed ops, bit-exact check), `cycles` times per size; the group's
-figure is the median cycle.
+Timing is `group.measure_sizes` (the harness's nccl-tests loop: untimed op,
+barrier, iters timed ops, bit-exact check), `cycles` times per size; the
+group's figure is the median cycle.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
-import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..backends.base import RankSlot, Worker
 from ..backends.mpi_cpu import MpiCommunicator
-from ..collectives import lookup
-from ..config import BenchOptions
-from ..datatypes import DATATYPE_BY_NAME, REDOP_BY_NAME, DataType, RedOp
+from ..datatypes import DataType, RedOp
+from ..errors import BenchError, ExitCode
 from ..fills import Fill
-from ..harness.timing import Placement, measure, warm_up
+from .group import GroupSpec, GroupTimeout, measure_sizes
+
+__all__ = ["GroupSpec", "GroupTimeout", "GroupWorker", "measure_group", "ready_exchange"]
 
 _ALIGN = 4096
 _GRAVEYARD: list[Any] = []  # abandoned requests and their buffers stay alive (MPI may still touch them)
-
-
-class GroupTimeout(Exception):
-    """A member did not finish its part before the round's deadline."""
-
-
-@dataclass(frozen=True)
-class GroupSpec:
-    bw_bytes: int = 4 << 20
-    lat_bytes: int = 8
-    iters: int = 20
-    warmup: int = 5
-    cycles: int = 3
-    check: int = 1
 
 
 def _wait(req: Any, deadline: float, what: str) -> None:
@@ -124,7 +109,10 @@ class GroupWorker(Worker):
         return float(recv[0])
 
     def gather_host(self, obj: Any) -> list[Any] | None:
-        raise NotImplementedError("health groups gather through the coordinator, not MPI")
+        """Not part of a group's measurement (harness.timing uses barrier and allreduce_host):
+        a group's figures reach the coordinator over TCP, so a call here is a programming error."""
+        raise BenchError("health: a group's worker has no gather (each rank sends its figures to the "
+                         "coordinator over TCP)", ExitCode.INTERNAL)
 
     def zero(self, slot: RankSlot, ptr: int, nbytes: int) -> None:
         if nbytes:
@@ -189,26 +177,4 @@ def measure_group(world: Any, p2p: Any, members: Sequence[int], spec: GroupSpec,
     comm = world.Create_group(world.Get_group().Incl(list(members)), tag)
     stage[0] = "measuring"
     comm.Set_errhandler(world.Get_errhandler())
-    coll = lookup("all_reduce")
-    assert coll is not None
-    dtype, op = DATATYPE_BY_NAME["float"], REDOP_BY_NAME["sum"]
-    worker = GroupWorker(comm, max(spec.bw_bytes, spec.lat_bytes, 64), deadline)
-    opts = BenchOptions(iters=spec.iters, warmup_iters=spec.warmup, check=spec.check)
-    out: dict[str, float | int | list[float]] = {}
-    wrong = 0
-    for key, nbytes in (("bw_us", spec.bw_bytes), ("lat_us", spec.lat_bytes)):
-        elt = dtype.itemsize
-        counts = coll.counts(nbytes // elt, worker.nranks, elt)
-        placement = Placement(worker, coll, dtype, op, 0, counts, False)
-        warm_up(worker, placement, spec.warmup)
-        times = []
-        for _ in range(max(1, spec.cycles)):
-            m, wrong_world = measure(worker, placement, opts)
-            times.append(m.time_us)
-            wrong = max(wrong, int(wrong_world))
-        out[key] = statistics.median(times)
-        out[key.replace("_us", "_cycles_us")] = times
-        out[key.replace("_us", "_bytes")] = coll.algbw_bytes(counts, elt, worker.nranks)
-    out["nranks"] = worker.nranks
-    out["wrong"] = wrong
-    return out
+    return measure_sizes(GroupWorker(comm, spec.max_bytes, deadline), spec)

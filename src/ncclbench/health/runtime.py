@@ -13,8 +13,11 @@ report for is "no answer", with who was missing:
 Dead and silent ranks' hosts go to `dead_hosts()`, so later rounds leave
 them out.
 
-Rank side (`serve_rank`): receive a group, measure it (`mpi_group`), send
-the numbers, until the coordinator says the scan is over.
+Rank side (`serve_rank`): receive a group, measure it (`mpi_group` on the
+CPU backend, `nccl_group` on GPUs), send the numbers, until the coordinator
+says the scan is over.  An NCCL group's first member makes the group's
+unique id and sends it here; the coordinator relays it to the other members
+(`("uid", round, group, bytes)`), so no MPI is needed to form a group.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -30,8 +34,8 @@ import numpy as np
 from ..errors import BenchError, ExitCode
 from .control import Coordinator, RankInfo, RankLink
 from .fleet import Fleet
+from .group import GroupSpec, GroupTimeout
 from .judge import STABLE_BW_RATIO, STABLE_LAT_RATIO, RoundResult
-from .mpi_group import GroupSpec, GroupTimeout, measure_group
 from .scan import ScanEnded
 from .schedule import Round
 
@@ -108,7 +112,7 @@ class LiveRounds:
         busy = set()
         for gi, ranks in enumerate(members):
             job = {"round": no, "name": rnd.name, "group": gi, "members": ranks, "spec": self.spec,
-                   "timeout_s": self.timeout}
+                   "timeout_s": self.timeout, "slots": [s for _, s in rnd.groups[gi].members]}
             for r in ranks:
                 busy.add(r)
                 if self.coord.send(r, ("group", job)):
@@ -124,6 +128,12 @@ class LiveRounds:
             rank, msg = item
             if msg[0] == "dead":
                 waiting.pop(rank, None)
+                continue
+            if msg[0] == "uid":  # an NCCL group's id, from its first member: to the others
+                if msg[1] == no and 0 <= msg[2] < n:
+                    for r in members[msg[2]]:
+                        if r != rank:
+                            self.coord.send(r, ("uid", no, msg[2], msg[3]))
                 continue
             if msg[0] == "stuck":
                 if msg[1] == no:
@@ -214,14 +224,71 @@ def _uncorroborated(times: np.ndarray, ratio: float) -> bool:
     return within < len(times) // 2 + 1
 
 
-def serve_rank(world: Any, link: RankLink, silence_s: float) -> tuple[int, str]:
+class Inbox:
+    """A rank's view of its link: messages a group's measurement did not wait for (an
+    "end" that came while it waited for its group's id) are kept for the main loop."""
+
+    def __init__(self, link: RankLink):
+        self.link = link
+        self.kept: deque = deque()
+
+    def recv(self, timeout_s: float | None) -> Any:
+        if self.kept:
+            return self.kept.popleft()
+        return self.link.recv(timeout_s)
+
+    def send(self, msg: Any) -> None:
+        self.link.send(msg)
+
+    def wait_uid(self, round_no: int, group: int, deadline: float) -> bytes:
+        """The unique id of this rank's group, relayed by the coordinator; GroupTimeout at
+        the deadline.  Ids of other rounds (a group given up on) are dropped."""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise GroupTimeout("the group's first member sent no NCCL unique id before the deadline "
+                                   "(it stopped, died or is stuck in an earlier group)")
+            try:
+                msg = self.link.recv(left)
+            except TimeoutError:
+                continue
+            if msg[0] == "uid":
+                if msg[1] == round_no and msg[2] == group:
+                    return bytes(msg[3])
+                continue
+            self.kept.append(msg)
+            if msg[0] == "end":
+                raise GroupTimeout("the coordinator ended the scan")
+
+
+# (job, deadline, stage, inbox) -> this rank's figures for its group
+MeasureGroup = Callable[[dict, float, list[str], Inbox], dict]
+
+
+def mpi_measure(world: Any) -> MeasureGroup:
+    """The CPU backend's group measurement: `mpi_group.measure_group` on `world`."""
+    from .mpi_group import measure_group
+
+    p2p = world.Dup()  # the ready handshakes never mix with anything else
+
+    def run(job: dict, deadline: float, stage: list[str], inbox: Inbox) -> dict:
+        return measure_group(world, p2p, job["members"], job["spec"], tag=job["round"] % 32000,
+                             deadline=deadline, stage=stage)
+
+    return run
+
+
+def serve_rank(link: RankLink, measure: MeasureGroup, silence_s: float,
+               setup: Callable[[dict], dict] | None = None) -> tuple[int, str]:
     """A rank's loop: measure the groups the coordinator sends until it says stop.
     Returns (exit code, how to leave: "finalize", "exit" or "abort"); a coordinator
-    that closes or stays silent `silence_s` gives TIMEOUT."""
-    p2p = world.Dup()  # the ready handshakes never mix with anything else
+    that closes or stays silent `silence_s` gives TIMEOUT.  `setup(request)` answers
+    the coordinator's ("setup", request) before the scan (the GPU runtime: which GPU,
+    what topology) with ("facts", answer)."""
+    inbox = Inbox(link)
     while True:
         try:
-            msg = link.recv(silence_s)
+            msg = inbox.recv(silence_s)
         except TimeoutError:
             print(f"ncclbench: health: the coordinator sent nothing for {silence_s:.0f} s; giving up",
                   file=sys.stderr, flush=True)
@@ -232,25 +299,32 @@ def serve_rank(world: Any, link: RankLink, silence_s: float) -> tuple[int, str]:
             return int(ExitCode.TIMEOUT), "exit"
         if msg[0] == "end":
             return int(msg[1]), str(msg[2])
+        if msg[0] == "setup":
+            answer = _answer_setup(setup, msg[1])
+            try:
+                link.send(("facts", answer))
+            except OSError:
+                return int(ExitCode.TIMEOUT), "exit"
+            continue
         if msg[0] != "group":
             continue
         job = msg[1]
         deadline = time.monotonic() + job["timeout_s"]
         stage = [""]
-        # A member that stops between the ready messages and MPI_Comm_create_group leaves
-        # this rank inside a call nothing can interrupt: say so, so the coordinator leaves
-        # this rank out without blaming it (the launcher ends it with the job).
+        # A member that stops between the ready messages and the communicator's creation
+        # can leave this rank inside a call nothing can interrupt (MPI_Comm_create_group,
+        # a blocking ncclCommInitRank): say so, so the coordinator leaves this rank out
+        # without blaming it (the launcher ends it with the job).
         watchdog = threading.Timer(job["timeout_s"] + 1.0, _report_stuck, (link, job, stage))
         watchdog.daemon = True
         watchdog.start()
         try:
-            res: dict = measure_group(world, p2p, job["members"], job["spec"], tag=job["round"] % 32000,
-                                      deadline=deadline, stage=stage)
+            res: dict = measure(job, deadline, stage, inbox)
         except GroupTimeout as exc:
             res = {"error": f"gave up at the deadline: {exc}"}
         except BenchError as exc:
             res = {"error": exc.message}
-        except Exception as exc:  # an MPI error inside one group must not end the scan
+        except Exception as exc:  # an MPI or NCCL error inside one group must not end the scan
             res = {"error": f"{type(exc).__name__}: {exc}"}
         finally:
             watchdog.cancel()
@@ -258,6 +332,17 @@ def serve_rank(world: Any, link: RankLink, silence_s: float) -> tuple[int, str]:
             link.send(("result", job["round"], job["group"], res))
         except OSError:
             return int(ExitCode.TIMEOUT), "exit"
+
+
+def _answer_setup(setup: Callable[[dict], dict] | None, request: dict) -> dict:
+    if setup is None:
+        return {}
+    try:
+        return setup(request)
+    except BenchError as exc:
+        return {"error": exc.message, "code": int(exc.code)}
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}", "code": int(ExitCode.INTERNAL)}
 
 
 def _report_stuck(link: RankLink, job: dict, stage: list[str]) -> None:

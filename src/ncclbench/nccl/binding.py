@@ -84,6 +84,7 @@ SIGNATURES: dict[str, tuple[list, int]] = {
     "ncclCommDeregister": ([_P, _P], 21900),
     "ncclCommWindowRegister": ([_P, _P, _S, _PP, _I], 22700),
     "ncclCommWindowDeregister": ([_P, _P], 22700),
+    "ncclCommSplit": ([_P, _I, _I, _PP, _P], 21800),
 }
 # Without these nothing can run; the rest are capabilities.
 REQUIRED = ("ncclGetVersion", "ncclGetUniqueId", "ncclCommInitRank", "ncclCommDestroy",
@@ -284,6 +285,31 @@ class NcclLibrary:
 
     def comm_abort(self, comm: int) -> None:
         self._call("ncclCommAbort", comm)
+
+    # -- communicators that may still be forming (non-blocking config) ---------------------
+    def comm_init_rank_started(self, nranks: int, unique_id: bytes, rank: int, config: ctypes.Structure) -> int:
+        """ncclCommInitRankConfig that may return ncclInProgress (a config with blocking=0):
+        the handle, to poll with comm_get_async_error and to abort.  Raises on real errors."""
+        comm = c_void_p()
+        r = self._fn["ncclCommInitRankConfig"](byref(comm), nranks, UniqueId.from_bytes(unique_id), rank,
+                                               ctypes.addressof(config))
+        if r not in (0, 7):  # 7 = ncclInProgress
+            raise self.error("ncclCommInitRankConfig", r, comm.value)
+        return comm.value or 0
+
+    def comm_split_started(self, comm: int, color: int, key: int,
+                           config: ctypes.Structure | None = None) -> ctypes.c_void_p:
+        """ncclCommSplit (2.18+) that may return ncclInProgress (a non-blocking parent): NCCL
+        writes the child when the split completes, so this returns the holder - keep it and
+        read `.value` once comm_get_async_error(parent) says ncclSuccess.  Raises on real errors."""
+        fn = self._fn.get("ncclCommSplit")
+        if fn is None:
+            raise BenchError(f"ncclCommSplit needs NCCL >= 2.18 (library is {self.version})", ExitCode.NOT_IMPLEMENTED)
+        child = c_void_p()
+        r = fn(comm, color, key, byref(child), None if config is None else ctypes.addressof(config))
+        if r not in (0, 7):
+            raise self.error("ncclCommSplit", r, comm)
+        return child
 
     def comm_get_async_error(self, comm: int) -> int:
         """The communicator's asynchronous error (0 = none; 7 = in progress)."""

@@ -1,0 +1,241 @@
+"""The GPU (NCCL) health runtime without a GPU: the real coordinator over TCP, real rank
+loops (threads), the real group code (`health/nccl_group.py`: non-blocking init, split,
+NcclWorker, harness timing and bit-exact check) on a simulated libnccl/CUDA
+(`health_fake_nccl.py`).  What a GPU adds is in tests/gpu/test_health_gpu.py."""
+
+from __future__ import annotations
+
+import io
+import json
+import secrets
+import threading
+import time
+
+import pytest
+from health_fake_nccl import FakeNccl, gpu_rank_opener
+
+from ncclbench.commands.health import _load_baseline, _save_baseline
+from ncclbench.errors import BenchError, ExitCode
+from ncclbench.health.control import Coordinator, RankInfo, RankLink
+from ncclbench.health.coordinate import Outputs, coordinate
+from ncclbench.health.group import GroupSpec, GroupTimeout
+from ncclbench.health.judge import Thresholds
+from ncclbench.health.nccl_group import GpuRankService, form_group_comm, robust_init
+from ncclbench.health.runtime import serve_rank
+from ncclbench.health.scan import ScanConfig
+
+SPEC = GroupSpec(bw_bytes=256 << 10, lat_bytes=8, iters=5, warmup=1, cycles=3)
+
+
+def scan(lib, hosts, phases=("local",), timeout=8.0, measure_wrap=None, judge_latency=False, tmp_path=None,
+         baseline=None):
+    """One scan: a coordinator here, one thread per rank; (exit code, table, JSON doc, seconds, rank codes)."""
+    token = secrets.token_hex(8)
+    coord = Coordinator(len(hosts), token, bind="127.0.0.1")
+    codes: dict[int, tuple[int, str]] = {}
+
+    def rank(r: int) -> None:
+        link = RankLink("127.0.0.1", coord.port, token, RankInfo(r, hosts[r], 4000 + r), timeout_s=10)
+        service = GpuRankService(r, hosts[r], opener=gpu_rank_opener(lib),
+                                 read_topology=lambda: (None, "not read in this test"))
+        measure = measure_wrap(r, service.measure, link) if measure_wrap else service.measure
+        codes[r] = serve_rank(link, measure, silence_s=60, setup=service.setup)
+        link.close()
+
+    threads = [threading.Thread(target=rank, args=(r,), daemon=True) for r in range(len(hosts))]
+    for t in threads:
+        t.start()
+    out = io.StringIO()
+    js = tmp_path / "h.json"
+    cfg = ScanConfig(phases=tuple(phases), thresholds=Thresholds(judge_latency=judge_latency), baseline=baseline)
+    t0 = time.monotonic()
+    try:
+        code = coordinate(coord, cfg, SPEC, timeout, 10.0, Outputs(str(js), None, out), "NCCL (GPU)")
+    finally:
+        coord.close()
+    elapsed = time.monotonic() - t0
+    for t in threads:
+        t.join(30)
+    return code, out.getvalue(), json.loads(js.read_text()), elapsed, codes
+
+
+def test_healthy_gpus_every_group_measured_checked_and_released(tmp_path):
+    lib = FakeNccl()
+    hosts = ["h0"] * 4 + ["h1"] * 4
+    code, out, doc, _, codes = scan(lib, hosts, ("local", "intra", "pairs"), tmp_path=tmp_path)
+    assert code == 0, out
+    assert "NCCL (GPU)" in out.splitlines()[0]
+    assert all(c == (0, "finalize") for c in codes.values()), codes
+    for rec in doc["measurements"]:
+        for g in rec["groups"]:
+            assert g["busbw"] and g["busbw"] > 0 and g["wrong"] == 0 and g["status"] != "no answer", (rec["round"], g)
+    # every group formed in the abandonable way: a non-blocking init, then a blocking split child
+    assert lib.inits and all(not blocking for _, blocking in lib.inits)
+    assert set(lib.split_share) == {0}  # the child never shares the parent's resources (it is aborted)
+    sizes = sorted({n for n, _ in lib.inits})
+    assert sizes == [1, 2, 4]  # local (1 GPU), pairs per rail (2 hosts), intra (4 GPUs)
+    children = [c for c in lib.comms.values() if c.blocking]
+    parents = [c for c in lib.comms.values() if not c.blocking]
+    assert len(children) == len(parents) == len(lib.inits)
+    assert {c.handle for c in parents} <= set(lib.aborted)  # the parents are released once split
+    assert {c.handle for c in children} <= set(lib.destroyed)  # the timed communicators are destroyed
+    assert doc["gpus"]["0"].startswith("Fake H100 0000:18:00") and doc["nccl"] == "2.28.9"
+    assert doc["expected"]["local:1x1"]["ceiling"] is None  # a lone GPU: unknown, and said why
+    assert "explain model does not cover" in doc["expected"]["local:1x1"]["text"]
+    assert "# expected ceiling intra:1x4: unknown: no topology facts from h0" in out
+
+
+def test_a_slow_gpu_is_named(tmp_path):
+    lib = FakeNccl(rates={("h0", 2): 0.01})  # GPU 2 of h0 moves data at 1/5 of the others' rate
+    code, out, doc, _, _ = scan(lib, ["h0"] * 6, ("local",), tmp_path=tmp_path)
+    assert code == 8, out
+    confirmed = [f for f in doc["findings"] if f["confirmed"]]
+    assert [(f["component"], f["hosts"], f["detail"], f["verdict"]) for f in confirmed] == \
+        [("gpu", ["h0"], "gpu 2", "slow")], doc["findings"]
+    assert doc["drain"] == ["h0"]
+
+
+def test_one_gpu_reports_its_figure_and_is_judged_only_against_a_saved_baseline(tmp_path):
+    """A lone GPU: reported, "nothing to compare with", exit 0; --save-baseline keeps its
+    figure, and against that baseline the same GPU at 1/5 of its rate is confirmed slow."""
+    code, out, doc, _, _ = scan(FakeNccl(), ["h0"], ("local", "intra", "pairs"), tmp_path=tmp_path)
+    assert code == 0, out
+    assert "# one GPU: nothing to compare its figure with" in out and "# measured local r1: h0 gpu 0: algbw" in out
+    (tmp_path / "first.json").write_text(json.dumps(doc))
+    _save_baseline(str(tmp_path / "base.json"), str(tmp_path / "first.json"))
+    saved = json.loads((tmp_path / "base.json").read_text())
+    figure = doc["measurements"][0]["groups"][0]["busbw"]
+    assert saved["busbw"]["local:1x1"] == [figure, 0.0] and "too few for fleet statistics" in saved["measured"]["local:1x1"]
+    base = _load_baseline(str(tmp_path / "base.json"))
+    code, out, doc, _, _ = scan(FakeNccl(rates={("h0", 0): 0.01}), ["h0"], ("local",), tmp_path=tmp_path,
+                                baseline=base)
+    assert code == 8, out
+    [f] = [f for f in doc["findings"] if f["confirmed"]]
+    assert (f["component"], f["detail"]) == ("gpu", "gpu 0") and "baseline base.json" in " ".join(f["evidence"])
+    assert "# one GPU: judged against baseline base.json" in out
+
+
+def test_old_nccl_without_split_still_measures_with_a_blocking_init(tmp_path):
+    lib = FakeNccl(version_code=21703, split=False)
+    assert not robust_init(lib)
+    code, out, doc, _, _ = scan(lib, ["h0"] * 3, ("local", "intra"), tmp_path=tmp_path)
+    assert code == 0, out
+    assert lib.inits and all(blocking for _, blocking in lib.inits)
+    assert all(g["wrong"] == 0 and g["busbw"] for rec in doc["measurements"] for g in rec["groups"])
+
+
+def test_a_member_that_never_joins_is_given_up_on_at_the_deadline(tmp_path):
+    """Rank 3 stops before its group's communicator forms: its peers abort the half-made
+    communicator at the round's deadline and say so; rank 3 is named silent."""
+    lib = FakeNccl()
+
+    def wrap(r, measure, link):
+        def run(job, deadline, stage, inbox):
+            if r == 3 and job["name"].startswith("intra"):
+                # stopped (SIGSTOP): never calls ncclCommInitRank, and its watchdog says nothing either
+                send = link.send
+                link.send = lambda msg: time.sleep(job["timeout_s"] + 4)
+                time.sleep(job["timeout_s"] + 4)
+                link.send = send
+                raise GroupTimeout("woke up too late")
+            return measure(job, deadline, stage, inbox)
+        return run
+
+    code, out, doc, elapsed, _ = scan(lib, ["h0"] * 4, ("intra",), timeout=3.0, measure_wrap=wrap, tmp_path=tmp_path)
+    assert elapsed < 3.0 + 2.0 + 8, elapsed  # one round's deadline and grace, not a hang
+    group = doc["measurements"][0]["groups"][0]
+    assert group["status"] == "no answer"
+    assert "rank 3 (host h0, pid 4003) did not report" in group["why"], group["why"]
+    assert "gave up waiting" in group["why"] and "ncclCommInitRankConfig did not complete" in group["why"]
+    parents = [c for c in lib.comms.values() if not c.blocking and c.group.n == 4]
+    assert len(parents) == 3 and all(c.aborted for c in parents)  # the three that came aborted theirs
+    assert code == 8 and doc["drain"] == ["h0"]
+
+
+def test_a_member_stuck_mid_measurement_leaves_its_peers_in_bounded_time(tmp_path):
+    """h1's thread blocks inside a collective after 4 of them (a rank stuck in a call): h0
+    aborts the hung communicator at the deadline; h1's watchdog reports it stuck."""
+    lib = FakeNccl()
+    lib.stop_after[("h1", 0)] = (4, 8.0)  # h1's GPU 0 stops after 4 collectives of a group
+    hosts = ["h0", "h1"]
+    code, out, doc, elapsed, _ = scan(lib, hosts, ("pairs",), timeout=3.0, tmp_path=tmp_path)
+    assert elapsed < 3.0 + 2.0 + 8, elapsed
+    pair = doc["measurements"][0]["groups"][0]
+    assert pair["status"] == "no answer", pair
+    assert "did not finish before the round's deadline" in pair["why"] or "barrier" in pair["why"], pair["why"]
+    child = [c for c in lib.comms.values() if c.blocking and c.device == ("h0", 0)]
+    assert child and child[0].aborted  # h0 aborted the communicator its peer hung
+    # h1's rank is stuck inside a call (its watchdog said so): out of the scan, not blamed
+    assert "got stuck in pairs r1" in doc["out_of_scan"]["1"], doc["out_of_scan"]
+
+
+def test_a_rank_without_a_gpu_for_its_slot_is_one_clear_error(tmp_path):
+    lib = FakeNccl()
+    lib.cuda.device_count = 2
+    with pytest.raises(BenchError) as info:
+        scan(lib, ["h0"] * 3, ("local",), tmp_path=tmp_path)
+    assert info.value.code == ExitCode.NOT_IMPLEMENTED
+    assert info.value.message.startswith("health: rank 2 (host h0): Invalid number of GPUs: 3 requested")
+
+
+# -- forming one group's communicator ----------------------------------------------------------
+
+class Recorder(FakeNccl):
+    def __init__(self, states, split_states=None, **kw):
+        super().__init__(**kw)
+        self.states, self.split_states = list(states), list(split_states or [])
+        self.calls = []
+
+    def comm_init_rank_started(self, nranks, uid, rank, config):
+        self.calls.append(("init", bool(config.blocking)))
+        return 11
+
+    def comm_split_started(self, parent, color, key, config=None):
+        import ctypes
+
+        self.calls.append(("split", parent, bool(config.blocking)))
+        self.split_done = ctypes.c_void_p(22)
+        return self.split_done
+
+    def comm_abort(self, handle):
+        self.aborted.append(handle)
+
+    def comm_get_async_error(self, handle):
+        q = self.states if not any(c[0] == "split" for c in self.calls) else self.split_states
+        return q.pop(0) if len(q) > 1 else q[0]
+
+
+def test_form_group_comm_polls_then_splits_a_blocking_child_and_releases_the_parent():
+    lib = Recorder([7, 7, 0], [7, 0])
+    handle = form_group_comm(lib, 2, b"\0" * 128, 0, time.monotonic() + 5, sleep=lambda s: None)
+    assert handle == 22
+    assert lib.calls == [("init", False), ("split", 11, True)]
+    assert lib.aborted == [11]
+
+
+def test_form_group_comm_aborts_parent_and_child_at_the_deadline():
+    lib = Recorder([0], [7])
+    with pytest.raises(GroupTimeout, match="ncclCommSplit did not complete before the round's deadline"):
+        form_group_comm(lib, 2, b"\0" * 128, 1, time.monotonic() + 0.05, sleep=time.sleep)
+    assert lib.aborted == [11, 22]  # the parent first: that also aborts a child still forming
+
+
+def test_form_group_comm_error_is_raised_and_nothing_is_left():
+    lib = Recorder([7, 6])
+    with pytest.raises(BenchError, match="ncclCommInitRankConfig"):
+        form_group_comm(lib, 2, b"\0" * 128, 1, time.monotonic() + 5, sleep=lambda s: None)
+    assert lib.aborted == [11]
+
+
+def test_group_host_channel_carries_numbers_only():
+    """barrier and sum/min/max go over the group's NCCL communicator; objects are not part
+    of a group's measurement, and asking for them is a clear internal error, not a stub."""
+    from ncclbench.health.nccl_group import GroupNcclHost
+
+    lib = FakeNccl()
+    host = GroupNcclHost(lib, lib.cuda, 0, 2, time.monotonic() + 5)
+    for call in (lambda: host.gather({"x": 1}), lambda: host.bcast(1)):
+        with pytest.raises(BenchError, match="carries numbers only") as info:
+            call()
+        assert info.value.code == ExitCode.INTERNAL
+    assert GroupNcclHost(lib, lib.cuda, 0, 1, time.monotonic() + 5).allreduce(2.5, "max") == 2.5  # alone: as is
