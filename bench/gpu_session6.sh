@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Device visit of session 6 (2026-11-24), one GPU (nvidia-h100-x1). NVLink SHARP off.
+# Usage: bench/gpu_session6.sh OUTDIR NCCL_TESTS_BUILD
+#   1. the GPU test suite (tests/gpu, health's GPU test included) and the topology tests
+#   2. issue 14's start figures at this commit, explain on vs off (the topology thread now starts
+#      beside NCCL's communicator set-up): all_reduce 8 B - 1 GiB, alternating runs of nccl-tests,
+#      ncclbench and ncclbench with NCCLBENCH_EXPLAIN=0 (bench/stability.py)
+#   3. issue 15's single-GPU path: `ncclbench health` as a user types it (table, JSON, drain file,
+#      stored scan, `ncclbench report` of the scan), then bench/health_gpu.py --ngpus 1 (issue 17's
+#      health phase at N=1: healthy scan saving a baseline, a second judged against it, then one
+#      with ncclbench's own memory-bound kernel on the GPU; the figure with and without it) (~7 min)
+# The nccl-tests build is not part of this project (built from NVIDIA's repository on the device).
+set -u
+OUT=$1; NT=$2
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD/src PYTHONUNBUFFERED=1 NCCLBENCH_DB=/tmp/ncclbench-s6.sqlite
+W=$OUT/w; mkdir -p $W
+echo "commit $(cat COMMIT 2>/dev/null)"; nvidia-smi -L
+python3 -m compileall -q src >/dev/null 2>&1  # as pip install does: no source compiled at start
+NCCL_TESTS_BUILD=$NT timeout 200 python3 -m pytest tests/gpu tests/test_explain_topology.py -v -rfs -p no:cacheprovider \
+  > $W/gpu_tests.txt 2>&1
+echo "pytest rc=$?"; grep -aE "FAILED|ERROR" $W/gpu_tests.txt | head; tail -2 $W/gpu_tests.txt
+timeout 240 python3 bench/stability.py --nccl-tests-build $NT --collectives all_reduce --args "-b 8 -e 1G -f 4" \
+  --runs ${RUNS:-5} --variant no-explain:NCCLBENCH_EXPLAIN=0 --out $W/start 2>$W/start.err
+echo "start rc=$?"; cat $W/start.md 2>/dev/null | head -30
+timeout 120 python3 -m ncclbench health --json $W/health.json --drain $W/drain.txt > $W/health.txt 2>&1
+echo "health rc=$?"; cat $W/health.txt; echo "drain: $(cat $W/drain.txt 2>/dev/null | wc -l) lines"
+timeout 30 python3 -m ncclbench history --health > $W/history.txt 2>&1; echo "history rc=$?"; tail -3 $W/history.txt
+timeout 60 python3 -m ncclbench report health:latest -o $W/health-report.html > $W/report.txt 2>&1; echo "report rc=$?"
+timeout 150 python3 bench/health_gpu.py --ngpus 1 --out $W/health_gpu --scan-timeout 30 > $W/health_gpu.log 2>&1
+echo "health_gpu rc=$?"; tail -25 $W/health_gpu.log; cat $W/health_gpu/health_gpu.md 2>/dev/null | head -40
