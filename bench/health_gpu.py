@@ -8,9 +8,9 @@ ncclbench's own memory-bound kernel (bench/gpu_hog.py), side by side in one run.
   exactly that GPU (component gpu, "gpu K", confirmed) and nothing else, and that
   the healthy scan names nothing.
 * N = 1: one GPU has nothing to compare with, so the check is that the healthy
-  scan says so and exits 0; it saves a baseline (--save-baseline), a second
-  healthy scan judged against it must raise no alarm (the lone GPU's run-to-run
-  spread against the judge's 1 % floor), and the figure is reported with and
+  scan says so and exits 0; three healthy scans save one baseline (--save-baseline
+  to the same file: its median and the scans' own spread), a fourth healthy scan
+  judged against it must raise no alarm, and the figure is reported with and
   without the hog (the hog's effect, measured), the hog scan judged against the
   baseline too - the way a lone GPU is judged at all.
 
@@ -146,7 +146,13 @@ def machine() -> str:
     return f"{platform.node()}: {gpus}"
 
 
+BASELINE_SCANS = 3  # N = 1: healthy scans saved to one baseline (commands/health.py LONE_MIN_SCANS)
+
+
 def commit() -> str:
+    """The commit measured: a snapshot's COMMIT file (a `git archive` copy has no .git), else git."""
+    if (ROOT / "COMMIT").exists():
+        return (ROOT / "COMMIT").read_text().strip()
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT,
                               timeout=10).stdout.strip() or "unknown"
@@ -227,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     healthy = run_scan("healthy", out, args.ngpus, ["--save-baseline", str(baseline)] if one else [],
                        args.scan_timeout, env)
     again = None
+    for i in range(2, BASELINE_SCANS + 1 if one and baseline.exists() else 0):  # the baseline's own spread
+        run_scan(f"healthy_{i}", out, 1, ["--save-baseline", str(baseline)], args.scan_timeout, env)
     if one and baseline.exists():
         again = run_scan("healthy_vs_baseline", out, 1, ["--baseline", str(baseline)], args.scan_timeout, env)
     hog_summary: dict | str | None

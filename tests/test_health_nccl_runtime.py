@@ -14,7 +14,7 @@ import time
 import pytest
 from health_fake_nccl import FakeNccl, gpu_rank_opener
 
-from ncclbench.commands.health import _load_baseline, _save_baseline
+from ncclbench.commands.health import LONE_BW_SPREAD, _load_baseline, _save_baseline
 from ncclbench.errors import BenchError, ExitCode
 from ncclbench.health.control import Coordinator, RankInfo, RankLink
 from ncclbench.health.coordinate import Outputs, coordinate
@@ -105,7 +105,8 @@ def test_one_gpu_reports_its_figure_and_is_judged_only_against_a_saved_baseline(
     _save_baseline(str(tmp_path / "base.json"), str(tmp_path / "first.json"))
     saved = json.loads((tmp_path / "base.json").read_text())
     figure = doc["measurements"][0]["groups"][0]["busbw"]
-    assert saved["busbw"]["local:1x1"] == [figure, 0.0] and "too few for fleet statistics" in saved["measured"]["local:1x1"]
+    assert saved["busbw"]["local:1x1"] == [figure, LONE_BW_SPREAD * figure]
+    assert "1 of 3 scans saved" in saved["measured"]["local:1x1"] and "spread unknown" in saved["measured"]["local:1x1"]
     base = _load_baseline(str(tmp_path / "base.json"))
     code, out, doc, _, _ = scan(FakeNccl(rates={("h0", 0): 0.01}), ["h0"], ("local",), tmp_path=tmp_path,
                                 baseline=base)
@@ -113,6 +114,31 @@ def test_one_gpu_reports_its_figure_and_is_judged_only_against_a_saved_baseline(
     [f] = [f for f in doc["findings"] if f["confirmed"]]
     assert (f["component"], f["detail"]) == ("gpu", "gpu 0") and "baseline base.json" in " ".join(f["evidence"])
     assert "# one GPU: judged against baseline base.json" in out
+
+
+def test_a_lone_gpu_baseline_gathers_scans_until_it_has_a_spread_of_its_own(tmp_path):
+    """Saving again to the same file adds a scan: from the third on, the baseline's spread is
+    the scans' own, so a GPU 10 % off a baseline whose scans moved 10 % is not convicted, while
+    one at a fifth of its rate still is."""
+    base = tmp_path / "base.json"
+    figures = []
+    for i, rate in enumerate((0.05, 0.045, 0.0475)):  # GB/s of device time (the fake's default 0.05)
+        code, out, doc, _, _ = scan(FakeNccl(rates={("h0", 0): rate}), ["h0"], ("local",), tmp_path=tmp_path)
+        assert code == 0, out
+        (tmp_path / f"s{i}.json").write_text(json.dumps(doc))
+        _save_baseline(str(base), str(tmp_path / f"s{i}.json"))
+        figures.append(doc["measurements"][0]["groups"][0]["busbw"])
+        saved = json.loads(base.read_text())
+        assert saved["samples"]["busbw"]["local:1x1"] == figures
+    assert "the median and spread of 3 saved scans" in saved["measured"]["local:1x1"]
+    center, spread = saved["busbw"]["local:1x1"]
+    assert center == sorted(figures)[1] and spread > 0.02 * center  # the scans' own scatter, not a floor
+    code, out, doc, _, _ = scan(FakeNccl(rates={("h0", 0): 0.045}), ["h0"], ("local",), tmp_path=tmp_path,
+                                baseline=_load_baseline(str(base)))
+    assert code == 0, out
+    code, out, doc, _, _ = scan(FakeNccl(rates={("h0", 0): 0.01}), ["h0"], ("local",), tmp_path=tmp_path,
+                                baseline=_load_baseline(str(base)))
+    assert code == 8, out
 
 
 def test_old_nccl_without_split_still_measures_with_a_blocking_init(tmp_path):

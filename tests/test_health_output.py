@@ -55,8 +55,8 @@ def test_baseline_written_from_a_report_judges_the_next_run(tmp_path):
         emit(report(), {}, str(js), None, out)
     _save_baseline(str(base), str(js))
     saved = json.loads(base.read_text())
-    assert set(saved) == {"name", "busbw", "lat_us", "measured"} and "pairs:2x1" in saved["busbw"]
-    assert saved["measured"] == {}  # every shape had fleet statistics
+    assert set(saved) == {"name", "busbw", "lat_us", "measured", "samples"} and "pairs:2x1" in saved["busbw"]
+    assert saved["measured"] == {} and saved["samples"] == {"busbw": {}, "lat_us": {}}  # all had fleet statistics
     loaded = _load_baseline(str(base))
     # a fleet that is 20 % slower everywhere: invisible to fleet statistics, seen against the baseline
     slow = run_scan(Fleet.uniform(16, 8), ScanConfig(baseline=loaded),

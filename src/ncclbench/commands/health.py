@@ -62,7 +62,9 @@ def add_arguments(parser: CommandParser) -> None:
     parser.add_argument("--baseline", default=None, metavar="FILE",
                         help="a stored reference (JSON written by --save-baseline) to judge against as well")
     parser.add_argument("--save-baseline", default=None, metavar="FILE",
-                        help="write this run's fleet references as a baseline file")
+                        help="write this run's fleet references as a baseline file; a lone GPU or host "
+                             "(no fleet statistics) adds its figure to FILE's samples: save from 3 healthy "
+                             "scans to give it a spread of its own")
     parser.add_argument("--hosts", default=None, help="comma-separated host list the job should hold (checked)")
     parser.add_argument("--backend", choices=("auto", "nccl", "mpi"), default="auto")
     parser.add_argument("--nprocs", type=int, default=None, help="start N local ranks (no launcher needed)")
@@ -173,32 +175,62 @@ def _store_scan(args: argparse.Namespace, doc: dict) -> str | None:
            f"ncclbench report health:{scan_id} -o health.html)"
 
 
+# A lone measurement (one GPU, one host) has no spread of its own: until a baseline holds
+# LONE_MIN_SCANS scans of it, the spread used is this fraction of its median.  Two healthy
+# scans of one H100 gave 668 and 604 GB/s for the local 4 MiB figure (-10 %,
+# bench/results/health-gpu-h100-2026-11-24.md): at 5 %, a z of -3.5 is a 17.5 % drop.
+LONE_BW_SPREAD = 0.05
+LONE_MIN_SCANS = 3
+
+
 def _save_baseline(path: str, json_path: str) -> None:
-    """The run's fleet references per group shape; a shape with too few groups for fleet
-    statistics (one GPU, one host) keeps the median of its measured groups instead, with
-    spread 0 - the judge's floor (1 % busbw, 15 % latency) stands in for the spread one
-    measurement cannot give - and says so under "measured"."""
+    """The run's fleet references per group shape.  A shape with too few groups for
+    fleet statistics (one GPU, one host) keeps its measured median as a sample; saving
+    again to the same file adds a sample, and from LONE_MIN_SCANS samples on their
+    median and robust spread are the reference (before that the spread is unknown and
+    LONE_BW_SPREAD / the latency floor stand in).  "measured" says which case holds."""
     import json
     import statistics
 
+    from ..health.judge import robust_reference
+
     with open(json_path) as f:
         doc = json.load(f)
+    try:
+        with open(path) as f:
+            old_samples = json.load(f).get("samples", {})
+    except (OSError, ValueError):
+        old_samples = {}
     refs = doc.get("references", {})
     tables: dict[str, dict[str, list[float]]] = {"busbw": {}, "lat_us": {}}
     for shape, r in refs.items():
         for metric, table in tables.items():
             if r.get(metric) and r[metric]["source"] == "fleet":
                 table[shape] = [r[metric]["center"], r[metric]["spread"]]
+    samples: dict[str, dict[str, list[float]]] = {"busbw": {}, "lat_us": {}}
     measured: dict[str, str] = {}
     for shape, groups in _unreferenced_groups(doc).items():
         for metric, table in tables.items():
             values = [g[metric] for g in groups if g.get(metric) is not None]
-            if shape not in table and values:
-                table[shape] = [statistics.median(values), 0.0]
-                measured[shape] = (f"{len(groups)} group(s) measured, too few for fleet statistics: "
-                                   "their median, spread = the judge's floor")
+            if shape in table or not values:
+                continue
+            kept = [float(v) for v in old_samples.get(metric, {}).get(shape, [])] + [statistics.median(values)]
+            samples[metric][shape] = kept
+            ref = robust_reference(kept, 0.0, LONE_MIN_SCANS)
+            if ref is not None:
+                table[shape] = [ref.center, ref.spread]
+                measured[shape] = (f"{len(groups)} group(s) per scan, too few for fleet statistics: the median "
+                                   f"and spread of {len(kept)} saved scans")
+            else:
+                center = statistics.median(kept)
+                table[shape] = [center, LONE_BW_SPREAD * center if metric == "busbw" else 0.0]
+                measured[shape] = (f"{len(groups)} group(s) per scan, too few for fleet statistics; "
+                                   f"{len(kept)} of {LONE_MIN_SCANS} scans saved: their median, spread unknown "
+                                   f"(taken as {LONE_BW_SPREAD:.0%} busbw, the judge's floor for latency); "
+                                   f"save again to this file from healthy scans to measure it")
     with open(path, "w") as f:
-        json.dump({"name": os.path.basename(path), **tables, "measured": measured}, f, indent=1)
+        json.dump({"name": os.path.basename(path), **tables, "measured": measured, "samples": samples}, f,
+                  indent=1)
 
 
 def _unreferenced_groups(doc: dict) -> dict[str, list[dict]]:
