@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Device visit of session 6 (2026-11-24), one GPU (nvidia-h100-x1). NVLink SHARP off.
-# Usage: bench/gpu_session6.sh OUTDIR NCCL_TESTS_BUILD
+# Usage: bench/gpu_session6.sh OUTDIR NCCL_TESTS_BUILD [PHASE]   (PHASE all, the default, or v2:
+#   visit 2 - the GPU tests, the start figures with RUNS=8 and the start profile, health_gpu.py)
 #   1. the GPU test suite (tests/gpu, health's GPU test included) and the topology tests
 #   2. issue 14's start figures at this commit, explain on vs off (the topology thread now starts
 #      beside NCCL's communicator set-up): all_reduce 8 B - 1 GiB, alternating runs of nccl-tests,
@@ -11,7 +12,7 @@
 #      with ncclbench's own memory-bound kernel on the GPU; the figure with and without it) (~7 min)
 # The nccl-tests build is not part of this project (built from NVIDIA's repository on the device).
 set -u
-OUT=$1; NT=$2
+OUT=$1; NT=$2; PHASE=${3:-all}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD/src PYTHONUNBUFFERED=1 NCCLBENCH_DB=/tmp/ncclbench-s6.sqlite
 W=$OUT/w; mkdir -p $W
@@ -20,6 +21,15 @@ python3 -m compileall -q src >/dev/null 2>&1  # as pip install does: no source c
 NCCL_TESTS_BUILD=$NT timeout 200 python3 -m pytest tests/gpu tests/test_explain_topology.py -v -rfs -p no:cacheprovider \
   > $W/gpu_tests.txt 2>&1
 echo "pytest rc=$?"; grep -aE "FAILED|ERROR" $W/gpu_tests.txt | head; tail -2 $W/gpu_tests.txt
+if [ "$PHASE" = v2 ]; then
+  timeout 300 python3 bench/stability.py --nccl-tests-build $NT --collectives all_reduce --args "-b 8 -e 1G -f 4" \
+    --runs ${RUNS:-8} --variant no-explain:NCCLBENCH_EXPLAIN=0 --out $W/start 2>$W/start.err
+  echo "start rc=$?"; cat $W/start.md 2>/dev/null | head -30
+  timeout 60 python3 bench/start_profile.py --runs 5 --top 30 > $W/start_profile.txt 2>&1; head -32 $W/start_profile.txt
+  timeout 200 python3 bench/health_gpu.py --ngpus 1 --out $W/health_gpu --scan-timeout 30 > $W/health_gpu.log 2>&1
+  echo "health_gpu rc=$?"; cat $W/health_gpu/health_gpu.md 2>/dev/null | head -30
+  exit 0
+fi
 timeout 240 python3 bench/stability.py --nccl-tests-build $NT --collectives all_reduce --args "-b 8 -e 1G -f 4" \
   --runs ${RUNS:-5} --variant no-explain:NCCLBENCH_EXPLAIN=0 --out $W/start 2>$W/start.err
 echo "start rc=$?"; cat $W/start.md 2>/dev/null | head -30

@@ -391,3 +391,35 @@ def test_a_judged_run_round_trips_through_the_store(tmp_path):
     again = explain_run(run_facts(back))
     assert again.lines == ex.lines and again.data["rows"] == ex.data["rows"]
     assert again.judgement == ex.judgement
+
+
+def test_topology_read_starts_at_the_communicators_init_on_nccl_and_at_once_on_cpu(monkeypatch):
+    """On NCCL's backend the read waits for the set-up's on_comm_init (NCCL's init hides it);
+    on the CPU backend it starts in before_workers; after_workers starts it if nothing did."""
+    started = []
+    monkeypatch.setattr("ncclbench.explain.live.TopologyReader",
+                        lambda gpus: started.append(gpus) or TopologyReader(read=lambda: (None, "test")))
+    monkeypatch.setattr(LiveExplain, "_begin_capture", lambda self, lib: None)
+    nccl = LiveExplain(BenchOptions(), Backend.NCCL, local_rank=0, environ={})
+    nccl.before_workers()
+    assert started == [] and nccl.reader is None
+    nccl.start_topology()
+    nccl.start_topology()  # once
+    assert started == [True]
+    cpu = LiveExplain(BenchOptions(), Backend.MPI, local_rank=0, environ={})
+    cpu.before_workers()
+    assert started == [True, False]
+    late = LiveExplain(BenchOptions(), Backend.NCCL, local_rank=0, environ={})
+    late.before_workers()
+    late.after_workers(_OneRank(), None, RunInfo("all_reduce_perf", [], "", "", None, None, ""))
+    assert started == [True, False, True] and late.reader is not None
+    other_rank = LiveExplain(BenchOptions(), Backend.NCCL, local_rank=1, environ={})
+    other_rank.start_topology()
+    assert started == [True, False, True] and other_rank.reader is None  # each host's first local rank reads
+
+
+class _OneRank:
+    rank, size = 0, 1
+
+    def gather(self, value, root):
+        return [value]

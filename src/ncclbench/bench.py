@@ -11,7 +11,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from . import __version__
@@ -73,15 +73,17 @@ def spawn(backend: Backend, nprocs: int, child_args: list[str], note: str | None
     return LocalSpawnLauncher(nprocs, child_args, env=env).run()
 
 
-def make_workers(opts: BenchOptions, backend: Backend, host: HostComm, collective: Collective) -> list[Worker]:
-    """This process's workers (one per -t thread).  Collective over `host`."""
+def make_workers(opts: BenchOptions, backend: Backend, host: HostComm, collective: Collective,
+                 on_comm_init: Callable[[], None] | None = None) -> list[Worker]:
+    """This process's workers (one per -t thread).  Collective over `host`.
+    `on_comm_init`: see create_nccl_workers (the CPU backend has no such moment)."""
     if backend is Backend.MPI:
         from .backends.mpi_cpu import MpiWorker
 
         return [MpiWorker(opts, host)]
     from .backends.nccl_setup import create_nccl_workers
 
-    return list(create_nccl_workers(opts, host, collective))
+    return list(create_nccl_workers(opts, host, collective, on_comm_init=on_comm_init))
 
 
 def collect_devices(workers: Sequence[Worker]) -> list[DeviceInfo]:
@@ -197,7 +199,8 @@ def run_here(opts: BenchOptions, backend: Backend, launch: LaunchInfo, note: str
         collective = COLLECTIVES[opts.collective]
         if explain is not None:
             explain.before_workers(opts.nccl_lib)
-        workers = make_workers(opts, backend, host, collective)
+        workers = make_workers(opts, backend, host, collective,
+                               on_comm_init=explain.start_topology if explain is not None else None)
 
         def abort_workers(_error: BenchError) -> None:
             """A peer died: abort our communicators so no rank stays stuck in a device wait."""

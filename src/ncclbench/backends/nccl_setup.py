@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 
 from ..collectives.base import Collective
@@ -49,7 +49,8 @@ def _agree(host: HostComm, error: BaseException | None) -> None:
 
 
 def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Collective | str,
-                        config_overrides: dict[str, int] | None = None) -> list[NcclWorker]:
+                        config_overrides: dict[str, int] | None = None,
+                        on_comm_init: Callable[[], None] | None = None) -> list[NcclWorker]:
     """Set up this process's part of the run (see module docstring) and return
     one NcclWorker per -t thread, in thread order.  Collective over `host`:
     every world process must call it.  Failures raise BenchError in every
@@ -57,7 +58,9 @@ def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Collecti
 
     `config_overrides`: ncclConfig_t fields set on top of the run's own (tune's
     candidates: minCTAs, maxCTAs, ...); a field this libnccl lacks raises
-    ValueError (nccl/config_struct.py)."""
+    ValueError (nccl/config_struct.py).  `on_comm_init`: called right before the
+    communicators' init, whose ~0.5 s in C with the GIL released is the start-up's
+    one long stretch where other Python work (explain's topology read) costs nothing."""
     if opts.device_implementation > 0:
         raise UnsupportedError("device-API kernels (-D) are not supported by ncclbench yet")
     T, G = opts.nthreads, opts.ngpus
@@ -150,7 +153,7 @@ def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Collecti
                       send=0, recv=0, device=base + i, local_index=i, props=props[i])
              for i in range(T * G)]
     try:
-        return _build(setup, slots, uid, config_values)
+        return _build(setup, slots, uid, config_values, on_comm_init)
     except BaseException:
         for slot in slots:
             if slot.handle:
@@ -211,7 +214,8 @@ def _free_per_slot(cuda: CudaRuntime, slots: Sequence[NcclSlot]) -> list[int]:
     return out
 
 
-def _build(setup: ProcessSetup, slots: list[NcclSlot], uid: bytes, config_values: dict) -> list[NcclWorker]:
+def _build(setup: ProcessSetup, slots: list[NcclSlot], uid: bytes, config_values: dict,
+           on_comm_init: Callable[[], None] | None = None) -> list[NcclWorker]:
     opts, lib, cuda, host = setup.opts, setup.lib, setup.cuda, setup.host
     T, G = opts.nthreads, opts.ngpus
     for slot in slots:
@@ -219,6 +223,8 @@ def _build(setup: ProcessSetup, slots: list[NcclSlot], uid: bytes, config_values
         slot.stream = NULL_STREAM if opts.stream_null else cuda.stream_create(nonblocking=True)
     free0 = _free_per_slot(cuda, slots)
 
+    if on_comm_init is not None:
+        on_comm_init()
     # Communicators: all T*G in one group, or each thread its own G (-p).
     # A failure here is raised at once, without a world-wide agreement: the
     # other processes may be blocked inside NCCL's bootstrap, and only the

@@ -2,7 +2,7 @@
 
     explain = LiveExplain(opts, backend, launch.local_rank)   start: topology read in a thread
     explain.before_workers(opts.nccl_lib)        before NCCL's first log line: capture settings
-    ... workers (communicators) made ...
+    ... workers made; right before NCCL's communicator init: explain.start_topology() ...
     explain.after_workers(host, rank_facts, info) every rank: topology to rank 0 -> banner lines,
                                                   RunInfo.extra; NCCL log in its `timed` phase
     ... the timed loops (nothing of explain runs there) ...
@@ -118,9 +118,10 @@ class LiveExplain:
         # What the user set: the run's record (JSON env, the store) keeps this, not the capture's settings.
         self.user_env = dict(environ)
         self.local_rank = local_rank
-        # Read in a thread started by before_workers: right before the communicators' set-up, whose
-        # NCCL init (~0.5 s in C, GIL released) hides it; started earlier it competed with the
-        # start-up's own Python work (+0.2 s to the first row on the H100, bench/results/explain-gpu-*).
+        # Read in a thread started right before NCCL's communicator init (~0.5 s in C, GIL
+        # released), which hides it; started earlier it competed with the start-up's own Python
+        # work: +0.2 s to the first row on the H100 started before preflight, +0.13 s started
+        # before the set-up's CUDA and import work (bench/results/stability-h100-2026-11-24/).
         self.reader: TopologyReader | None = None
         self.capture: NcclRunCapture | None = None
         self.rows = RowCollector()
@@ -131,13 +132,21 @@ class LiveExplain:
     # -- before the communicators ------------------------------------------------------------
     def before_workers(self, nccl_lib: str | None = None) -> None:
         """NCCL's log capture (and the profiler plugin where needed) set before NCCL logs anything,
-        then the topology read started (one rank per host)."""
+        then, on the CPU backend, the topology read started (on NCCL's, `start_topology` is
+        the set-up's on_comm_init)."""
         try:
             if self.backend is Backend.NCCL:
                 self._begin_capture(nccl_lib)
         finally:
-            if self.local_rank == 0:
-                self.reader = TopologyReader(gpus=self.backend is Backend.NCCL)
+            if self.backend is not Backend.NCCL:
+                self.start_topology()
+
+    def start_topology(self) -> None:
+        """Start reading this host's topology in a thread (once; each host's first local rank).
+        On the NCCL backend the set-up calls it right before the communicators' init, whose
+        C time (GIL released) then hides the thread's Python and NVML work."""
+        if self.local_rank == 0 and self.reader is None:
+            self.reader = TopologyReader(gpus=self.backend is Backend.NCCL)
 
     def _begin_capture(self, nccl_lib: str | None) -> None:
         from ..errors import BenchError
@@ -155,6 +164,7 @@ class LiveExplain:
     def after_workers(self, host: HostComm, rank_facts: Sequence[RankFacts] | None, info: RunInfo) -> None:
         """Every rank: this host's facts to rank 0, which keeps the GPUs in use, puts the banner lines
         into `info.notes` and the facts into `info.extra`; NCCL's log enters its `timed` phase."""
+        self.start_topology()  # not started yet if the set-up failed before its init, or made no workers
         mine = self.reader.result() if self.reader is not None else None
         gathered = host.gather(mine, 0)
         if gathered is not None:
