@@ -40,9 +40,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+SCAN_ARGS: list[str] = []  # --scan-args: options every scan gets (e.g. --bw-size 256M)
+
+
 def scan_command(ngpus: int, json_path: Path, extra: list[str]) -> list[str]:
     return [sys.executable, "-m", "ncclbench", "health", "--backend", "nccl", "--nprocs", str(ngpus),
-            "--json", str(json_path), "--no-store", "--round-timeout", "60", "--join-timeout", "60", *extra]
+            "--json", str(json_path), "--no-store", "--round-timeout", "60", "--join-timeout", "60",
+            *SCAN_ARGS, *extra]
 
 
 def run_scan(name: str, out: Path, ngpus: int, extra: list[str], timeout_s: float, env: dict) -> dict:
@@ -219,7 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="directory for the results")
     ap.add_argument("--scan-timeout", type=float, default=50.0, help="seconds each scan may take (default 50)")
     ap.add_argument("--hog-device", type=int, default=None, help="GPU to slow (default: the last one scanned)")
+    ap.add_argument("--scan-args", default="", help="more `ncclbench health` options for every scan")
     args = ap.parse_args(argv)
+    SCAN_ARGS[:] = args.scan_args.split()
     if args.ngpus < 1:
         ap.error("--ngpus must be at least 1")
     out = Path(args.out)

@@ -45,9 +45,9 @@ SCHEMA_VERSION = 2
 STATUSES = ("running", "complete", "interrupted", "timeout")
 PLACEMENTS = ("out_of_place", "in_place")
 
-_SCHEMA = """
-CREATE TABLE runs (
-    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+# What the schema and its upgrade share: the runs table's columns (the upgrade rebuilds it) and
+# the baseline_runs table (the upgrade adds it).
+_RUNS_COLUMNS = """    id            INTEGER PRIMARY KEY AUTOINCREMENT,
     created_at    TEXT NOT NULL,
     status        TEXT NOT NULL CHECK (status IN ('running', 'complete', 'interrupted', 'timeout')),
     source        TEXT NOT NULL,
@@ -67,7 +67,17 @@ CREATE TABLE runs (
     nranks        INTEGER,
     writer_host   TEXT,
     writer_pid    INTEGER,
-    end_reason    TEXT
+    end_reason    TEXT"""
+_BASELINE_RUNS = """CREATE TABLE baseline_runs (
+    name       TEXT NOT NULL REFERENCES baselines(name) ON DELETE CASCADE,
+    run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    PRIMARY KEY (name, run_id)
+);
+"""
+
+_SCHEMA = f"""
+CREATE TABLE runs (
+{_RUNS_COLUMNS}
 );
 CREATE INDEX runs_hash ON runs(content_hash);
 CREATE TABLE rows (
@@ -108,49 +118,19 @@ CREATE TABLE baselines (
     created_at TEXT NOT NULL,
     note       TEXT
 );
-CREATE TABLE baseline_runs (
-    name       TEXT NOT NULL REFERENCES baselines(name) ON DELETE CASCADE,
-    run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    PRIMARY KEY (name, run_id)
-);
-"""
+{_BASELINE_RUNS}"""
 
 # Schema 1 -> 2: SQLite cannot change a CHECK constraint, so the runs table is
 # rebuilt (the documented 12-step way: foreign keys off, copy, swap, check).
-_UPGRADE_1_TO_2 = """
+_UPGRADE_1_TO_2 = f"""
 CREATE TABLE runs_v2 (
-    id            INTEGER PRIMARY KEY AUTOINCREMENT,
-    created_at    TEXT NOT NULL,
-    status        TEXT NOT NULL CHECK (status IN ('running', 'complete', 'interrupted', 'timeout')),
-    source        TEXT NOT NULL,
-    source_path   TEXT,
-    content_hash  TEXT,
-    program       TEXT NOT NULL,
-    collective    TEXT NOT NULL,
-    start_time    TEXT,
-    end_time      TEXT,
-    argv          TEXT NOT NULL,
-    env           TEXT NOT NULL,
-    info          TEXT NOT NULL,
-    options       TEXT NOT NULL,
-    summary       TEXT,
-    hosts         TEXT NOT NULL,
-    gpus          TEXT NOT NULL,
-    nranks        INTEGER,
-    writer_host   TEXT,
-    writer_pid    INTEGER,
-    end_reason    TEXT
+{_RUNS_COLUMNS}
 );
 INSERT INTO runs_v2 SELECT *, NULL FROM runs;
 DROP TABLE runs;
 ALTER TABLE runs_v2 RENAME TO runs;
 CREATE INDEX runs_hash ON runs(content_hash);
-CREATE TABLE baseline_runs (
-    name       TEXT NOT NULL REFERENCES baselines(name) ON DELETE CASCADE,
-    run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    PRIMARY KEY (name, run_id)
-);
-"""
+{_BASELINE_RUNS}"""
 
 
 def default_db_path() -> Path:
