@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Device visit of session 6 (2026-11-24), one GPU (nvidia-h100-x1). NVLink SHARP off.
 # Usage: bench/gpu_session6.sh OUTDIR NCCL_TESTS_BUILD [PHASE]   (PHASE all, the default, or v2:
-#   visit 2 - the GPU tests, the start figures with RUNS=8 and the start profile, health_gpu.py)
+#   visit 2 - the GPU tests, the start figures with RUNS=8 and the start profile, health_gpu.py;
+#   or final: the GPU tests, all of issue 14's figures at this commit (3 collectives x10, 11
+#   collectives x3, start x8 with explain on/off), the lone GPU's health figure repeated 6 times
+#   at 4M, 64M and 256M, and health_gpu.py with --bw-size 256M)                   (~7 min)
 #   1. the GPU test suite (tests/gpu, health's GPU test included) and the topology tests
 #   2. issue 14's start figures at this commit, explain on vs off (the topology thread now starts
 #      beside NCCL's communicator set-up): all_reduce 8 B - 1 GiB, alternating runs of nccl-tests,
@@ -21,6 +24,34 @@ python3 -m compileall -q src >/dev/null 2>&1  # as pip install does: no source c
 NCCL_TESTS_BUILD=$NT timeout 200 python3 -m pytest tests/gpu tests/test_explain_topology.py -v -rfs -p no:cacheprovider \
   > $W/gpu_tests.txt 2>&1
 echo "pytest rc=$?"; grep -aE "FAILED|ERROR" $W/gpu_tests.txt | head; tail -2 $W/gpu_tests.txt
+if [ "$PHASE" = final ]; then
+  ALL=all_reduce,all_gather,broadcast,reduce_scatter,reduce,alltoall,alltoallv,scatter,gather,sendrecv,hypercube
+  python3 bench/stability.py --nccl-tests-build $NT --collectives all_reduce,reduce_scatter,scatter \
+    --args "-b 8 -e 64K -f 4" --runs 10 --out $W/final-3 2>>$W/stab.err; echo "final-3 rc=$?"; cat $W/final-3.md
+  python3 bench/stability.py --nccl-tests-build $NT --collectives $ALL --args "-b 8 -e 128K -f 2" \
+    --runs 3 --out $W/final-11 2>>$W/stab.err; echo "final-11 rc=$?"; cat $W/final-11.md
+  python3 bench/stability.py --nccl-tests-build $NT --collectives all_reduce --args "-b 8 -e 1G -f 4" \
+    --runs 8 --variant no-explain:NCCLBENCH_EXPLAIN=0 --out $W/final-start 2>>$W/stab.err; cat $W/final-start.md
+  for s in 4M 64M 256M; do for i in 1 2 3 4 5 6; do
+    timeout 60 python3 -m ncclbench health --phases local --bw-size $s --no-store --json $W/local-$s-$i.json > /dev/null 2>&1
+  done; done
+  python3 - $W > $W/local-repeat.md <<'PY'
+import json, statistics, sys, glob
+print("| --bw-size | local figure per scan, GB/s | median | (max-min)/median |"); print("|---|---|---:|---:|")
+for s in ("4M", "64M", "256M"):
+    v = []
+    for f in sorted(glob.glob(f"{sys.argv[1]}/local-{s}-*.json")):
+        d = json.load(open(f))
+        v += [g["busbw"] for m in d["measurements"] if m.get("round") == "local r1" for g in m["groups"] if g.get("busbw")]
+    if v:
+        med = statistics.median(v)
+        print(f"| {s} | {', '.join(f'{x:.1f}' for x in v)} | {med:.1f} | {(max(v) - min(v)) / med:.1%} |")
+PY
+  cat $W/local-repeat.md; rm -f $W/local-*-*.json
+  timeout 200 python3 bench/health_gpu.py --ngpus 1 --out $W/health_gpu_256M --scan-timeout 30 --scan-args "--bw-size 256M" \
+    > $W/health_gpu_256M.log 2>&1; echo "health_gpu 256M rc=$?"; head -30 $W/health_gpu_256M/health_gpu.md
+  exit 0
+fi
 if [ "$PHASE" = v2 ]; then
   timeout 300 python3 bench/stability.py --nccl-tests-build $NT --collectives all_reduce --args "-b 8 -e 1G -f 4" \
     --runs ${RUNS:-8} --variant no-explain:NCCLBENCH_EXPLAIN=0 --out $W/start 2>$W/start.err
