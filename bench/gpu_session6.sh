@@ -5,6 +5,8 @@
 #   or final: the GPU tests, all of issue 14's figures at this commit (3 collectives x10, 11
 #   collectives x3, start x8 with explain on/off), the lone GPU's health figure repeated 6 times
 #   at 4M, 64M and 256M, and health_gpu.py with --bw-size 256M)                   (~7 min)
+#   or rss: explain's peak memory by part (bench/explain_rss.py), then `ncclbench health` and
+#   health_gpu.py at the defaults                                                  (~3 min)
 #   1. the GPU test suite (tests/gpu, health's GPU test included) and the topology tests
 #   2. issue 14's start figures at this commit, explain on vs off (the topology thread now starts
 #      beside NCCL's communicator set-up): all_reduce 8 B - 1 GiB, alternating runs of nccl-tests,
@@ -24,6 +26,13 @@ python3 -m compileall -q src >/dev/null 2>&1  # as pip install does: no source c
 NCCL_TESTS_BUILD=$NT timeout 200 python3 -m pytest tests/gpu tests/test_explain_topology.py -v -rfs -p no:cacheprovider \
   > $W/gpu_tests.txt 2>&1
 echo "pytest rc=$?"; grep -aE "FAILED|ERROR" $W/gpu_tests.txt | head; tail -2 $W/gpu_tests.txt
+if [ "$PHASE" = rss ]; then
+  timeout 200 python3 bench/explain_rss.py --runs 5 --out $W/rss > $W/rss.log 2>&1; echo "rss rc=$?"; cat $W/rss.log
+  timeout 60 python3 -m ncclbench health > $W/health.txt 2>&1; echo "health rc=$?"; cat $W/health.txt
+  timeout 200 python3 bench/health_gpu.py --ngpus 1 --out $W/health_gpu --scan-timeout 30 > $W/health_gpu.log 2>&1
+  echo "health_gpu rc=$?"; head -30 $W/health_gpu/health_gpu.md
+  exit 0
+fi
 if [ "$PHASE" = final ]; then
   ALL=all_reduce,all_gather,broadcast,reduce_scatter,reduce,alltoall,alltoallv,scatter,gather,sendrecv,hypercube
   python3 bench/stability.py --nccl-tests-build $NT --collectives all_reduce,reduce_scatter,scatter \

@@ -6,8 +6,8 @@ the host's topology facts before the scan; this turns them into
 the expected ceiling".  It is the model's *large-message* ceiling for an
 all_reduce over the GPUs of one group of that shape (the first such group:
 fleets are expected to be uniform, and the fleet statistics, not this figure,
-decide what is slow).  At the scan's bandwidth size (4 MiB by default) a
-healthy group sits well below it; the report says so.
+decide what is slow).  At the scan's bandwidth size (256 MiB by default on
+GPUs) a healthy group sits near or somewhat below it; the report says so.
 
 A shape whose ceiling the model cannot give is listed with the reason
 (unknown, never guessed): a lone GPU (`local`: a 1-rank all_reduce is a
