@@ -303,8 +303,10 @@ def judge(args) -> int:
              f"{summary['load_min_median_max'][0]:.1f} .. {summary['load_min_median_max'][2]:.1f}, median "
              f"{summary['load_min_median_max'][1]:.1f}, around the runs). Runs measured with commit {meta['commit']} "
              f"({meta['started']} .. {meta.get('finished', '?')}); judged with commit {doc['judged_with_commit']}.",
-             f"Commands: `python bench/gate_false_alarms.py collect --rounds 20` then `judge` (raw runs: "
-             f"bench/results/raw/2026-11-24-gate-false-alarms.tgz; unpack it and pass its directory to `judge --out`). "
+             f"Commands: `python bench/gate_false_alarms.py collect --rounds 20 --shaped-args '{' '.join(meta['shaped_extra'])}'` "
+             f"then `judge` (raw runs: "
+             f"bench/results/raw/2026-11-24-gate-r2-{{shm,shaped}}.tar.xz; unpack both into one directory and pass it to "
+             f"`judge --out`). "
              f"Test: `ncclbench {' '.join(meta['test'])}` with `--nprocs 4` (shm), or over "
              f"4 namespace hosts with every link shaped to {meta['rate_mbit']} Mbit/s and `{' '.join(meta['shaped_extra'])}` "
              f"(slowed: {int(meta['rate_mbit'] * meta['slowdown'])} Mbit/s in the second run).", "",
