@@ -303,7 +303,8 @@ def judge(args) -> int:
              f"{summary['load_min_median_max'][0]:.1f} .. {summary['load_min_median_max'][2]:.1f}, median "
              f"{summary['load_min_median_max'][1]:.1f}, around the runs). Runs measured with commit {meta['commit']} "
              f"({meta['started']} .. {meta.get('finished', '?')}); judged with commit {doc['judged_with_commit']}.",
-             f"Commands: `python bench/gate_false_alarms.py collect --rounds 20 --shaped-args '{' '.join(meta['shaped_extra'])}'` "
+             f"Commands: `python bench/gate_false_alarms.py collect --rounds 20 "
+             f"--shaped-args '{' '.join(meta['shaped_extra'])}'` "
              f"then `judge` (raw runs: "
              f"bench/results/raw/2026-11-24-gate-r2-{{shm,shaped}}.tar.xz; unpack both into one directory and pass it to "
              f"`judge --out`). "
