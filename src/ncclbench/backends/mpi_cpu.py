@@ -40,7 +40,7 @@ _REDUCE_TYPES = {
     "int64": "INT64_T", "uint64": "UINT64_T", "float": "FLOAT", "double": "DOUBLE",
 }
 _REDUCE_OPS = {"sum": "SUM", "prod": "PROD", "max": "MAX", "min": "MIN"}
-_ALIGN = 4096
+ALIGN = 4096  # buffers start page-aligned, as cudaMalloc's do
 
 
 def unsupported_options(opts: BenchOptions) -> list[str]:
@@ -239,7 +239,30 @@ class HostIterationTimer(IterationTimer):
         return [(s[j + 1] - s[j]) * 1e6 for j in range(len(s) - 1)]
 
 
-class MpiWorker(Worker):
+class HostMemoryWorker(Worker):
+    """A Worker whose buffers are host memory (aligned numpy arrays, used by address):
+    zeroing, the verifiable fill and the bit-exact check on the CPU.  The CPU backend's
+    MpiWorker and health's per-group worker share it."""
+
+    def zero(self, slot: RankSlot, ptr: int, nbytes: int) -> None:
+        if nbytes:
+            ctypes.memset(ptr, 0, nbytes)
+
+    def fill(self, slot: RankSlot, ptr: int, fills: Sequence[Fill], dtype: DataType, op: RedOp) -> None:
+        from .. import verifiable
+
+        span = max((f.offset + f.count for f in fills), default=0) * dtype.itemsize
+        verifiable.host_fill(host_view(ptr, span), fills, dtype, op, self.nranks)
+
+    def count_wrong(self, slot: RankSlot, ptr: int, count: int, fills: Sequence[Fill],
+                    dtype: DataType, op: RedOp) -> int:
+        from .. import verifiable
+
+        return verifiable.host_count_wrong(host_view(ptr, count * dtype.itemsize), count, fills,
+                                           dtype, op, self.nranks)
+
+
+class MpiWorker(HostMemoryWorker):
     backend_name = "mpi"
 
     def __init__(self, opts: BenchOptions, host: HostComm | None = None, comm: Any = None):
@@ -264,7 +287,7 @@ class MpiWorker(Worker):
         # same limit from the same gathered facts); the run plan's sweep follows.
         self.max_bytes, note = host_memory_limit(self.host, opts.max_bytes, self.nranks, opts.unalign)
         self.notes = [note] if note else []
-        nbytes = self.max_bytes + pad + _ALIGN
+        nbytes = self.max_bytes + pad + ALIGN
         try:
             self._send = np.zeros(nbytes, dtype=np.uint8)
             self._recv = np.zeros(nbytes, dtype=np.uint8)
@@ -272,8 +295,8 @@ class MpiWorker(Worker):
         except MemoryError:
             raise BenchError(f"rank {self.world.Get_rank()}: cannot allocate 2 buffers of {nbytes} bytes of host "
                              f"memory (-e {self.max_bytes}); lower -e", ExitCode.INTERNAL) from None
-        send = _aligned(self._send)
-        recv = _aligned(self._recv)
+        send = aligned_address(self._send)
+        recv = aligned_address(self._recv)
         self.comm = MpiCommunicator(self.group, scratch)
         self.slots = [RankSlot(self.comm.rank, self.comm, send, recv, -1)]
         self._watchdog = _Watchdog(self.timeout, self.world) if self.timeout > 0 else None
@@ -296,22 +319,6 @@ class MpiWorker(Worker):
     def gather_host(self, obj: Any) -> list[Any] | None:
         return self.host.gather(obj, 0)
 
-    def zero(self, slot: RankSlot, ptr: int, nbytes: int) -> None:
-        if nbytes:
-            ctypes.memset(ptr, 0, nbytes)
-
-    def fill(self, slot: RankSlot, ptr: int, fills: Sequence[Fill], dtype: DataType, op: RedOp) -> None:
-        from .. import verifiable
-
-        span = max((f.offset + f.count for f in fills), default=0) * dtype.itemsize
-        verifiable.host_fill(_view(ptr, span), fills, dtype, op, self.nranks)
-
-    def count_wrong(self, slot: RankSlot, ptr: int, count: int, fills: Sequence[Fill],
-                    dtype: DataType, op: RedOp) -> int:
-        from .. import verifiable
-
-        return verifiable.host_count_wrong(_view(ptr, count * dtype.itemsize), count, fills,
-                                           dtype, op, self.nranks)
 
     def iteration_timer(self, nevents: int) -> IterationTimer:
         return HostIterationTimer(nevents)
@@ -355,12 +362,14 @@ def host_memory_limit(host: HostComm, max_bytes: int, nranks: int, unalign: int)
     return limit, clamp_note(max_bytes, limit, why)
 
 
-def _aligned(arr: np.ndarray) -> int:
+def aligned_address(arr: np.ndarray) -> int:
+    """The first ALIGN-aligned address inside `arr` (allocate ALIGN bytes more than needed)."""
     addr = arr.ctypes.data
-    return addr + (-addr) % _ALIGN
+    return addr + (-addr) % ALIGN
 
 
-def _view(ptr: int, nbytes: int) -> np.ndarray:
+def host_view(ptr: int, nbytes: int) -> np.ndarray:
+    """A uint8 numpy view of `nbytes` of host memory at address `ptr` (no copy)."""
     if nbytes <= 0:
         return np.zeros(0, dtype=np.uint8)
     return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(ptr))

@@ -333,33 +333,19 @@ def _rank(args, cfg, spec) -> int:
     """One rank of a launched job (and, on world rank 0, the coordinator unless one is given)."""
     from mpi4py import MPI
 
-    from ..health.control import Coordinator, RankLink
-    from ..health.runtime import advertised_address, mpi_measure, rank_info, serve_rank
+    from ..health.control import RankLink
+    from ..health.runtime import mpi_measure, rank_info, serve_rank
 
     world = MPI.COMM_WORLD
     world.Set_errhandler(MPI.ERRORS_RETURN)
     rank, size = world.Get_rank(), world.Get_size()
     where = args.coordinator or os.environ.get(COORD_ENV)
     token = os.environ.get(TOKEN_ENV, "")
-    coord = thread = None
+    thread: threading.Thread | None = None
     result: dict[str, int] = {}
     if where is None:
         if rank == 0:
-            token = secrets.token_hex(16)
-            coord = Coordinator(size, token)
-            where = f"{advertised_address()}:{coord.port}"
-
-            def body() -> None:
-                try:
-                    result["code"] = _coordinate(args, cfg, spec, coord, "CPU backend (MPI)")
-                except BenchError as exc:
-                    print(f"{PROGRAM}: {exc.message}", file=sys.stderr, flush=True)
-                    result["code"] = int(exc.code)
-                    for r in coord.ranks:
-                        coord.send(r, ("end", int(exc.code), "exit"))
-
-            thread = threading.Thread(target=body, daemon=True, name="health-coordinator")
-            thread.start()
+            where, token, thread = _coordinator_thread(size, args, cfg, spec, result, "CPU backend (MPI)")
         where, token = world.bcast((where, token), root=0)
     elif not token:
         raise ArgumentError(f"health: --coordinator needs the coordinator's token in ${TOKEN_ENV}")
@@ -426,16 +412,17 @@ def _end_ranks(launcher, thread: threading.Thread, grace_s: float = 15.0) -> Non
 def _nccl_rank(args, cfg, spec, launch) -> int:
     """One GPU rank: of a launched job (world rank 0 also coordinates unless one is given),
     of ranks started here, or joining an external coordinator (--coordinator)."""
-    from ..health.control import Coordinator, RankLink
+    from ..health.control import RankLink
     from ..health.nccl_group import GpuRankService
-    from ..health.runtime import advertised_address, host_name, rank_info, serve_rank
+    from ..health.runtime import host_name, rank_info, serve_rank
 
     # connections are made while the group's communicator forms, where a missing peer can be
     # given up on, not inside the first timed collective (health/nccl_group.py)
     os.environ.setdefault("NCCL_RUNTIME_CONNECT", "0")
     where = args.coordinator or os.environ.get(COORD_ENV)
     token = os.environ.get(TOKEN_ENV, "")
-    host = coord = thread = None
+    host = None
+    thread: threading.Thread | None = None
     result: dict[str, int] = {}
     rank = launch.rank
     if where is None:
@@ -444,12 +431,7 @@ def _nccl_rank(args, cfg, spec, launch) -> int:
         host = make_host_comm(launch, timeout_s=args.join_timeout)
         rank = host.rank
         if rank == 0:
-            token = secrets.token_hex(16)
-            coord = Coordinator(host.size, token)
-            where = f"{advertised_address()}:{coord.port}"
-            body = partial(_coordinate_in_thread, args, cfg, spec, coord, result)
-            thread = threading.Thread(target=body, daemon=True, name="health-coordinator")
-            thread.start()
+            where, token, thread = _coordinator_thread(host.size, args, cfg, spec, result, "NCCL (GPU)")
         where, token = host.bcast((where, token), 0)
     elif not token:
         raise ArgumentError(f"health: --coordinator needs the coordinator's token in ${TOKEN_ENV}")
@@ -473,9 +455,24 @@ def _nccl_rank(args, cfg, spec, launch) -> int:
     return code
 
 
-def _coordinate_in_thread(args, cfg, spec, coord, result: dict[str, int]) -> None:
+def _coordinator_thread(size: int, args, cfg, spec, result: dict[str, int],
+                        label: str) -> tuple[str, str, threading.Thread]:
+    """World rank 0 of a launched job coordinates too, in a thread beside its own rank's work:
+    (the address ranks join, the token, the thread); the exit code lands in `result`."""
+    from ..health.control import Coordinator
+    from ..health.runtime import advertised_address
+
+    token = secrets.token_hex(16)
+    coord = Coordinator(size, token)
+    thread = threading.Thread(target=partial(_coordinate_in_thread, args, cfg, spec, coord, result, label),
+                              daemon=True, name="health-coordinator")
+    thread.start()
+    return f"{advertised_address()}:{coord.port}", token, thread
+
+
+def _coordinate_in_thread(args, cfg, spec, coord, result: dict[str, int], label: str) -> None:
     try:
-        result["code"] = _coordinate(args, cfg, spec, coord, "NCCL (GPU)")
+        result["code"] = _coordinate(args, cfg, spec, coord, label)
     except BenchError as exc:
         print(f"{PROGRAM}: {exc.message}", file=sys.stderr, flush=True)
         result["code"] = int(exc.code)

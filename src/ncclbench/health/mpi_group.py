@@ -18,7 +18,6 @@ group's figure is the median cycle.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import time
 from collections.abc import Sequence
@@ -26,16 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.base import RankSlot, Worker
-from ..backends.mpi_cpu import MpiCommunicator
-from ..datatypes import DataType, RedOp
+from ..backends.base import RankSlot
+from ..backends.mpi_cpu import ALIGN, HostMemoryWorker, MpiCommunicator, aligned_address
 from ..errors import BenchError, ExitCode
-from ..fills import Fill
 from .group import GroupSpec, GroupTimeout, measure_sizes
 
 __all__ = ["GroupSpec", "GroupTimeout", "GroupWorker", "measure_group", "ready_exchange"]
 
-_ALIGN = 4096
 _GRAVEYARD: list[Any] = []  # abandoned requests and their buffers stay alive (MPI may still touch them)
 
 
@@ -74,7 +70,7 @@ class DeadlineComm(MpiCommunicator):
         return super().compile(calls)
 
 
-class GroupWorker(Worker):
+class GroupWorker(HostMemoryWorker):
     """The harness's Worker for one rank of one health group (host memory, one rank)."""
 
     backend_name = "mpi"
@@ -85,12 +81,12 @@ class GroupWorker(Worker):
         self.MPI, self.group, self.deadline = MPI, comm, deadline
         self.nranks = comm.Get_size()
         self.max_bytes = max_bytes
-        self._send = np.zeros(max_bytes + _ALIGN, dtype=np.uint8)
-        self._recv = np.zeros(max_bytes + _ALIGN, dtype=np.uint8)
+        self._send = np.zeros(max_bytes + ALIGN, dtype=np.uint8)
+        self._recv = np.zeros(max_bytes + ALIGN, dtype=np.uint8)
         self._scratch = np.zeros(max_bytes // max(1, self.nranks) + 64, dtype=np.uint8)
         _GRAVEYARD.append((self._send, self._recv, self._scratch))  # an abandoned op may still write here
         self.comm = DeadlineComm(comm, self._scratch, deadline)
-        self.slots = [RankSlot(comm.Get_rank(), self.comm, _aligned(self._send), _aligned(self._recv), -1)]
+        self.slots = [RankSlot(comm.Get_rank(), self.comm, aligned_address(self._send), aligned_address(self._recv), -1)]
 
     @property
     def is_reporter(self) -> bool:
@@ -113,34 +109,6 @@ class GroupWorker(Worker):
         a group's figures reach the coordinator over TCP, so a call here is a programming error."""
         raise BenchError("health: a group's worker has no gather (each rank sends its figures to the "
                          "coordinator over TCP)", ExitCode.INTERNAL)
-
-    def zero(self, slot: RankSlot, ptr: int, nbytes: int) -> None:
-        if nbytes:
-            ctypes.memset(ptr, 0, nbytes)
-
-    def fill(self, slot: RankSlot, ptr: int, fills: Sequence[Fill], dtype: DataType, op: RedOp) -> None:
-        from .. import verifiable
-
-        span = max((f.offset + f.count for f in fills), default=0) * dtype.itemsize
-        verifiable.host_fill(_view(ptr, span), fills, dtype, op, self.nranks)
-
-    def count_wrong(self, slot: RankSlot, ptr: int, count: int, fills: Sequence[Fill],
-                    dtype: DataType, op: RedOp) -> int:
-        from .. import verifiable
-
-        return verifiable.host_count_wrong(_view(ptr, count * dtype.itemsize), count, fills, dtype, op,
-                                           self.nranks)
-
-
-def _aligned(arr: np.ndarray) -> int:
-    addr = arr.ctypes.data
-    return addr + (-addr) % _ALIGN
-
-
-def _view(ptr: int, nbytes: int) -> np.ndarray:
-    if nbytes <= 0:
-        return np.zeros(0, dtype=np.uint8)
-    return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(ptr))
 
 
 def ready_exchange(p2p: Any, me: int, members: Sequence[int], tag: int, deadline: float) -> None:
