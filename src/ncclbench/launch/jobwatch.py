@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO
 
+from ..processes import pid_alive
 from .shutdown import JOB_DIR_ENV, JOB_ENV, LAUNCHER_PID_ENV, signal_name
 
 SOCKET_NAME = "launcher.sock"
@@ -296,9 +297,9 @@ class JobWatch:
                 except OSError:
                     pass
             end = time.monotonic() + grace_s
-            while time.monotonic() < end and any(_alive(p) for p in left):
+            while time.monotonic() < end and any(pid_alive(p) for p in left):
                 time.sleep(0.02)
-            if not any(_alive(p) for p in left):
+            if not any(pid_alive(p) for p in left):
                 break
         return left
 
@@ -310,21 +311,6 @@ class JobWatch:
             pass
         self._listener.close()
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is dead for our purpose
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-        return data[data.rfind(b")") + 2:][:1] != b"Z"
-    except OSError:
-        return False
 
 
 def describe_exit(code: int) -> str:

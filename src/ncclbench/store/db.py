@@ -39,6 +39,7 @@ from pathlib import Path
 from ..config import BenchOptions
 from ..errors import ArgumentError, BenchError, ExitCode
 from ..output.numfmt import now_string
+from ..processes import pid_alive
 from ..results import DeviceInfo, HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
 
 SCHEMA_VERSION = 2
@@ -491,7 +492,7 @@ class ResultStore:
 
     def _header(self, r) -> RunHeader:
         status, reason = r[2], r[15]
-        if status == "running" and r[12] == socket.gethostname() and r[13] and not _alive(r[13]):
+        if status == "running" and r[12] == socket.gethostname() and r[13] and not pid_alive(r[13]):
             status = "interrupted"  # its writer died without a word (kill -9, OOM, the MPI job killed it)
             reason = reason or f"the process that recorded it (pid {r[13]}) ended without finishing it"
         return RunHeader(id=r[0], created_at=r[1], status=status, source=r[3], source_path=r[4],
@@ -588,16 +589,3 @@ class ResultStore:
         raise ArgumentError(self._unknown(repr(ref)) + " — not a run id, 'latest' or a baseline name")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie (killed, not yet reaped) has ended too
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-        return data[data.rfind(b")") + 2:][:1] != b"Z"
-    except OSError:
-        return True
