@@ -93,11 +93,12 @@ def _shm_cmd(per_iter: bool) -> list[str]:
 class Shaped:
     """4 namespace hosts, one rank each, links shaped by tbf."""
 
-    def __init__(self, out: Path, rate_mbit: int):
+    def __init__(self, out: Path, rate_mbit: int, nhosts: int = 4):
         from netns_hosts import netns_hosts
 
         self.rate = rate_mbit
-        self._ctx = netns_hosts(4)
+        self.nhosts = nhosts
+        self._ctx = netns_hosts(nhosts)
         self.hosts = self._ctx.__enter__()
         wrapper = out / "enter-netns"
         wrapper.write_text('#!/bin/sh\n# Hydra\'s ssh launcher calls: <this> -x HOST "COMMAND"\n'
@@ -122,7 +123,7 @@ class Shaped:
     def cmd(self, per_iter: bool) -> list[str]:
         mpiexec = str(Path(PY).parent / "mpiexec")
         inner = [mpiexec, "-launcher", "ssh", "-launcher-exec", str(self.wrapper), "-localhost", self.hosts[0].addr,
-                 "-hosts", ",".join(h.name for h in self.hosts), "-n", "4", "-ppn", "1",
+                 "-hosts", ",".join(h.name for h in self.hosts), "-n", str(self.nhosts), "-ppn", "1",
                  "-genv", "UCX_TLS", "tcp,self", "-genv", "MPIR_CVAR_NOLOCAL", "1", "-genv", "FI_PROVIDER", "tcp",
                  PY, "-m", "ncclbench", *TEST, *SHAPED_EXTRA] + (["-I", "1"] if per_iter else [])
         return self.hosts[0].cmd(inner)
@@ -157,7 +158,8 @@ def collect(args) -> int:
         "pairs": []}
     log = open(out / "collect.log", "a")
     setups = args.setups.split(",")
-    shaped = Shaped(out, args.rate_mbit) if {"same", "slow"} & set(setups) else None
+    shaped = Shaped(out, args.rate_mbit, meta.setdefault("shaped_hosts", args.shaped_hosts)) \
+        if {"same", "slow"} & set(setups) else None
     slow_rate = int(round(args.rate_mbit * SLOWDOWN))
     try:
         done = {(p["setup"], p["round"], p["per_iter"]) for p in meta["pairs"]}
@@ -306,10 +308,12 @@ def judge(args) -> int:
              f"Commands: `python bench/gate_false_alarms.py collect --rounds 20 "
              f"--shaped-args '{' '.join(meta['shaped_extra'])}'` "
              f"then `judge` (raw runs: "
-             f"bench/results/raw/2026-11-24-gate-r2-{{shm,shaped}}.tar.xz; unpack both into one directory and pass it to "
+             f"bench/results/raw/{meta['started'][:10]}-{out.name}-{{shm,shaped}}.tar.xz; unpack both into one "
+             f"directory and pass it to "
              f"`judge --out`). "
              f"Test: `ncclbench {' '.join(meta['test'])}` with `--nprocs 4` (shm), or over "
-             f"4 namespace hosts with every link shaped to {meta['rate_mbit']} Mbit/s and `{' '.join(meta['shaped_extra'])}` "
+             f"{meta.get('shaped_hosts', 4)} namespace hosts (one rank each) with every link shaped to "
+             f"{meta['rate_mbit']} Mbit/s and `{' '.join(meta['shaped_extra'])}` "
              f"(slowed: {int(meta['rate_mbit'] * meta['slowdown'])} Mbit/s in the second run).", "",
              "Each pair is judged by the gate (`check`, default --max-drop 5 %) twice: against its first run alone "
              "(then the gate knows only the size-to-size scatter of the pair, and says the noise of whole runs is "
@@ -362,6 +366,9 @@ def main() -> int:
     c.add_argument("--setups", default="shm,slow")
     c.add_argument("--seeds", type=int, default=9, help="identical runs per variant before the pairs")
     c.add_argument("--rate-mbit", type=int, default=600)
+    c.add_argument("--shaped-hosts", type=int, default=4,
+                   help="namespace hosts (one rank each) of the shaped setup (2: no more ranks than this "
+                        "VM's 2 cores, so the links, not CPU contention, set the pace)")
     c.add_argument("--shaped-args", default=" ".join(SHAPED_EXTRA),
                    help="options after the test's for the shaped setup (later options win: e.g. "
                         "'-b 1M -e 32M -n 12' for longer-averaged, less noisy large sizes)")

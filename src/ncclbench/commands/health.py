@@ -333,8 +333,7 @@ def _rank(args, cfg, spec) -> int:
     """One rank of a launched job (and, on world rank 0, the coordinator unless one is given)."""
     from mpi4py import MPI
 
-    from ..health.control import RankLink
-    from ..health.runtime import mpi_measure, rank_info, serve_rank
+    from ..health.runtime import mpi_measure
 
     world = MPI.COMM_WORLD
     world.Set_errhandler(MPI.ERRORS_RETURN)
@@ -349,16 +348,8 @@ def _rank(args, cfg, spec) -> int:
         where, token = world.bcast((where, token), root=0)
     elif not token:
         raise ArgumentError(f"health: --coordinator needs the coordinator's token in ${TOKEN_ENV}")
-    addr, _, port = where.rpartition(":")
-    link = RankLink(addr, int(port), token, rank_info(rank), timeout_s=args.join_timeout)
-    code, how = serve_rank(link, mpi_measure(world), silence_s=2 * args.round_timeout + 30,
-                           setup=lambda request: {"backend": "mpi"})
-    if thread is not None:
-        thread.join(timeout=30)
-        code = result.get("code", code)
-    link.close()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    code, how = _join_and_measure(where, token, rank, args, mpi_measure(world), lambda request: {"backend": "mpi"},
+                       thread, result)
     if how == "abort":
         world.Abort(code)
     if how == "exit":
@@ -412,9 +403,8 @@ def _end_ranks(launcher, thread: threading.Thread, grace_s: float = 15.0) -> Non
 def _nccl_rank(args, cfg, spec, launch) -> int:
     """One GPU rank: of a launched job (world rank 0 also coordinates unless one is given),
     of ranks started here, or joining an external coordinator (--coordinator)."""
-    from ..health.control import RankLink
     from ..health.nccl_group import GpuRankService
-    from ..health.runtime import host_name, rank_info, serve_rank
+    from ..health.runtime import host_name
 
     # connections are made while the group's communicator forms, where a missing peer can be
     # given up on, not inside the first timed collective (health/nccl_group.py)
@@ -435,16 +425,8 @@ def _nccl_rank(args, cfg, spec, launch) -> int:
         where, token = host.bcast((where, token), 0)
     elif not token:
         raise ArgumentError(f"health: --coordinator needs the coordinator's token in ${TOKEN_ENV}")
-    addr, _, port = where.rpartition(":")
-    link = RankLink(addr, int(port), token, rank_info(rank), timeout_s=args.join_timeout)
     service = GpuRankService(rank, host_name(rank))
-    code, how = serve_rank(link, service.measure, silence_s=2 * args.round_timeout + 30, setup=service.setup)
-    if thread is not None:
-        thread.join(timeout=30)
-        code = result.get("code", code)
-    link.close()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    code, how = _join_and_measure(where, token, rank, args, service.measure, service.setup, thread, result)
     if how == "abort" and host is not None:
         host.abort(code, "health: a rank stopped; ending the job")
         time.sleep(1.0)
@@ -453,6 +435,25 @@ def _nccl_rank(args, cfg, spec, launch) -> int:
     if host is not None:
         host.close()
     return code
+
+
+def _join_and_measure(where: str, token: str, rank: int, args, measure, setup, thread: threading.Thread | None,
+           result: dict[str, int]) -> tuple[int, str]:
+    """This rank joins the coordinator at `where` and measures what it is told until the scan
+    ends: (exit code, how to leave).  On the coordinating rank, the coordinator's code wins."""
+    from ..health.control import RankLink
+    from ..health.runtime import rank_info, serve_rank
+
+    addr, _, port = where.rpartition(":")
+    link = RankLink(addr, int(port), token, rank_info(rank), timeout_s=args.join_timeout)
+    code, how = serve_rank(link, measure, silence_s=2 * args.round_timeout + 30, setup=setup)
+    if thread is not None:
+        thread.join(timeout=30)
+        code = result.get("code", code)
+    link.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return code, how
 
 
 def _coordinator_thread(size: int, args, cfg, spec, result: dict[str, int],
