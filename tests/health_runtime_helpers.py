@@ -44,12 +44,17 @@ class HealthRun:
         self.t0 = time.monotonic()
         self.proc = subprocess.Popen(cmd, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.err_lines: list[str] = []
-        self._reader = threading.Thread(target=self._read_err, daemon=True)
-        self._reader.start()
+        self.out_lines: list[str] = []
+        # both pipes read by threads of their own (communicate() would race the stderr reader for lines)
+        self._readers = [threading.Thread(target=self._read, args=(src, dst), daemon=True)
+                         for src, dst in ((self.proc.stderr, self.err_lines), (self.proc.stdout, self.out_lines))]
+        for t in self._readers:
+            t.start()
 
-    def _read_err(self) -> None:
-        for line in self.proc.stderr:
-            self.err_lines.append(line)
+    @staticmethod
+    def _read(src, dst: list[str]) -> None:
+        for line in src:
+            dst.append(line)
 
     def wait_for_line(self, text: str, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
@@ -63,10 +68,11 @@ class HealthRun:
 
     def finish(self, timeout_s: float) -> tuple[int, str, str, float]:
         try:
-            out, _ = self.proc.communicate(timeout=timeout_s)
+            self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            out, _ = self.proc.communicate()
+            self.proc.wait()
             raise AssertionError(f"health did not end within {timeout_s} s; stderr: {''.join(self.err_lines)}") from None
-        self._reader.join(timeout=5)
-        return self.proc.returncode, out, "".join(self.err_lines), time.monotonic() - self.t0
+        for t in self._readers:  # the pipes close when the process and its children are gone
+            t.join(timeout=10)
+        return self.proc.returncode, "".join(self.out_lines), "".join(self.err_lines), time.monotonic() - self.t0
