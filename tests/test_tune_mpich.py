@@ -125,6 +125,13 @@ def test_one_process_says_there_is_no_choice(ncclbench_env, tmp_path):
     assert p.returncode == 0, p.stderr
     assert "one rank has no algorithm choice" in p.stdout
     assert not (tmp_path / "x.json").exists()
+    # with --verify (and an older result at the same path, which must not be verified again):
+    # one line that there is nothing to verify, exit 0 (seen on the H100: a second, internal error)
+    (tmp_path / "x.json").write_text("{}")
+    p = tune(ncclbench_env, ["all_reduce", "-b", "8", "-e", "64", "--backend", "mpi", "--nprocs", "1", "--verify",
+                             "--out", str(tmp_path / "x")], 120)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert "# tune --verify: nothing to verify" in p.stdout and "cannot read" not in p.stderr, p.stderr
 
 
 def test_verify_runs_ordinary_jobs(ncclbench_env, tmp_path):

@@ -35,6 +35,8 @@ def run_tune(program: str, argv: list[str]) -> int:
     if launch.kind != "single":
         return run_tune_here(topts, backend, launch, note)
     check_environment(topts, backend)
+    result_path = Path(topts.out_prefix() + ".json")
+    before = _mtime(result_path)  # a tune that measures nothing (one rank) writes no result
     nprocs = topts.bench.nprocs
     if nprocs is None and str(getattr(backend, "value", backend)) == "nccl":
         from ..bench import self_launch_count
@@ -52,8 +54,18 @@ def run_tune(program: str, argv: list[str]) -> int:
     else:
         code = run_tune_here(topts, backend, launch, note)
     if code == 0 and topts.verify:
+        if _mtime(result_path) in (None, before):
+            print("# tune --verify: nothing to verify: this tune wrote no result (see the line above)", flush=True)
+            return code
         code = run_verify(topts, str(getattr(backend, "value", backend)), nprocs)
     return code
+
+
+def _mtime(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
 
 
 def run_verify(topts: TuneOptions, backend: str, nprocs: int | None) -> int:
