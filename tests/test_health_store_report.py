@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from browser_helpers import screenshot
 from health_helpers import FakeFabric
 
 from ncclbench.commands import main as command
@@ -191,21 +191,6 @@ def test_ratio_colour_scale():
 
 # -- the page in a real browser ---------------------------------------------------------------------------
 
-def _screenshot(html_path: Path, tmp_path: Path) -> Path:
-    exe = shutil.which("chromium")
-    if exe is None:
-        pytest.fail("chromium is not installed: the report test needs Debian's `chromium` package "
-                    "(apt-get install -y chromium)")
-    png = tmp_path / f"{html_path.stem}.png"
-    cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           f"--user-data-dir={tmp_path / 'chrome-profile'}", f"--screenshot={png}",
-           "--window-size=1200,2400", f"file://{html_path}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-    assert png.exists(), f"chromium wrote no screenshot (rc={proc.returncode}): {proc.stderr[-2000:]}"
-    return png
-
-
 def _count(png: Path, colour: str, tol: int = 30) -> int:
     import numpy as np
     from PIL import Image
@@ -222,7 +207,7 @@ def test_page_renders_in_headless_chromium(tmp_path):
     so the pixel check can fail."""
     bad_page = Path(write_health_page(scan_document(faulty(), META), "health:2", str(tmp_path / "bad.html")))
     good_page = Path(write_health_page(scan_document(healthy(), META), "health:1", str(tmp_path / "good.html")))
-    bad, good = _screenshot(bad_page, tmp_path), _screenshot(good_page, tmp_path)
+    bad, good = screenshot(bad_page, tmp_path, height=2400), screenshot(good_page, tmp_path, height=2400)
     assert _count(bad, GOOD) > 5000 and _count(good, GOOD) > 5000, (_count(bad, GOOD), _count(good, GOOD))
     assert _count(bad, BAD) > _count(good, BAD) + 1000, (_count(bad, BAD), _count(good, BAD))
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import builtins
 import io
 import re
-import shutil
-import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from browser_helpers import screenshot
 
 from ncclbench.commands import main as run_store_command
 from ncclbench.config import BenchOptions
@@ -146,21 +145,6 @@ def test_report_bad_output_paths(tmp_path, capsys):
 
 # ---------------------------------------------------------------- headless Chromium
 
-def _screenshot(html_path: Path, tmp_path: Path) -> Path:
-    exe = shutil.which("chromium")
-    if exe is None:
-        pytest.fail("chromium is not installed: the report test needs Debian's `chromium` package "
-                    "(apt-get install -y chromium)")
-    png = tmp_path / "shot.png"
-    cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           f"--user-data-dir={tmp_path / 'chrome-profile'}", f"--screenshot={png}",
-           "--window-size=1200,1600", f"file://{html_path}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-    assert png.exists(), f"chromium wrote no screenshot (rc={proc.returncode}): {proc.stderr[-2000:]}"
-    return png
-
-
 def _pixel_stats(png: Path) -> tuple[float, int, int]:
     import numpy as np
     from PIL import Image
@@ -178,7 +162,7 @@ def _pixel_stats(png: Path) -> tuple[float, int, int]:
 def test_report_renders_in_headless_chromium(tmp_path, use_mpl):
     html_path = tmp_path / "report.html"
     write_report(_runs(), html_path, use_matplotlib=use_mpl)
-    nonwhite, blue, orange = _pixel_stats(_screenshot(html_path, tmp_path))
+    nonwhite, blue, orange = _pixel_stats(screenshot(html_path, tmp_path))
     assert nonwhite > 0.02, f"page looks blank ({nonwhite:.2%} non-white)"
     assert blue > 300 and orange > 300, f"plot lines missing (blue {blue}, orange {orange} px)"
 
@@ -188,7 +172,7 @@ def test_blank_page_fails_the_pixel_check(tmp_path):
     page = tmp_path / "blank.html"
     page.write_text("<!DOCTYPE html><html><body><h1>ncclbench report</h1>"
                     "<p>no plots here</p></body></html>")
-    nonwhite, blue, orange = _pixel_stats(_screenshot(page, tmp_path))
+    nonwhite, blue, orange = _pixel_stats(screenshot(page, tmp_path))
     assert nonwhite < 0.02 and blue < 300 and orange < 300
 
 
