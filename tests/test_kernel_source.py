@@ -123,6 +123,25 @@ def test_nvrtc_compiles_and_caches_cubin(tmp_path, monkeypatch):
     assert kmod.cubin_path("sm_80") != path  # one file per architecture
 
 
+def test_a_cached_cubin_is_used_without_loading_nvrtc(tmp_path, monkeypatch):
+    """Finding and reading the cache must not load libnvrtc (~40 MB resident, tens of ms at every
+    GPU run's start); only a miss compiles."""
+    monkeypatch.setenv("NCCLBENCH_CACHE_DIR", str(tmp_path))
+
+    def no_nvrtc():
+        raise AssertionError("NVRTC loaded for a cache hit")
+
+    monkeypatch.setattr(kmod, "_import_nvrtc", no_nvrtc)
+    path = kmod.cubin_path("sm_90")
+    assert path.parent == tmp_path and path.name.endswith("-sm_90.cubin")
+    cached = b"\x7fELF" + b"cached kernels"
+    path.write_bytes(cached)
+    assert kmod.load_or_compile_cubin("sm_90") == cached
+    with pytest.raises(AssertionError, match="NVRTC loaded"):  # a miss (another arch) does compile
+        kmod.load_or_compile_cubin("sm_80")
+    assert kmod.cubin_path("sm_90", kernel_source() + "// changed\n") != path  # a new source: a new file
+
+
 @pytest.mark.skipif(not _nvrtc_available(), reason="NVRTC not installed")
 def test_nvrtc_errors_are_bench_errors():
     with pytest.raises(BenchError) as e:

@@ -4,8 +4,12 @@ Why a cubin for the device's exact `sm_XY` and never PTX: PTX from a newer
 NVRTC carries an ISA version an older driver cannot JIT, while SASS loads.
 The cubin is cached on disk (NCCLBENCH_CACHE_DIR, else
 $XDG_CACHE_HOME/ncclbench, else ~/.cache/ncclbench) under a name that hashes
-the source, the architecture and the NVRTC version, so a new source or
-compiler never picks up a stale binary.  The module is loaded into the
+the source and the architecture, so a new source never picks up a stale
+binary.  The NVRTC version is not part of the name: asking it means loading
+libnvrtc, which cost every GPU run ~40 MB of resident memory and tens of ms
+before its first row, for a key that changes nothing the kernels compute.
+A cubin the driver refuses (built by a newer NVRTC than this driver
+loads, e.g. from a shared home directory) is rebuilt here and replaces it.  The module is loaded into the
 device's primary context (the one the CUDA runtime and NCCL use), pushed
 only around our own calls so the caller's current context is left alone.
 
@@ -116,11 +120,11 @@ def cache_dir() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "ncclbench"
 
 
-def cubin_path(arch: str, source: str | None = None, version: tuple[int, int] | None = None) -> Path:
-    """Where the cubin for `arch` is cached (the name hashes source, arch and NVRTC version)."""
+def cubin_path(arch: str, source: str | None = None) -> Path:
+    """Where the cubin for `arch` is cached (the name hashes the source and the architecture;
+    finding it loads no NVRTC)."""
     src = kernel_source() if source is None else source
-    ver = nvrtc_version() if version is None else version
-    digest = hashlib.sha256(f"{src}\0{arch}\0{ver[0]}.{ver[1]}".encode()).hexdigest()[:16]
+    digest = hashlib.sha256(f"{src}\0{arch}".encode()).hexdigest()[:16]
     return cache_dir() / f"kernels-{digest}-{arch}.cubin"
 
 

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Device visit of session 7 (2026-11-24), one GPU (nvidia-h100-x1). NVLink SHARP off.
+# Usage: bench/gpu_session7.sh OUTDIR NCCL_TESTS_BUILD [PHASE]
+#   start (default): the GPU tests, where a GPU run's start memory goes step by step
+#     (bench/start_memory.py), issue 14's start figures (first row, peak RSS; explain on and off,
+#     8 alternating runs with nccl-tests) and the start profile                       (~5 min)
+#   final: the GPU tests and all of issue 14's figures at this commit (3 collectives x10,
+#     11 collectives x3, start x8 with explain on/off)                                 (~7 min)
+# The nccl-tests build is not part of this project (built from NVIDIA's repository on the device).
+set -u
+OUT=$1; NT=$2; PHASE=${3:-start}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD/src PYTHONUNBUFFERED=1 NCCLBENCH_DB=/tmp/ncclbench-s7.sqlite
+W=$OUT/w; mkdir -p $W
+echo "commit $(cat COMMIT 2>/dev/null)"; nvidia-smi -L
+python3 -m compileall -q src >/dev/null 2>&1  # as pip install does: no source compiled at start
+NCCL_TESTS_BUILD=$NT timeout 200 python3 -m pytest tests/gpu tests/test_explain_topology.py tests/test_kernel_source.py \
+  -v -rfs -p no:cacheprovider > $W/gpu_tests.txt 2>&1
+echo "pytest rc=$?"; grep -aE "FAILED|ERROR" $W/gpu_tests.txt | head; tail -2 $W/gpu_tests.txt
+START_ARGS="--collectives all_reduce --args '-b 8 -e 1G -f 4' --runs ${RUNS:-8} --variant no-explain:NCCLBENCH_EXPLAIN=0"
+if [ "$PHASE" = start ]; then
+  timeout 120 python3 bench/start_memory.py --repeat 3 --out $W/mem > $W/mem.log 2>&1; echo "mem rc=$?"; cat $W/mem.log
+  eval timeout 300 python3 bench/stability.py --nccl-tests-build $NT $START_ARGS --out $W/start 2>$W/start.err
+  echo "start rc=$?"; cat $W/start.md 2>/dev/null | head -30
+  timeout 60 python3 bench/start_profile.py --runs 5 --top 40 > $W/start_profile.txt 2>&1; head -45 $W/start_profile.txt
+  exit 0
+fi
+if [ "$PHASE" = final ]; then
+  ALL=all_reduce,all_gather,broadcast,reduce_scatter,reduce,alltoall,alltoallv,scatter,gather,sendrecv,hypercube
+  python3 bench/stability.py --nccl-tests-build $NT --collectives all_reduce,reduce_scatter,scatter \
+    --args "-b 8 -e 64K -f 4" --runs 10 --out $W/final-3 2>>$W/stab.err; echo "final-3 rc=$?"; cat $W/final-3.md
+  python3 bench/stability.py --nccl-tests-build $NT --collectives $ALL --args "-b 8 -e 128K -f 2" \
+    --runs 3 --out $W/final-11 2>>$W/stab.err; echo "final-11 rc=$?"; cat $W/final-11.md
+  eval python3 bench/stability.py --nccl-tests-build $NT $START_ARGS --out $W/final-start 2>>$W/stab.err
+  cat $W/final-start.md
+  timeout 60 python3 bench/start_memory.py --repeat 3 --out $W/mem > $W/mem.log 2>&1; echo "mem rc=$?"; cat $W/mem.log
+  exit 0
+fi
+echo "unknown phase $PHASE"; exit 2
