@@ -18,11 +18,16 @@ NCCL_TESTS_BUILD=$NT timeout 200 python3 -m pytest tests/gpu tests/test_explain_
   -v -rfs -p no:cacheprovider > $W/gpu_tests.txt 2>&1
 echo "pytest rc=$?"; grep -aE "FAILED|ERROR" $W/gpu_tests.txt | head; tail -2 $W/gpu_tests.txt
 START_ARGS="--collectives all_reduce --args '-b 8 -e 1G -f 4' --runs ${RUNS:-8} --variant no-explain:NCCLBENCH_EXPLAIN=0"
+# What the start would be where Python's bytecode of the dependencies exists (pip install writes it;
+# this image sets PYTHONDONTWRITEBYTECODE=1 and ships cuda.pathfinder and pynvml without it): the
+# first run of the variant writes .pyc under /tmp/pyc, the later ones read it.
+START_VARIANTS="--variant no-store:NCCLBENCH_NO_STORE=1 --variant bytecode:PYTHONDONTWRITEBYTECODE=,PYTHONPYCACHEPREFIX=/tmp/pyc"
 if [ "$PHASE" = start ]; then
   timeout 120 python3 bench/start_memory.py --repeat 3 --out $W/mem > $W/mem.log 2>&1; echo "mem rc=$?"; cat $W/mem.log
-  eval timeout 300 python3 bench/stability.py --nccl-tests-build $NT $START_ARGS --out $W/start 2>$W/start.err
+  eval timeout 300 python3 bench/stability.py --nccl-tests-build $NT $START_ARGS $START_VARIANTS --out $W/start 2>$W/start.err
   echo "start rc=$?"; cat $W/start.md 2>/dev/null | head -30
   timeout 60 python3 bench/start_profile.py --runs 5 --top 40 > $W/start_profile.txt 2>&1; head -45 $W/start_profile.txt
+  sed -n '/== timeline/,$p' $W/start_profile.txt
   exit 0
 fi
 if [ "$PHASE" = final ]; then

@@ -89,7 +89,7 @@ def test_size_ticks_and_labels():
 
 
 def test_axis_labels_and_compare_sizes_share_one_formatter():
-    from ncclbench.store.stats import human_size
+    from ncclbench.output.numfmt import human_size
     assert plots.size_label(1000) == human_size(1024) == "1 KiB"  # nearest power of two
     assert plots.size_label(1 << 42) == human_size(1 << 42) == "4 TiB"
     assert human_size(1536) == "1.5 KiB" and human_size(100) == "100 B"

@@ -76,3 +76,19 @@ def format_memory_line(initialization: int, user_allocated: int, collective: int
 def now_string(epoch: float | None = None) -> str:
     """Local time as nccl-tests writes it (`YYYY-MM-DD HH:MM:SS`)."""
     return time.strftime(TIME_FORMAT, time.localtime(epoch))
+
+
+_UNITS = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
+
+
+def human_size(n: int) -> str:
+    """`64 MiB`; one decimal when the size is not a whole number of its unit (`1.5 KiB`).
+    Shared by `compare`, the report's axis labels, tune's lines and the progress bar (here,
+    beside the table's formats, so the progress bar imports no statistics code at start)."""
+    for unit, div in _UNITS:
+        if n >= div and n % div == 0:
+            return f"{n // div} {unit}"
+    for unit, div in _UNITS:
+        if n >= div:
+            return f"{n / div:.1f} {unit}"
+    return f"{n} B"

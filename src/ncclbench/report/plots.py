@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import cast
 
+from ..output.numfmt import human_size
 from ..store import stats
 
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
@@ -59,7 +60,7 @@ class PlotSpec:
 
 def size_label(n: float) -> str:
     """Axis label of the power of two nearest to `n` (ticks are powers of two)."""
-    return stats.human_size(2 ** (int(round(math.log2(n))) if n > 0 else 0))
+    return human_size(2 ** (int(round(math.log2(n))) if n > 0 else 0))
 
 
 def size_ticks(lo: int, hi: int) -> list[int]:

@@ -15,8 +15,8 @@ import sys
 from typing import Any, TextIO
 
 from ..config import BenchOptions
+from ..output.numfmt import human_size
 from ..results import ResultRow, RunInfo, RunSummary
-from ..store.stats import human_size
 
 
 class ProgressReporter:

@@ -25,6 +25,7 @@ from typing import Protocol
 
 from ..config import BenchOptions
 from ..errors import ArgumentError, ExitCode
+from ..output.numfmt import human_size
 from ..results import ResultRow, RunInfo, RunSummary
 from . import noise, stats
 from .noise import Noise
@@ -200,11 +201,11 @@ def _summary_lines(sc: SeriesComparison) -> list[str]:
     lines = []
     if sc.plateau_sizes:
         lines.append(f"  plateau busbw ({len(sc.plateau_sizes)} sizes, "
-                     f"{stats.human_size(sc.plateau_sizes[0])}..{stats.human_size(sc.plateau_sizes[-1])})"
+                     f"{human_size(sc.plateau_sizes[0])}..{human_size(sc.plateau_sizes[-1])})"
                      f": {_v(sc.plateau_a)} -> {_v(sc.plateau_b)} GB/s ({_pct(sc.plateau_delta)})")
     if sc.latency_sizes:
         lines.append(f"  latency ({len(sc.latency_sizes)} sizes, "
-                     f"{stats.human_size(sc.latency_sizes[0])}..{stats.human_size(sc.latency_sizes[-1])})"
+                     f"{human_size(sc.latency_sizes[0])}..{human_size(sc.latency_sizes[-1])})"
                      f": {_v(sc.latency_a)} -> {_v(sc.latency_b)} us ({_pct(sc.latency_delta)})")
     return lines
 
@@ -475,8 +476,8 @@ def format_gate(g: GateResult, baseline_name: str | None = None) -> str:
                      "host during one run looks like a regression; give the baseline a history "
                      "(`ncclbench baseline set NAME RUN --runs 5`) or run with -N 5")
     for j in g.judgements:
-        sizes = (f"{stats.human_size(j.sizes[0])}..{stats.human_size(j.sizes[-1])}, {len(j.sizes)} sizes"
-                 if len(j.sizes) > 1 else stats.human_size(j.sizes[0]))
+        sizes = (f"{human_size(j.sizes[0])}..{human_size(j.sizes[-1])}, {len(j.sizes)} sizes"
+                 if len(j.sizes) > 1 else human_size(j.sizes[0]))
         worse = (f"{_pct_text(j.worse_pct)} {'lower' if j.metric == 'busbw' else 'higher'}"
                  if j.worse_pct >= 0 else f"{_pct_text(-j.worse_pct)} better")
         nz = "noise unknown" if j.noise.pct is None else \

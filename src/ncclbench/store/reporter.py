@@ -21,14 +21,16 @@ import platform
 import sqlite3
 import sys
 from collections.abc import Callable
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from .. import __version__
 from ..config import BenchOptions
 from ..errors import BenchError, ExitCode
 from ..results import ResultRow, RunInfo, RunSummary
 from .db import ResultStore, env_that_matters
-from .importers import ImportedRun
+
+if TYPE_CHECKING:  # the importers (and the log parser behind them) stay off a benchmark's start
+    from .importers import ImportedRun
 
 
 class StoreReporter:

@@ -170,21 +170,6 @@ def delta_pct(a: float, b: float) -> float | None:
     return 100.0 * (b - a) / a
 
 
-_UNITS = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
-
-
-def human_size(n: int) -> str:
-    """`64 MiB`; one decimal when the size is not a whole number of its unit (`1.5 KiB`).
-    Shared by `compare`, the report's axis labels and the progress bar."""
-    for unit, div in _UNITS:
-        if n >= div and n % div == 0:
-            return f"{n // div} {unit}"
-    for unit, div in _UNITS:
-        if n >= div:
-            return f"{n / div:.1f} {unit}"
-    return f"{n} B"
-
-
 # ---------------------------------------------------------------- per-size values for the gate
 
 SeriesKey = tuple[str, str, int]

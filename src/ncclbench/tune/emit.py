@@ -20,7 +20,7 @@
 
 from __future__ import annotations
 
-from ..store.stats import human_size
+from ..output.numfmt import human_size
 from . import nccl_rules
 from .judge import Band, plugin_ranges
 from .result import TuneResult

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..errors import BenchError, ExitCode
-from ..store.stats import human_size
+from ..output.numfmt import human_size
 from .emit import band_settings, pct
 from .judge import relative_spread
 from .result import TuneResult
