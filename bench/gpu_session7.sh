@@ -18,10 +18,12 @@ NCCL_TESTS_BUILD=$NT timeout 200 python3 -m pytest tests/gpu tests/test_explain_
   -v -rfs -p no:cacheprovider > $W/gpu_tests.txt 2>&1
 echo "pytest rc=$?"; grep -aE "FAILED|ERROR" $W/gpu_tests.txt | head; tail -2 $W/gpu_tests.txt
 START_ARGS="--collectives all_reduce --args '-b 8 -e 1G -f 4' --runs ${RUNS:-8} --variant no-explain:NCCLBENCH_EXPLAIN=0"
-# What the start would be where Python's bytecode of the dependencies exists (pip install writes it;
+# no-warmup: cuInit not started early in a thread (cuda/driver_warmup.py). BYTECODE=1 adds: what
+# the start would be where Python's bytecode of the dependencies exists (pip install writes it;
 # this image sets PYTHONDONTWRITEBYTECODE=1 and ships cuda.pathfinder and pynvml without it): the
 # first run of the variant writes .pyc under /tmp/pyc, the later ones read it.
-START_VARIANTS="--variant no-store:NCCLBENCH_NO_STORE=1 --variant bytecode:PYTHONDONTWRITEBYTECODE=,PYTHONPYCACHEPREFIX=/tmp/pyc"
+START_VARIANTS="--variant no-store:NCCLBENCH_NO_STORE=1 --variant no-warmup:NCCLBENCH_DRIVER_WARMUP=0"
+[ -n "${BYTECODE:-}" ] && START_VARIANTS="$START_VARIANTS --variant bytecode:PYTHONDONTWRITEBYTECODE=,PYTHONPYCACHEPREFIX=/tmp/pyc"
 if [ "$PHASE" = start ]; then
   timeout 120 python3 bench/start_memory.py --repeat 3 --out $W/mem > $W/mem.log 2>&1; echo "mem rc=$?"; cat $W/mem.log
   eval timeout 300 python3 bench/stability.py --nccl-tests-build $NT $START_ARGS $START_VARIANTS --out $W/start 2>$W/start.err

@@ -290,3 +290,11 @@ def test_reporter_records_versions_and_gates_against_a_baseline(tmp_path):
     assert base.check_baseline("ref", 5.0, out=out) == 0 and "result: OK" in out.getvalue()
     with pytest.raises(ArgumentError, match="no baseline named"):
         base.check_baseline("nope")
+
+
+def test_platform_text_is_platform_platform_without_its_cost():
+    import platform
+
+    from ncclbench.store.reporter import platform_text
+
+    assert platform_text() == platform.platform()

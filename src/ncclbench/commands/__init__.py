@@ -123,6 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         command = find_command(name)
         if command is not None:
             return run_command(command, argv[1:])
+        from ..cuda import driver_warmup
+
+        if driver_warmup.wanted(argv[1:]):  # cuInit overlaps the imports below (driver_warmup's docstring)
+            driver_warmup.start()
         from ._benchmark import run_benchmark
 
         return run_benchmark(argv[0], argv[1:])
