@@ -4,8 +4,9 @@
 #   start (default): the GPU tests, where a GPU run's start memory goes step by step
 #     (bench/start_memory.py), issue 14's start figures (first row, peak RSS; explain on and off,
 #     8 alternating runs with nccl-tests) and the start profile                       (~5 min)
-#   final: the GPU tests and all of issue 14's figures at this commit (3 collectives x10,
-#     11 collectives x3, start x8 with explain on/off)                                 (~7 min)
+#   final: the GPU tests (not with SKIP_TESTS=1) and all of issue 14's figures at this commit
+#     (3 collectives x10, 11 collectives x3, start x RUNS with explain off and the early cuInit
+#     off beside the default)                                                          (~6 min)
 # The nccl-tests build is not part of this project (built from NVIDIA's repository on the device).
 set -u
 OUT=$1; NT=$2; PHASE=${3:-start}
@@ -14,7 +15,7 @@ export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD/src PYTHONUNBUFFERED=1 NCCLBEN
 W=$OUT/w; mkdir -p $W
 echo "commit $(cat COMMIT 2>/dev/null)"; nvidia-smi -L
 python3 -m compileall -q src >/dev/null 2>&1  # as pip install does: no source compiled at start
-NCCL_TESTS_BUILD=$NT timeout 200 python3 -m pytest tests/gpu tests/test_explain_topology.py tests/test_kernel_source.py \
+[ -z "${SKIP_TESTS:-}" ] && NCCL_TESTS_BUILD=$NT timeout 200 python3 -m pytest tests/gpu tests/test_explain_topology.py tests/test_kernel_source.py \
   -v -rfs -p no:cacheprovider > $W/gpu_tests.txt 2>&1
 echo "pytest rc=$?"; grep -aE "FAILED|ERROR" $W/gpu_tests.txt | head; tail -2 $W/gpu_tests.txt
 START_ARGS="--collectives all_reduce --args '-b 8 -e 1G -f 4' --runs ${RUNS:-8} --variant no-explain:NCCLBENCH_EXPLAIN=0"
@@ -38,9 +39,9 @@ if [ "$PHASE" = final ]; then
     --args "-b 8 -e 64K -f 4" --runs 10 --out $W/final-3 2>>$W/stab.err; echo "final-3 rc=$?"; cat $W/final-3.md
   python3 bench/stability.py --nccl-tests-build $NT --collectives $ALL --args "-b 8 -e 128K -f 2" \
     --runs 3 --out $W/final-11 2>>$W/stab.err; echo "final-11 rc=$?"; cat $W/final-11.md
-  eval python3 bench/stability.py --nccl-tests-build $NT $START_ARGS --out $W/final-start 2>>$W/stab.err
+  eval python3 bench/stability.py --nccl-tests-build $NT $START_ARGS --variant no-warmup:NCCLBENCH_DRIVER_WARMUP=0 \
+    --out $W/final-start 2>>$W/stab.err
   cat $W/final-start.md
-  timeout 60 python3 bench/start_memory.py --repeat 3 --out $W/mem > $W/mem.log 2>&1; echo "mem rc=$?"; cat $W/mem.log
   exit 0
 fi
 echo "unknown phase $PHASE"; exit 2
