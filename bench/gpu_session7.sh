@@ -7,6 +7,7 @@
 #   final: the GPU tests (not with SKIP_TESTS=1) and all of issue 14's figures at this commit
 #     (3 collectives x10, 11 collectives x3, start x RUNS with explain off and the early cuInit
 #     off beside the default)                                                          (~6 min)
+#   placement: each CPU in turn, both tools pinned to it (bench/placement_probe.py)    (~3 min)
 # The nccl-tests build is not part of this project (built from NVIDIA's repository on the device).
 set -u
 OUT=$1; NT=$2; PHASE=${3:-start}
@@ -42,6 +43,12 @@ if [ "$PHASE" = final ]; then
   eval python3 bench/stability.py --nccl-tests-build $NT $START_ARGS --variant no-warmup:NCCLBENCH_DRIVER_WARMUP=0 \
     --out $W/final-start 2>>$W/stab.err
   cat $W/final-start.md
+  exit 0
+fi
+if [ "$PHASE" = placement ]; then
+  nproc; lscpu | grep -iE "^CPU\(s\)|Thread|Core|Socket|NUMA|Model name" ; grep -iE "nvidia|CPU0" /proc/interrupts | head -12
+  timeout 400 python3 bench/placement_probe.py --nccl-tests-build $NT --rounds ${ROUNDS:-3} --out $W/placement \
+    > $W/placement.log 2>&1; echo "placement rc=$?"; cat $W/placement.log
   exit 0
 fi
 echo "unknown phase $PHASE"; exit 2
