@@ -153,7 +153,12 @@ def main() -> int:
         ref = per_size_median([r for r in runs["nccl-tests"] if r["rows"]]) if runs["nccl-tests"] else {}
         ref_keys = next((r["keys"] for r in runs["nccl-tests"] if r["keys"]), None)
         summary = {}
+        nt_runs = runs["nccl-tests"]
         for name, rs in runs.items():
+            # First row against nccl-tests' run of the same round: the machine's state drifts between
+            # rounds (first rows of one tool range 0.5-0.8 s), a pair shares it.
+            paired = [r["first_row_s"] - n["first_row_s"] for r, n in zip(rs, nt_runs)
+                      if r["first_row_s"] is not None and n["first_row_s"] is not None]
             ok = [r for r in rs if r["rows"] and r["mean_us"] is not None]
             med = per_size_median(ok) if ok else {}
             deltas = [med[s][h] - ref[s][h] for s in med if s in ref for h in (0, 1)]
@@ -163,6 +168,8 @@ def main() -> int:
                 "rows_equal_nccl_tests": None if ref_keys is None else all(r["keys"] == ref_keys for r in ok),
                 "mean_spread": spread([r["mean_us"] for r in ok]),
                 "first_row_s": spread([r["first_row_s"] for r in ok if r["first_row_s"] is not None]),
+                "first_row_per_run_s": [r["first_row_s"] for r in rs],
+                "first_row_delta_paired_median_s": statistics.median(paired) if paired else None,
                 "wall_s": spread([r["wall_s"] for r in ok]),
                 "maxrss_kb": spread([float(r["maxrss_kb"]) for r in ok]),
                 "median_delta_vs_nccl_tests_us": statistics.median(deltas) if deltas else None,
@@ -175,18 +182,20 @@ def main() -> int:
     lines = [f"# stability: `{a.args}`, {a.runs} alternating runs per tool, launcher `{a.launcher or 'none'}`"
              f", wrap `{a.wrap or 'none'}` ({results['date']}, {results['host']})", "",
              "| collective | tool | per-run mean us (min / median / max) | max/min | runs > 1.5x median | "
-             "median delta vs nccl-tests us | first row s (median) | peak RSS MB (median) | rows = nccl-tests' |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "median delta vs nccl-tests us | first row s (median) | first row - nccl-tests' of its round, s "
+             "(median) | peak RSS MB (median) | rows = nccl-tests' |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for coll, summary in results["collectives"].items():
         for name, s in summary.items():
             ms, fr, rss = s["mean_spread"], s["first_row_s"], s["maxrss_kb"]
             if not ms:
-                lines.append(f"| {coll} | {name} | failed | | | | | | |")
+                lines.append(f"| {coll} | {name} | failed | | | | | | | |")
                 continue
-            d = s["median_delta_vs_nccl_tests_us"]
+            d, fd = s["median_delta_vs_nccl_tests_us"], s["first_row_delta_paired_median_s"]
             lines.append(f"| {coll} | {name} | {ms['min']:.2f} / {ms['median']:.2f} / {ms['max']:.2f} | "
                          f"{ms['max_over_min']:.3f} | {ms['runs_over_1.5x_median']} | "
                          f"{'' if d is None else f'{d:+.2f}'} | {fr.get('median', float('nan')):.3f} | "
+                         f"{'' if fd is None else f'{fd:+.3f}'} | "
                          f"{rss.get('median', 0) / 1024:.0f} | {s['rows_equal_nccl_tests']} |")
     Path(f"{a.out}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
