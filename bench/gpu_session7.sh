@@ -7,6 +7,8 @@
 #   final: the GPU tests (not with SKIP_TESTS=1) and all of issue 14's figures at this commit
 #     (3 collectives x10, 11 collectives x3, start x RUNS with explain off and the early cuInit
 #     off beside the default)                                                          (~6 min)
+#   spread: issue 14's spread figure on 30 alternating runs (three blocks of 10) and the start
+#     figures with the paired first-row column                                        (~7 min)
 #   placement: each CPU in turn, both tools pinned to it (bench/placement_probe.py)    (~3 min)
 # The nccl-tests build is not part of this project (built from NVIDIA's repository on the device).
 set -u
@@ -43,6 +45,14 @@ if [ "$PHASE" = final ]; then
   eval python3 bench/stability.py --nccl-tests-build $NT $START_ARGS --variant no-warmup:NCCLBENCH_DRIVER_WARMUP=0 \
     --out $W/final-start 2>>$W/stab.err
   cat $W/final-start.md
+  exit 0
+fi
+if [ "$PHASE" = spread ]; then
+  python3 bench/stability.py --nccl-tests-build $NT --collectives all_reduce,reduce_scatter,scatter \
+    --args "-b 8 -e 64K -f 4" --runs ${SPREAD_RUNS:-30} --out $W/spread-3 2>>$W/stab.err; echo "spread-3 rc=$?"; cat $W/spread-3.md
+  eval python3 bench/stability.py --nccl-tests-build $NT $START_ARGS --variant no-warmup:NCCLBENCH_DRIVER_WARMUP=0 \
+    --out $W/spread-start 2>>$W/stab.err
+  cat $W/spread-start.md
   exit 0
 fi
 if [ "$PHASE" = placement ]; then
