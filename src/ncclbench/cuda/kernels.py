@@ -6,8 +6,9 @@ The cubin is cached on disk (NCCLBENCH_CACHE_DIR, else
 $XDG_CACHE_HOME/ncclbench, else ~/.cache/ncclbench) under a name that hashes
 the source and the architecture, so a new source never picks up a stale
 binary.  The NVRTC version is not part of the name: asking it means loading
-libnvrtc, which cost every GPU run ~40 MB of resident memory and tens of ms
-before its first row, for a key that changes nothing the kernels compute.
+libnvrtc, which cost every GPU run 29 MB of resident memory before its first
+row (H100 host, bench/start_memory.py), for a key that changes nothing the
+kernels compute.
 A cubin the driver refuses (built by a newer NVRTC than this driver
 loads, e.g. from a shared home directory) is rebuilt here and replaces it.  The module is loaded into the
 device's primary context (the one the CUDA runtime and NCCL use), pushed
