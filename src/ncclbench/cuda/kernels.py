@@ -10,8 +10,9 @@ libnvrtc, which cost every GPU run 29 MB of resident memory before its first
 row (H100 host, bench/start_memory.py), for a key that changes nothing the
 kernels compute.  A cubin the driver refuses (built by a newer NVRTC than this
 driver loads, e.g. from a shared home directory) is rebuilt here and replaces
-it.  The module is loaded into the device's primary context (the one the CUDA runtime and NCCL use), pushed
-only around our own calls so the caller's current context is left alone.
+it.  The module is loaded into the device's primary context (the one the CUDA
+runtime and NCCL use), pushed only around our own calls so the caller's
+current context is left alone.
 
 Every failure becomes a one-line BenchError with code CUDA_ERROR that says
 what is missing or what failed.
