@@ -36,23 +36,28 @@ if [ "$PHASE" = start ]; then
   sed -n '/== timeline/,$p' $W/start_profile.txt
   exit 0
 fi
+# Issue 14's spread figure: all_reduce, reduce_scatter and scatter, $1 alternating runs, into $W/$2.
+spread3() {
+  python3 bench/stability.py --nccl-tests-build $NT --collectives all_reduce,reduce_scatter,scatter \
+    --args "-b 8 -e 64K -f 4" --runs $1 --out $W/$2 2>>$W/stab.err; echo "$2 rc=$?"; cat $W/$2.md
+}
+# Issue 14's start figures with explain off and the early cuInit off beside the default, into $W/$1.
+start_figures() {
+  eval python3 bench/stability.py --nccl-tests-build $NT $START_ARGS --variant no-warmup:NCCLBENCH_DRIVER_WARMUP=0 \
+    --out $W/$1 2>>$W/stab.err
+  cat $W/$1.md
+}
 if [ "$PHASE" = final ]; then
   ALL=all_reduce,all_gather,broadcast,reduce_scatter,reduce,alltoall,alltoallv,scatter,gather,sendrecv,hypercube
-  python3 bench/stability.py --nccl-tests-build $NT --collectives all_reduce,reduce_scatter,scatter \
-    --args "-b 8 -e 64K -f 4" --runs 10 --out $W/final-3 2>>$W/stab.err; echo "final-3 rc=$?"; cat $W/final-3.md
+  spread3 10 final-3
   python3 bench/stability.py --nccl-tests-build $NT --collectives $ALL --args "-b 8 -e 128K -f 2" \
     --runs 3 --out $W/final-11 2>>$W/stab.err; echo "final-11 rc=$?"; cat $W/final-11.md
-  eval python3 bench/stability.py --nccl-tests-build $NT $START_ARGS --variant no-warmup:NCCLBENCH_DRIVER_WARMUP=0 \
-    --out $W/final-start 2>>$W/stab.err
-  cat $W/final-start.md
+  start_figures final-start
   exit 0
 fi
 if [ "$PHASE" = spread ]; then
-  python3 bench/stability.py --nccl-tests-build $NT --collectives all_reduce,reduce_scatter,scatter \
-    --args "-b 8 -e 64K -f 4" --runs ${SPREAD_RUNS:-30} --out $W/spread-3 2>>$W/stab.err; echo "spread-3 rc=$?"; cat $W/spread-3.md
-  eval python3 bench/stability.py --nccl-tests-build $NT $START_ARGS --variant no-warmup:NCCLBENCH_DRIVER_WARMUP=0 \
-    --out $W/spread-start 2>>$W/stab.err
-  cat $W/spread-start.md
+  spread3 ${SPREAD_RUNS:-30} spread-3
+  start_figures spread-start
   exit 0
 fi
 if [ "$PHASE" = placement ]; then

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import os
 import threading
 
 ENV_SWITCH = "NCCLBENCH_DRIVER_WARMUP"  # 0: no early cuInit (a side-by-side figure, or a driver that minds)
@@ -49,8 +50,6 @@ def wanted(argv: list[str], environ: dict[str, str] | None = None) -> bool:
     (`--backend mpi`, `--backend=mpi`, or NCCLBENCH_BACKEND=mpi from a parent), nor when
     NCCLBENCH_DRIVER_WARMUP=0.  A quick look, not the parser: a form it misses (an abbreviated
     option) only costs an unneeded cuInit."""
-    import os
-
     env = os.environ if environ is None else environ
     if env.get("NCCLBENCH_BACKEND") == "mpi" or env.get(ENV_SWITCH, "1").strip() == "0":
         return False
