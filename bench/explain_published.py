@@ -2,7 +2,7 @@
 """ncclbench's expected busbw against published busbw of real systems.
 
 Each system's topology is described (GPU model, NVLink links, PCIe, NICs),
-materialised as a fake NVML and a fake sysfs tree (`ncclbench.explain.simulated`)
+materialised as a fake NVML and a fake sysfs tree (`ncclbench.simulation.hosts`)
 and read back through the same readers that read a real host
 (`gather_host_topology`); the expected ceiling then comes from
 `expected_ceiling`, exactly as for a run.  Nothing in the model is fitted to
@@ -36,10 +36,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from ncclbench.explain import simulated as S  # noqa: E402
 from ncclbench.explain.ceiling import expected_ceiling  # noqa: E402
 from ncclbench.explain.gather import gather_host_topology  # noqa: E402
 from ncclbench.explain.verdict import Plateau, judge  # noqa: E402
+from ncclbench.simulation import hosts as S  # noqa: E402
 
 MISS = 0.10
 

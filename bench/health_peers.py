@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ncclbench.health.schedule import round_robin
-from ncclbench.health.simulate import SimFabric, TimeModel
+from ncclbench.simulation.fabric import SimFabric, TimeModel
 
 JOB_START_S = 5.0  # Slurm/mpirun step start on idle nodes: an assumption, the same for both peers
 POLL_S = 30.0  # together's watchdog polls every 30 s (find_stragglers.py)

@@ -2,7 +2,7 @@
 
 The scan's own schedule, judgement and localization (ncclbench.health) run
 against `SimFabric` (nominal capacities, injected faults, measured noise; see
-ncclbench/health/simulate.py for every constant and its source); the
+ncclbench/simulation/fabric.py for every constant and its source); the
 together-style and SuperBench-style strategies (bench/health_peers.py) run
 on the same fabric.  Per scale and fault kind, `--trials` fleets, each with a
 new random fault location and noise:
@@ -45,7 +45,7 @@ from health_peers import JOB_START_S, POLL_S, superbench_scan, together_scan, to
 from ncclbench.health.fleet import Fleet  # noqa: E402
 from ncclbench.health.scan import ScanConfig, run_scan  # noqa: E402
 from ncclbench.health.schedule import disjoint_pairs  # noqa: E402
-from ncclbench.health.simulate import FabricSpec, SimFabric, TimeModel, fault_scenario  # noqa: E402
+from ncclbench.simulation.fabric import FabricSpec, SimFabric, TimeModel, fault_scenario  # noqa: E402
 
 OURS_KINDS = ("healthy", "nic-node", "nic-rail", "link-r1", "link-random", "dead", "gpu", "intra")
 PEER_KINDS = ("healthy", "nic-node", "nic-rail", "link-r1", "link-random", "dead")

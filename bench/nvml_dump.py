@@ -77,7 +77,7 @@ def main() -> int:
                 fields[fid] = f"error: {type(exc).__name__}: {exc}"
         out_dev["fields"] = fields
         out["devices"].append(out_dev)
-    # GPU pairs' PCIe common ancestor (explain.simulated.RecordedNvml replays it)
+    # GPU pairs' PCIe common ancestor (simulation.hosts.RecordedNvml replays it)
     handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
     out["topology"] = {}
     for i in range(n):

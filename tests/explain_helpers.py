@@ -3,9 +3,9 @@
 import tempfile
 from pathlib import Path
 
-from ncclbench.explain import simulated as S
 from ncclbench.explain.gather import gather_host_topology
 from ncclbench.explain.nccl_log import parse_nccl_log
+from ncclbench.simulation import hosts as S
 
 H100 = ("NVIDIA H100 80GB HBM3", (9, 0))
 H200 = ("NVIDIA H200", (9, 0))

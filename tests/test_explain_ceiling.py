@@ -6,7 +6,6 @@ import dataclasses
 import pytest
 from explain_helpers import A100, B200, H100, H200, facts, log
 
-from ncclbench.explain import simulated as S
 from ncclbench.explain.ceiling import (
     Ceiling,
     expected_ceiling,
@@ -18,6 +17,7 @@ from ncclbench.explain.ceiling import (
     nvls_channel_bw,
 )
 from ncclbench.explain.nccl_env import allowed_algorithms, nccl_list_match, p2p_level
+from ncclbench.simulation import hosts as S
 
 # -- NCCL's constants --------------------------------------------------------------------------
 

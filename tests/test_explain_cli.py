@@ -15,8 +15,8 @@ from explain_helpers import H100, H200, facts
 
 from ncclbench.commands import main as ncclbench
 from ncclbench.explain import nvml_reader
-from ncclbench.explain import simulated as S
 from ncclbench.explain.topology import HostTopology
+from ncclbench.simulation import hosts as S
 
 FIX = Path(__file__).parent / "fixtures"
 REAL = FIX / "nccl_logs" / "h100-1rank-2.28.9"

@@ -18,13 +18,13 @@ from explain_helpers import H200, LOGS, facts, log
 from output_helpers import half
 
 from ncclbench.config import Backend, BenchOptions
-from ncclbench.explain import simulated as S
 from ncclbench.explain.live import ENV_SWITCH, LiveExplain, TopologyReader, wanted
 from ncclbench.explain.nccl_capture import NcclRunCapture, RankCapture, choices_from, version_pair
 from ncclbench.explain.nccl_log import CallChoice, NcclLogFacts, parse_nccl_log
 from ncclbench.explain.run_explain import RunFacts, explain_run, nccl_path_line
 from ncclbench.explain.run_explain import tests_of as distinct_tests
 from ncclbench.results import ResultRow, RunInfo, RunSummary
+from ncclbench.simulation import hosts as S
 
 MiB, GiB = 2**20, 2**30
 

@@ -1,4 +1,4 @@
-"""Topology facts: the NVML and sysfs readers run against fake hosts (explain/simulated.py builds a
+"""Topology facts: the NVML and sysfs readers run against fake hosts (ncclbench/simulation/hosts.py builds a
 fake NVML and a real-layout sysfs tree per host), against what a real H100 VM's NVML answered
 (tests/fixtures/topology/h100-vm-real), and against broken inputs (no NVML, failing calls,
 unreadable sysfs): every fact read, or unknown with the reason, never a crash."""
@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from ncclbench.explain import simulated as S
 from ncclbench.explain.gather import gather_host_topology
 from ncclbench.explain.nvml_reader import read_gpus
 from ncclbench.explain.sysfs_reader import pci_locality, read_nics
@@ -21,6 +20,7 @@ from ncclbench.explain.topology import (
     normalize_bus_id,
     pcie_line_rate,
 )
+from ncclbench.simulation import hosts as S
 
 REAL_VM = Path(__file__).parent / "fixtures" / "topology" / "h100-vm-real"
 H100 = ("NVIDIA H100 80GB HBM3", (9, 0))

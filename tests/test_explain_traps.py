@@ -7,9 +7,9 @@ import dataclasses
 import pytest
 from explain_helpers import H100, facts, log
 
-from ncclbench.explain import simulated as S
 from ncclbench.explain.nccl_log import Connection, NcclLogFacts, NetDevice
 from ncclbench.explain.traps import TrapReport, find_traps, format_trap_lines
+from ncclbench.simulation import hosts as S
 
 
 @pytest.fixture(scope="module")

@@ -4,9 +4,9 @@
 import pytest
 from explain_helpers import H100, H200, facts
 
-from ncclbench.explain import simulated as S
 from ncclbench.explain.ceiling import Ceiling, expected_ceiling
 from ncclbench.explain.verdict import Plateau, Verdict, judge, plateau_busbw, summary_line
+from ncclbench.simulation import hosts as S
 
 MiB, GiB = 2**20, 2**30
 

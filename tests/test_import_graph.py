@@ -110,3 +110,15 @@ def test_a_circle_hidden_inside_a_function_is_found(tmp_path):
     assert graph["demo.a"] == {"demo.sub.b"} and graph["demo.sub.b"] == {"demo.a"}
     assert graph["demo.c"] == {"demo.a"}
     assert cycles(graph) == [["demo.a", "demo.sub.b"]]
+
+
+def test_no_runtime_module_imports_the_simulators():
+    """`ncclbench.simulation` (fake hosts, the simulated fabric) serves tests and bench/ only:
+    the package the user runs must not reach it, at module level or inside a function."""
+    graph = import_graph(PACKAGE)
+    sim = "ncclbench.simulation"
+    assert any(m.startswith(sim + ".") for m in graph)  # the simulators are where this test looks
+    runtime_users = sorted(m for m, deps in graph.items()
+                           if not (m == sim or m.startswith(sim + "."))
+                           and any(d == sim or d.startswith(sim + ".") for d in deps))
+    assert not runtime_users, f"runtime modules importing the simulators: {runtime_users}"

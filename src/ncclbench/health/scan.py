@@ -1,7 +1,7 @@
 """A whole health scan: the phases in order, each to its verdict, then one report.
 
 `run_scan` knows nothing about how a round is measured: it hands each round
-to a `run_round` callable (the simulated fabric in `simulate`, real
+to a `run_round` callable (the simulated fabric in `ncclbench.simulation.fabric`, real
 communicators in `runtime`) and gets one `RoundResult` back.  So the
 schedule, the judgement and the localization the simulator is scored on
 are exactly the code the real scan runs.

@@ -44,9 +44,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .fleet import Fleet
-from .judge import RoundResult
-from .schedule import Round
+from ..health.fleet import Fleet
+from ..health.judge import RoundResult
+from ..health.schedule import Round
 
 
 @dataclass(frozen=True)

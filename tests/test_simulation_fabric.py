@@ -1,4 +1,4 @@
-"""health.simulate (the fabric the scale benchmark uses) and bench/health_peers.py
+"""simulation.fabric (the fabric the scale benchmark uses) and bench/health_peers.py
 (the peers' decision rules on it): noise-free numbers are exact, faults land on
 the parts they name, the time model follows its stated constants."""
 
@@ -12,7 +12,7 @@ import pytest
 from ncclbench.health.fleet import Fleet
 from ncclbench.health.scan import ScanConfig, run_scan
 from ncclbench.health.schedule import make_round, pair_groups, rail_groups
-from ncclbench.health.simulate import FabricSpec, Faults, SimFabric, TimeModel, fault_scenario
+from ncclbench.simulation.fabric import FabricSpec, Faults, SimFabric, TimeModel, fault_scenario
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import health_peers  # noqa: E402
