@@ -150,7 +150,7 @@ def machine() -> str:
     return f"{platform.node()}: {gpus}"
 
 
-BASELINE_SCANS = 3  # N = 1: healthy scans saved to one baseline (commands/health.py LONE_MIN_SCANS)
+BASELINE_SCANS = 3  # N = 1: healthy scans saved to one baseline (health/baseline.py LONE_MIN_SCANS)
 
 
 def commit() -> str:

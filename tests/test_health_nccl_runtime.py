@@ -14,8 +14,10 @@ import time
 import pytest
 from health_fake_nccl import FakeNccl, gpu_rank_opener
 
-from ncclbench.commands.health import LONE_BW_SPREAD, _load_baseline, _save_baseline
 from ncclbench.errors import BenchError, ExitCode
+from ncclbench.health.baseline import LONE_BW_SPREAD
+from ncclbench.health.baseline import load_baseline as _load_baseline
+from ncclbench.health.baseline import save_baseline as _save_baseline
 from ncclbench.health.control import Coordinator, RankInfo, RankLink
 from ncclbench.health.coordinate import Outputs, coordinate
 from ncclbench.health.group import GroupSpec, GroupTimeout
@@ -50,7 +52,7 @@ def scan(lib, hosts, phases=("local",), timeout=8.0, measure_wrap=None, judge_la
     cfg = ScanConfig(phases=tuple(phases), thresholds=Thresholds(judge_latency=judge_latency), baseline=baseline)
     t0 = time.monotonic()
     try:
-        code = coordinate(coord, cfg, SPEC, timeout, 10.0, Outputs(str(js), None, out), "NCCL (GPU)")
+        code = coordinate(coord, cfg, SPEC, timeout, 10.0, Outputs(str(js), None, out), "NCCL (GPU)").code
     finally:
         coord.close()
     elapsed = time.monotonic() - t0

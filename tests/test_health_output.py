@@ -5,8 +5,9 @@ import json
 import pytest
 from health_helpers import FakeFabric
 
-from ncclbench.commands.health import _load_baseline, _save_baseline
 from ncclbench.errors import ArgumentError
+from ncclbench.health.baseline import load_baseline as _load_baseline
+from ncclbench.health.baseline import save_baseline as _save_baseline
 from ncclbench.health.fleet import Fleet
 from ncclbench.health.output import FAULTS_FOUND, emit, exit_code, verdict_table
 from ncclbench.health.scan import ScanConfig, run_scan

@@ -25,7 +25,20 @@ from .fleet import Fleet
 from .group import GroupSpec
 from .output import emit, scan_document
 from .runtime import LiveRounds, fleet_from
-from .scan import ScanConfig, run_scan
+from .scan import HealthReport, ScanConfig, run_scan
+
+
+@dataclass(frozen=True)
+class ScanOutcome:
+    """What one coordinated scan gave: its exit code, the typed report and what was
+    recorded about the run (`meta`); `document()` is the JSON that --json writes."""
+
+    code: int
+    report: HealthReport
+    meta: dict
+
+    def document(self) -> dict:
+        return scan_document(self.report, self.meta)
 
 
 @dataclass
@@ -38,8 +51,8 @@ class Outputs:
 
 def coordinate(coord: Coordinator, cfg: ScanConfig, spec: GroupSpec, round_timeout_s: float, join_timeout_s: float,
                outputs: Outputs, backend: str, argv: Sequence[str] = (),
-               expected_hosts: list[str] | None = None, store: Callable[[dict], str | None] | None = None) -> int:
-    """Run the scan over the joined ranks and write its outputs; the exit code.
+               expected_hosts: list[str] | None = None, store: Callable[[dict], str | None] | None = None) -> ScanOutcome:
+    """Run the scan over the joined ranks and write its outputs; the outcome (exit code, report).
     `store(doc)`: keep the scan (the result store); returns a line to print, or None."""
     coord.wait_joined(join_timeout_s)
     fleet = fleet_from(coord)
@@ -71,7 +84,7 @@ def coordinate(coord: Coordinator, cfg: ScanConfig, spec: GroupSpec, round_timeo
         line = store(scan_document(report, meta))
         if line:
             print(line, file=sys.stderr, flush=True)
-    return code
+    return ScanOutcome(code, report, meta)
 
 
 def exchange_setup(coord: Coordinator, fleet: Fleet, timeout_s: float) -> dict[int, dict]:

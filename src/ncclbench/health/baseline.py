@@ -1,0 +1,94 @@
+"""A health baseline file: the references a later scan is judged against.
+
+`--save-baseline FILE` writes the fleet references of the scan's group shapes
+(median and spread per shape, from the scan's JSON); a shape with too few groups
+for fleet statistics (one GPU, one host) keeps each scan's figure as a sample,
+and from LONE_MIN_SCANS saved scans on their median and robust spread are the
+reference.  `--baseline FILE` reads it back as a `judge.Baseline`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+
+from ..errors import ArgumentError
+from .judge import Baseline, robust_reference
+
+# A lone measurement (one GPU, one host) has no spread of its own: until a baseline holds
+# LONE_MIN_SCANS scans of it, the spread used is this fraction of its median.  Two healthy
+# scans of one H100 gave 668 and 604 GB/s for the local 4 MiB figure (-10 %,
+# bench/results/health-gpu-h100-2026-11-24.md): at 5 %, a z of -3.5 is a 17.5 % drop.
+LONE_BW_SPREAD = 0.05
+LONE_MIN_SCANS = 3
+
+
+def load_baseline(path: str) -> Baseline:
+    """The baseline file at `path`; a file that cannot be read is one clear line (exit 255)."""
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+        return Baseline({k: tuple(v) for k, v in doc["busbw"].items()},
+                        {k: tuple(v) for k, v in doc.get("lat_us", {}).items()}, name=doc.get("name", path))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ArgumentError(f"health: cannot read baseline {path}: {exc}") from None
+
+
+def save_baseline(path: str, json_path: str) -> None:
+    """The run's fleet references per group shape.  A shape with too few groups for
+    fleet statistics (one GPU, one host) keeps its measured median as a sample; saving
+    again to the same file adds a sample, and from LONE_MIN_SCANS samples on their
+    median and robust spread are the reference (before that the spread is unknown and
+    LONE_BW_SPREAD / the latency floor stand in).  "measured" says which case holds."""
+    with open(json_path) as f:
+        doc = json.load(f)
+    try:
+        with open(path) as f:
+            old_samples = json.load(f).get("samples", {})
+    except (OSError, ValueError, AttributeError):
+        old_samples = {}
+    refs = doc.get("references", {})
+    tables: dict[str, dict[str, list[float]]] = {"busbw": {}, "lat_us": {}}
+    for shape, r in refs.items():
+        for metric, table in tables.items():
+            if r.get(metric) and r[metric]["source"] == "fleet":
+                table[shape] = [r[metric]["center"], r[metric]["spread"]]
+    samples: dict[str, dict[str, list[float]]] = {"busbw": {}, "lat_us": {}}
+    measured: dict[str, str] = {}
+    for shape, groups in unreferenced_groups(doc).items():
+        for metric, table in tables.items():
+            values = [g[metric] for g in groups if g.get(metric) is not None]
+            if shape in table or not values:
+                continue
+            kept = [float(v) for v in old_samples.get(metric, {}).get(shape, [])] + [statistics.median(values)]
+            samples[metric][shape] = kept
+            ref = robust_reference(kept, 0.0, LONE_MIN_SCANS)
+            if ref is not None:
+                table[shape] = [ref.center, ref.spread]
+                measured[shape] = (f"{len(groups)} group(s) per scan, too few for fleet statistics: the median "
+                                   f"and spread of {len(kept)} saved scans")
+            else:
+                center = statistics.median(kept)
+                table[shape] = [center, LONE_BW_SPREAD * center if metric == "busbw" else 0.0]
+                measured[shape] = (f"{len(groups)} group(s) per scan, too few for fleet statistics; "
+                                   f"{len(kept)} of {LONE_MIN_SCANS} scans saved: their median, spread unknown "
+                                   f"(taken as {LONE_BW_SPREAD:.0%} busbw, the judge's floor for latency); "
+                                   f"save again to this file from healthy scans to measure it")
+    with open(path, "w") as f:
+        json.dump({"name": os.path.basename(path), **tables, "measured": measured, "samples": samples}, f,
+                  indent=1)
+
+
+def unreferenced_groups(doc: dict) -> dict[str, list[dict]]:
+    """shape -> the fleet round's groups of that shape that were measured but had no
+    fleet reference for lack of groups (not those whose cycles disagreed or that failed)."""
+    out: dict[str, list[dict]] = {}
+    for rec in doc.get("measurements", []):
+        if not str(rec.get("purpose", "")).startswith("fleet") or str(rec.get("purpose")).endswith("rails"):
+            continue
+        for g in rec.get("groups", []):
+            if g.get("wrong") or not str(g.get("why") or "").startswith("no reference"):
+                continue
+            out.setdefault(str(g.get("shape")), []).append(g)
+    return out
