@@ -52,6 +52,8 @@ def main() -> int:
         ask("numa_node", getattr(nv, "nvmlDeviceGetNumaNodeId", lambda hh: "absent"), h)
         ask("uuid", nv.nvmlDeviceGetUUID, h)
         ask("pstate", nv.nvmlDeviceGetPerformanceState, h)
+        ask("memory_bus_width", nv.nvmlDeviceGetMemoryBusWidth, h)
+        ask("max_clock_mem", nv.nvmlDeviceGetMaxClockInfo, h, getattr(nv, "NVML_CLOCK_MEM", 2))
         links = {}
         for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
             entry = {}

@@ -39,7 +39,7 @@ from typing import Any
 
 from .nccl_env import ALGORITHMS, NCCL_FUNC, allowed_algorithms, env_set, nccl_list_match
 from .nccl_log import NcclLogFacts, format_bytes, per_size_choices
-from .topology import HostTopology, NicPort, pcie_line_rate
+from .topology import GpuTopology, HostTopology, NicPort, pcie_line_rate
 
 # -- NCCL's constants -------------------------------------------------------------------
 
@@ -116,7 +116,7 @@ def nvls_channel_bw(gpu_bw: float, n: int, cc: tuple[int, int]) -> float:
 class Bound:
     """One physical limit per GPU, in busbw units (GB/s per direction)."""
 
-    kind: str  # 'NVLink', 'PCIe', 'NIC'
+    kind: str  # 'NVLink', 'PCIe', 'NIC', 'memory' (a lone GPU)
     line_rate: float  # physical
     model: float  # NCCL's bandwidth for it
     text: str  # how both were computed
@@ -226,6 +226,22 @@ def intra_bound(host: HostTopology, ngpus: int, nccl_version: str | None,
     text = (f"{ngpus}x {model_name} over PCIe ({why}), {best[2]} = {fmt_gbps(best[1])} GB/s line rate; "
             f"NCCL's model {fmt_gbps(best[0])} GB/s")
     return Bound("PCIe", best[1], best[0], text), ""
+
+
+def memory_bandwidth_bound(gpu: GpuTopology) -> tuple[Bound | None, str]:
+    """A lone GPU's bound: its device memory, from NVML (bus width x max memory clock x 2 / 8), as a
+    `Bound` of kind 'memory' whose line rate and model are both that peak (NVIDIA's own figure for
+    the part: H100 SXM 3.35 TB/s), or (None, why NVML could not tell).  A one-rank collective is a
+    device copy that reads and writes each byte once, so its algbw is at most half of this."""
+    bw = gpu.memory_bandwidth
+    if bw is None:
+        missing = [k for k in ("memory_bus_width", "memory_clock_max_mhz") if getattr(gpu, k) is None]
+        why = "; ".join(f"{k}: {gpu.unknown.get(k, 'not read')}" for k in missing) or "NVML gave zero"
+        return None, f"GPU{gpu.index}: memory bandwidth unknown ({why})"
+    text = (f"{gpu.name or 'GPU'} memory: {gpu.memory_bus_width}-bit bus x {gpu.memory_clock_max_mhz} MHz max "
+            f"memory clock x 2 (DDR) / 8 = {fmt_gbps(bw)} GB/s (NVML nvmlDeviceGetMemoryBusWidth, "
+            f"nvmlDeviceGetMaxClockInfo(NVML_CLOCK_MEM))")
+    return Bound("memory", bw, bw, text), ""
 
 
 def nics_for_nccl(host: HostTopology, env: Mapping[str, str], net: str | None) -> tuple[list[NicPort], str]:
@@ -559,5 +575,5 @@ def summarise_bound(c: Ceiling) -> str:
 
 
 __all__ = ["Bound", "Ceiling", "expected_ceiling", "nccl_table_ceiling", "nccl_nvlink_bw", "nccl_pcie_bw",
-           "nccl_nic_channel_bw", "nvls_channel_bw", "intra_bound", "inter_bound", "nics_for_nccl",
+           "nccl_nic_channel_bw", "nvls_channel_bw", "intra_bound", "inter_bound", "nics_for_nccl", "memory_bandwidth_bound",
            "summarise_bound"]

@@ -12,6 +12,11 @@ when its state is ENABLED, and the remote end decides NVSwitch versus a direct
 GPU peer.  The per-link rate comes from the NVLink generation of the compute
 capability; NVML's own speed and link-count fields (90, 91) are kept beside it
 as a cross-check where the driver supports them.
+
+A lone GPU's ceiling is its memory: the bus width (`nvmlDeviceGetMemoryBusWidth`)
+and the maximum memory clock (`nvmlDeviceGetMaxClockInfo(NVML_CLOCK_MEM)`) are
+read per GPU; `GpuTopology.memory_bandwidth` and `ceiling.memory_bandwidth_bound`
+turn them into GB/s.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from .topology import NVLINK_BY_CC, GpuTopology, Locality, nccl_max_nvlinks, nor
 
 FIELD_NVLINK_SPEED_MBPS_COMMON = 90  # NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON
 FIELD_NVLINK_LINK_COUNT = 91  # NVML_FI_DEV_NVLINK_LINK_COUNT
+NVML_CLOCK_MEM = 2  # nvmlClockType_t: the memory clock (nvml.h)
 
 # nvmlDeviceGetTopologyCommonAncestor levels -> nvidia-smi topo -m words
 _TOPOLOGY_WORDS = {0: "PIX", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
@@ -188,6 +194,9 @@ def read_gpus(nvml: Any) -> tuple[list[GpuTopology], list[Locality], str]:
             gpu.pcie.width = ask("pcie.width", "nvmlDeviceGetCurrPcieLinkWidth", h)
             gpu.pcie.width_max = ask("pcie.width_max", "nvmlDeviceGetMaxPcieLinkWidth", h)
             gpu.pstate = ask("pstate", "nvmlDeviceGetPerformanceState", h)
+            gpu.memory_bus_width = ask("memory_bus_width", "nvmlDeviceGetMemoryBusWidth", h)
+            gpu.memory_clock_max_mhz = ask("memory_clock_max_mhz", "nvmlDeviceGetMaxClockInfo", h,
+                                           getattr(nvml, "NVML_CLOCK_MEM", NVML_CLOCK_MEM))
             handles.append(h)
             gpus.append(gpu)
         local = {g.pci_bus_id for g in gpus if g.pci_bus_id}

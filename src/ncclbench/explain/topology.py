@@ -64,6 +64,15 @@ def pcie_line_rate(gen: int | None, width: int | None) -> float | None:
     return PCIE_GTS_BY_GEN[gen] * width * PCIE_ENCODING[gen] / 8
 
 
+def memory_bandwidth_gbps(bus_width_bits: int | None, clock_mhz: int | None) -> float | None:
+    """Bus width (bits) x memory clock (MHz) x 2 transfers per clock / 8 bits, in GB/s; None unless
+    both are positive.  NVML's memory clock is the one whose double gives the data rate for HBM and
+    GDDR alike (H200: 6144 bits x 3201 MHz -> 4917 GB/s; RTX 4090: 384 x 10501 -> 1008 GB/s)."""
+    if not bus_width_bits or not clock_mhz or bus_width_bits <= 0 or clock_mhz <= 0:
+        return None
+    return bus_width_bits * clock_mhz * 2 / 8 / 1000
+
+
 def normalize_bus_id(bus_id: str | bytes | None) -> str | None:
     """NVML's '00000000:18:00.0' and sysfs' '0000:18:00.0' both -> '0000:18:00.0' (lower case)."""
     if bus_id is None:
@@ -123,11 +132,20 @@ class GpuTopology:
     pcie: PcieLink = field(default_factory=PcieLink)
     pstate: int | None = None  # 0 = P0 (busy); idle GPUs drop the PCIe generation to save power
     numa_node: int | None = None
+    memory_bus_width: int | None = None  # bits (nvmlDeviceGetMemoryBusWidth)
+    memory_clock_max_mhz: int | None = None  # nvmlDeviceGetMaxClockInfo(NVML_CLOCK_MEM)
     unknown: dict[str, str] = field(default_factory=dict)  # field -> why it is unknown
 
     @property
     def cc(self) -> tuple[int, int] | None:
         return parse_cc(self.compute_capability)
+
+    @property
+    def memory_bandwidth(self) -> float | None:
+        """Peak device-memory bandwidth in GB/s: bus width x max memory clock x 2 (DDR) / 8
+        (H100 SXM: 5120 bits x 2619 MHz -> 3352 GB/s, NVIDIA's 3.35 TB/s).  None when either
+        NVML figure is unknown (`unknown['memory_bus_width' / 'memory_clock_max_mhz']` says why)."""
+        return memory_bandwidth_gbps(self.memory_bus_width, self.memory_clock_max_mhz)
 
     @property
     def nvlink_line_rate(self) -> float | None:
@@ -385,7 +403,9 @@ def format_topology_report(host: HostTopology) -> list[str]:
             nvml = f" (NVML: {g.nvml_nvlink_count} links at {g.nvml_nvlink_speed_mbps} MB/s)"
         out.append(f"GPU{g.index} {g.pci_bus_id or '?'} {g.name or '?'} sm {g.compute_capability or '?'}: "
                    f"NVLink {nv}{nvml}; PCIe {g.pcie.describe()}; P{g.pstate if g.pstate is not None else '?'}; "
-                   f"NUMA {g.numa_node if g.numa_node is not None else '?'}")
+                   f"NUMA {g.numa_node if g.numa_node is not None else '?'}"
+                   + (f"; memory {g.memory_bandwidth:.0f} GB/s ({g.memory_bus_width}-bit x "
+                      f"{g.memory_clock_max_mhz} MHz x 2)" if g.memory_bandwidth else ""))
         for k, why in g.unknown.items():
             out.append(f"    unknown {k}: {why}")
     for n in host.nics:

@@ -44,6 +44,7 @@ class GpuSpec:
     pcie: tuple[int, int, int, int] = (5, 5, 16, 16)  # gen, gen_max, width, width_max
     pstate: int = 0
     uuid: str = ""
+    memory: tuple[int, int] | None = None  # (bus width bits, max memory clock MHz); None: NOT_SUPPORTED
 
 
 @dataclass
@@ -101,6 +102,7 @@ class FakeNvml:
     NVML_TOPOLOGY_HOSTBRIDGE = 30
     NVML_TOPOLOGY_NODE = 40
     NVML_TOPOLOGY_SYSTEM = 50
+    NVML_CLOCK_MEM = 2
 
     def __init__(self, spec: HostSpec):
         self.spec = spec
@@ -154,6 +156,21 @@ class FakeNvml:
 
     def nvmlDeviceGetPerformanceState(self, h: int) -> int:
         return self._g(h).pstate
+
+    # -- memory --------------------------------------------------------------------------
+    def nvmlDeviceGetMemoryBusWidth(self, h: int) -> int:
+        g = self._g(h)
+        if g.memory is None:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return g.memory[0]
+
+    def nvmlDeviceGetMaxClockInfo(self, h: int, clock_type: int) -> int:
+        g = self._g(h)
+        if clock_type != self.NVML_CLOCK_MEM:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)  # only the memory clock is described
+        if g.memory is None:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return g.memory[1]
 
     # -- NVLink --------------------------------------------------------------------------
     def _link(self, h: int, link: int) -> GpuSpec:
@@ -388,7 +405,9 @@ class RecordedNvml(FakeNvml):
     def _answer(self, value: Any) -> Any:
         if isinstance(value, str) and value.startswith("error:"):
             cls = value.split(":")[1].strip().replace("NVMLError_", "")
-            raise _Recorded(_ERROR_CODES.get(cls, 999))
+            text = value.split(":", 2)[-1].strip()
+            by_text = {t: code for code, t in _ERROR_TEXT.items()}  # a FakeNvml's NVMLError, recorded
+            raise _Recorded(_ERROR_CODES.get(cls, by_text.get(text, 999)))
         return value
 
     def _get(self, h: int, key: str) -> Any:
@@ -435,6 +454,14 @@ class RecordedNvml(FakeNvml):
 
     def nvmlDeviceGetPerformanceState(self, h: int) -> int:
         return self._get(h, "pstate")
+
+    def nvmlDeviceGetMemoryBusWidth(self, h: int) -> int:
+        return self._get(h, "memory_bus_width")
+
+    def nvmlDeviceGetMaxClockInfo(self, h: int, clock_type: int) -> int:
+        if clock_type != self.NVML_CLOCK_MEM:
+            raise _Recorded(NOT_RECORDED)
+        return self._get(h, "max_clock_mem")
 
     def _link_entry(self, h: int, link: int, key: str) -> Any:
         links = self._dev(h).get("nvlinks", {})
