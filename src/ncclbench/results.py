@@ -92,13 +92,29 @@ class RunSummary:
     out_of_bounds: int
     avg_busbw: float
     min_bw_gate: float | None  # NCCL_TESTS_MIN_BW if set
-    gate_ok: bool | None
+    gate_ok: bool | None  # decided once (min_bw_verdict) when a gate is set and the caller gave none
     errors: list[str] = field(default_factory=lambda: [""])
     memory_line: str | None = None  # -M
     # The run judged (explain/): `#` lines printed after `# Avg bus bandwidth`, and the facts
     # behind them (the JSON's EXPLAIN_KEY, kept in the store); empty with --no-explain.
     explain_lines: list[str] = field(default_factory=list)
     explain: dict | None = None
+
+    def __post_init__(self) -> None:
+        if self.gate_ok is None:
+            self.gate_ok = min_bw_verdict(self.avg_busbw, self.min_bw_gate)
+
+
+# nccl-tests fails a run whose average bus bandwidth is below 0.9 x NCCL_TESTS_MIN_BW
+# (common.cu: `bw[0] < check_avg_bw*(0.9)`); a NaN average is not below anything, so it passes there too.
+MIN_BW_FACTOR = 0.9
+
+
+def min_bw_verdict(avg_busbw: float, gate: float | None) -> bool | None:
+    """The NCCL_TESTS_MIN_BW verdict: None without a gate, else nccl-tests' comparison exactly."""
+    if gate is None:
+        return None
+    return not avg_busbw < MIN_BW_FACTOR * gate
 
 
 # Key of ncclbench's judgement of a run: in RunInfo.extra (the topology, known at start) and as a

@@ -229,13 +229,7 @@ def row_json(row: ResultRow, opts: BenchOptions) -> str:
 
 def summary_json(summary: RunSummary) -> str:
     """`out_of_bounds`, `average_bus_bandwidth` and `errors` members (no braces)."""
-    if summary.min_bw_gate is None:
-        bw_ok = json_str("unchecked")
-    else:
-        ok = summary.gate_ok
-        if ok is None:
-            ok = summary.avg_busbw >= summary.min_bw_gate * 0.9
-        bw_ok = json_bool(ok)
+    bw_ok = json_str("unchecked") if summary.gate_ok is None else json_bool(summary.gate_ok)
     oob = _obj([("count", "%d" % summary.out_of_bounds), ("okay", json_bool(summary.out_of_bounds == 0))])
     avg = _obj([("bandwidth", json_double(summary.avg_busbw)), ("okay", bw_ok)])
     errors = _list(json_str(e) for e in summary.errors)
@@ -423,13 +417,7 @@ class JsonReporter:
             out["row_timestamps"] = list(self._timestamps)
         if summary is not None:
             out["out_of_bounds_okay"] = summary.out_of_bounds == 0
-            if summary.min_bw_gate is None:
-                out["bandwidth_okay"] = None
-            else:
-                ok = summary.gate_ok
-                out["bandwidth_okay"] = (
-                    bool(ok) if ok is not None else summary.avg_busbw >= summary.min_bw_gate * 0.9
-                )
+            out["bandwidth_okay"] = summary.gate_ok
             if summary.memory_line:
                 out["memory_line"] = summary.memory_line
         out["env_redacted"] = list(self.redacted)

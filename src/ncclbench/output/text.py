@@ -196,11 +196,8 @@ def footer_lines(summary: RunSummary, program: str) -> list[str]:
     oob = summary.out_of_bounds
     lines = ["# %-20s : %d %s" % ("Out of bounds values", oob, "FAILED" if oob else "OK")]
     gate = ""
-    if summary.min_bw_gate is not None or summary.gate_ok is not None:
-        ok = summary.gate_ok
-        if ok is None and summary.min_bw_gate is not None:
-            ok = not summary.avg_busbw < summary.min_bw_gate * 0.9
-        gate = "OK" if ok else "FAILED"
+    if summary.gate_ok is not None:
+        gate = "OK" if summary.gate_ok else "FAILED"
     lines.append("# %-20s : %s %s" % ("Avg bus bandwidth", format_g(summary.avg_busbw), gate))
     lines += summary.explain_lines  # ncclbench's judgement (explain/), before nccl-tests' closing lines
     lines.append("#")
