@@ -72,6 +72,8 @@ class BenchOptions:
     explain: bool = True  # --no-explain (or NCCLBENCH_EXPLAIN=0): the run is not judged, nccl-tests' output alone
     fail_on_trap: str | None = None  # --fail-on-trap error|warn: such a trap ends the run with exit 7
     cpu_bind: str = "none"  # --cpu-bind {none,numa}: run on the GPU's NUMA-local cores
+    metrics_file: str | None = None  # --metrics FILE: Prometheus text (output/metrics.py)
+    csv_file: str | None = None  # --csv FILE: the table as CSV (output/csvout.py)
 
     def __post_init__(self) -> None:
         # Sequences arrive as lists from JSON (the store, imports): keep them immutable too.

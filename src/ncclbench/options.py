@@ -163,6 +163,7 @@ _OPTIONS: tuple[_Opt, ...] = (
     _Opt("backend", None), _Opt("nprocs", None), _Opt("nccl-lib", None),
     _Opt("no-store", None, has_arg=False), _Opt("baseline", None), _Opt("cpu-bind", None),
     _Opt("no-explain", None, has_arg=False), _Opt("fail-on-trap", None),
+    _Opt("metrics", None), _Opt("csv", None),
 )
 _BY_SHORT = {o.short: o for o in _OPTIONS if o.short}
 _BY_LONG = {o.long: o for o in _OPTIONS}
@@ -221,6 +222,8 @@ _OWN_USAGE_LINES = (
     "[--cpu-bind <none/numa> run each process on its first GPU's NUMA-local CPU cores (default: none)] ",
     "[--no-explain do not judge the run: no topology, NCCL path, ceiling or trap lines (or NCCLBENCH_EXPLAIN=0)] ",
     "[--fail-on-trap <error/warn> exit 7 when a trap of that severity or worse is found] ",
+    "[--metrics <file> write Prometheus text metrics (node_exporter textfile collector: *.prom)] ",
+    "[--csv <file> write the table as CSV] ",
 )
 
 
@@ -449,10 +452,10 @@ def _parse_own(values: dict[str, Any], key: str, value: str) -> None:
         if value not in CPU_BIND_CHOICES:
             raise ArgumentError(f"invalid value '{value}' for '--cpu-bind'; valid: {', '.join(CPU_BIND_CHOICES)}")
         values["cpu_bind"] = value
-    elif key in ("nccl-lib", "baseline"):
+    elif key in ("nccl-lib", "baseline", "metrics", "csv"):
         if not value:
             raise ArgumentError(f"'--{key}' needs a non-empty value")
-        values["nccl_lib" if key == "nccl-lib" else "baseline"] = value
+        values[{"nccl-lib": "nccl_lib", "metrics": "metrics_file", "csv": "csv_file"}.get(key, key)] = value
 
 
 def _validate(opts: BenchOptions) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..errors import ArgumentError
 from ..store.db import StoredRun
 from ..store.importers import ImportedRun
 from ._runs import REF_HELP, RunRefs, add_db_option
@@ -18,6 +19,8 @@ def add_arguments(parser: CommandParser) -> None:
     add_db_option(parser)
     parser.add_argument("run", metavar="RUN", help=REF_HELP + "; or a health scan: health:N, health:latest, "
                         "or its --json file")
+    parser.add_argument("--csv", nargs="?", const="-", default=None, metavar="FILE",
+                        help="the run's table as CSV instead, on stdout or into FILE")
 
 
 def show_text(run: StoredRun | ImportedRun) -> str:
@@ -41,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
         return _show_scan(args)
     with RunRefs(args) as refs:
         stored = refs.get(args.run)
+    if args.csv is not None:
+        return _show_csv(stored, args.csv)
     sys.stdout.write(show_text(stored))
     if stored.status != "complete":
         why = getattr(stored, "end_reason", None)
@@ -57,4 +62,19 @@ def _show_scan(args: argparse.Namespace) -> int:
 
     scan = load_scan(args.run, getattr(args, "db", None))
     sys.stdout.write(verdict_table(report_from_json(scan.doc), scan.doc))
+    return 0
+
+
+def _show_csv(run: StoredRun | ImportedRun, path: str) -> int:
+    from ..output.csvout import rows_csv
+    from ..output.metrics import collective_name, write_textfile
+
+    text = rows_csv(collective_name(run.info.program), run.rows)
+    if path == "-":
+        sys.stdout.write(text)
+    else:
+        try:
+            write_textfile(path, text)
+        except OSError as exc:
+            raise ArgumentError(f"--csv {path}: {exc.strerror or exc}") from None
     return 0

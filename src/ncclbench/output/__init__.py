@@ -73,7 +73,8 @@ class MultiReporter:
 
 
 def open_reporters(opts: BenchOptions, stream: TextIO | None = None, **json_kwargs) -> MultiReporter:
-    """The reporters for a run: text on `stream` (stdout) plus JSON when -J names a `.json` file.
+    """The reporters for a run: text on `stream` (stdout) plus JSON when -J names a `.json` file,
+    metrics with --metrics, CSV with --csv.
 
     The JSON file is created here, so an unwritable path raises ArgumentError
     before the run starts; the text reporter then announces the path used.
@@ -87,6 +88,14 @@ def open_reporters(opts: BenchOptions, stream: TextIO | None = None, **json_kwar
         jrep = JsonReporter(str(opts.output_file), opts, **json_kwargs)
         json_path = jrep.path
         reporters.append(jrep)
+    if opts.metrics_file:
+        from ncclbench.output.metrics import MetricsReporter
+
+        reporters.append(MetricsReporter(opts.metrics_file))
+    if opts.csv_file:
+        from ncclbench.output.csvout import CsvReporter
+
+        reporters.append(CsvReporter(opts.csv_file))
     text = TextReporter(stream if stream is not None else sys.stdout, opts, json_path=json_path)
     return MultiReporter([text] + reporters)
 

@@ -1,0 +1,156 @@
+"""JUnit XML for `check` and `health` (`--junit FILE`): what CI systems (Jenkins,
+GitLab, GitHub Actions' test reporters) read to show a pass/fail per item.
+
+The shape is the common JUnit schema (Jenkins' junit-10.xsd / Ant's): `testsuites`
+holding one `testsuite` with `tests`, `failures`, `errors`, `skipped`, `time`,
+`timestamp`, `hostname`, and one `testcase` (`classname`, `name`, `time`) per
+judged item, carrying `<failure message type>` when it failed or `<skipped
+message>` when it was not judged - a "not judged" item is never a pass.
+
+`check`: one case per judged figure of the gate (`store.compare.gate_to_dict`):
+plateau busbw, latency floor, each size with --every-size.  `health`: one case per
+host (faulty -> failure with its findings' evidence, not judged -> skipped), and
+one per finding that is no host's own (a link, a rail, a phase not judged).
+"""
+
+from __future__ import annotations
+
+import datetime
+import socket
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+NOT_JUDGED = "not judged"
+
+
+@dataclass
+class Case:
+    classname: str
+    name: str
+    time_s: float = 0.0
+    failure: str | None = None  # message of a failure (the case failed)
+    failure_type: str = ""
+    skipped: str | None = None  # message of a skip (not judged)
+    details: str = ""  # the evidence: failure text, or system-out of a passing case
+
+
+def render(suite: str, cases: Sequence[Case], time_s: float = 0.0, timestamp: str | None = None,
+           hostname: str | None = None) -> str:
+    stamp = timestamp or datetime.datetime.now().replace(microsecond=0).isoformat()
+    failures = sum(c.failure is not None for c in cases)
+    skipped = sum(c.skipped is not None and c.failure is None for c in cases)
+    counts = {"tests": str(len(cases)), "failures": str(failures), "errors": "0", "skipped": str(skipped),
+              "time": f"{time_s:.3f}"}
+    root = ET.Element("testsuites", {"name": suite, **counts})
+    ts = ET.SubElement(root, "testsuite", {"name": suite, **counts, "timestamp": stamp,
+                                           "hostname": hostname or socket.gethostname()})
+    for c in cases:
+        tc = ET.SubElement(ts, "testcase", {"classname": c.classname, "name": c.name, "time": f"{c.time_s:.3f}"})
+        if c.failure is not None:
+            el = ET.SubElement(tc, "failure", {"message": c.failure, "type": c.failure_type or "failure"})
+            el.text = c.details or c.failure
+        elif c.skipped is not None:
+            ET.SubElement(tc, "skipped", {"message": c.skipped})
+            if c.details:
+                ET.SubElement(tc, "system-out").text = c.details
+        elif c.details:
+            ET.SubElement(tc, "system-out").text = c.details
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def write(path: str, text: str) -> None:
+    from .metrics import write_textfile
+
+    write_textfile(path, text)
+
+
+# -- check ----------------------------------------------------------------------------------------
+
+
+def check_cases(gate: Mapping[str, Any]) -> list[Case]:
+    """One case per judged figure of `gate_to_dict`'s result."""
+    cases = []
+    for j in gate.get("judgements", ()):
+        sizes = list(j.get("sizes") or [])
+        name = str(j.get("figure", "?"))
+        unit = "GB/s" if j.get("metric") == "busbw" else "us"
+        worse = j.get("worse_pct")
+        text = (f"{j.get('baseline')} -> {j.get('value')} {unit}; worse by {worse:.2f}% (limit {j.get('limit_pct'):.2f}%; "
+                f"noise {j.get('noise_pct')}% from {j.get('noise_source')}); sizes {sizes}") \
+            if isinstance(worse, (int, float)) and isinstance(j.get("limit_pct"), (int, float)) else str(j)
+        case = Case(f"ncclbench.check.{j.get('series', '')}".rstrip("."), name, details=text)
+        if j.get("failed"):
+            case.failure = f"REGRESSION: {j.get('series')} {name}: {text.split(';')[0]}, worse by {worse:.2f}% " \
+                           f"(limit {j.get('limit_pct'):.2f}%)"
+            case.failure_type = "regression"
+        cases.append(case)
+    if not gate.get("ok", True) and not any(c.failure for c in cases):
+        cases.append(Case("ncclbench.check", "gate", failure="the gate failed: " + str(gate.get("reason", "see the "
+                          "check's text output")), failure_type="regression"))
+    if not cases:
+        cases.append(Case("ncclbench.check", "gate", skipped=f"{NOT_JUDGED}: no figure to judge"))
+    return cases
+
+
+def check_junit(gate: Mapping[str, Any], run_desc: str = "") -> str:
+    return render("ncclbench check" + (f" {run_desc}" if run_desc else ""), check_cases(gate))
+
+
+# -- health ---------------------------------------------------------------------------------------
+
+
+def health_cases(doc: Mapping[str, Any]) -> list[Case]:
+    """One case per host (its status), then one per finding not about one host."""
+    from .metrics import host_verdict
+
+    by_host: dict[str, list[Mapping[str, Any]]] = {}
+    other = []
+    for f in doc.get("findings", ()):
+        hosts = list(f.get("hosts", ()))
+        if len(hosts) == 1:
+            by_host.setdefault(str(hosts[0]), []).append(f)
+        else:
+            other.append(f)
+    cases = []
+    for host, status in dict(doc.get("host_status", {})).items():
+        fs = by_host.get(host, [])
+        verdict = host_verdict(str(status))
+        details = "\n".join(_finding_text(f) for f in fs)
+        case = Case("ncclbench.health.host", host, details=details)
+        if verdict == "faulty":
+            case.failure = "faulty: " + "; ".join(_finding_head(f) for f in fs if f.get("confirmed")) \
+                if any(f.get("confirmed") for f in fs) else "faulty"
+            case.failure_type = "fault"
+        elif verdict == NOT_JUDGED:
+            why = "; ".join(_finding_head(f) for f in fs) or "; ".join(doc.get("notes", ())[:1])
+            case.skipped = f"{NOT_JUDGED} ({status}" + (f": {why})" if why else ")")
+        cases.append(case)
+    for f in other:
+        hosts = list(f.get("hosts", ()))
+        name = " <-> ".join(hosts) if hosts else (str(f.get("detail")) or "fleet")
+        case = Case(f"ncclbench.health.{str(f.get('component', 'finding')).replace(' ', '_')}", name,
+                    details=_finding_text(f))
+        if f.get("confirmed"):
+            case.failure, case.failure_type = _finding_head(f), "fault"
+        else:
+            case.skipped = f"{NOT_JUDGED}: {_finding_head(f)}" if f.get("verdict") != NOT_JUDGED else \
+                f"{NOT_JUDGED}: {(f.get('evidence') or [''])[0]}"
+        cases.append(case)
+    return cases
+
+
+def _finding_head(f: Mapping[str, Any]) -> str:
+    where = " ".join(x for x in (str(f.get("component", "")), str(f.get("detail", ""))) if x)
+    return f"{where} {f.get('verdict', '')}".strip()
+
+
+def _finding_text(f: Mapping[str, Any]) -> str:
+    return "\n".join([_finding_head(f), *(f"  {e}" for e in f.get("evidence", ()))])
+
+
+def health_junit(doc: Mapping[str, Any]) -> str:
+    wall = sum(float(r.get("wall_s", 0.0)) for r in doc.get("rounds", ()))
+    return render("ncclbench health", health_cases(doc), time_s=wall)

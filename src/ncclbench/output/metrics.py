@@ -1,0 +1,397 @@
+"""Prometheus / OpenMetrics text for runs and health scans (`--metrics FILE`).
+
+The format is Prometheus' text exposition format 0.0.4, the one node_exporter's
+textfile collector reads (`--collector.textfile.directory`; it reads `*.prom`
+files) and the Pushgateway accepts.  The file is written whole and renamed into
+place (`write_textfile`), so a scrape never sees half a file: the collector's
+own rule.  Writing needs no library; the tests read every file back with
+prometheus_client's parser.
+
+Units are Prometheus' base units (bytes per second, seconds; a share of the
+ceiling as a 0-1 ratio).  A figure that is unknown is left out, never written
+as 0; a verdict is one sample of value 1 whose `verdict` label names it
+("as expected", "below expected", "healthy", "faulty", "not judged", ...), so
+`ncclbench_run_verdict{verdict="below expected"} == 1` is an alert rule.
+
+Runs (`MetricsReporter`, one file per run): per collective, series (datatype,
+op, root), placement and size class - `small` (sizes <= 64 KiB, the gate's
+latency sizes: store/stats.py), `plateau` (explain's plateau: the sizes within a
+factor of 4 of the largest, explain/verdict.py) and `medium` (the rest) - the
+class's median busbw and median time; for the plateau, explain's figure, its
+ratio to the ceiling and its verdict.  Health scans (`health_metrics`): per
+host, GPU and rail a verdict (healthy / faulty / not judged), per finding its
+figures.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config import BenchOptions
+from ..results import ResultRow, RunInfo, RunSummary
+
+GB = 1e9
+US = 1e-6
+NOT_JUDGED = "not judged"
+SIZE_CLASSES = ("small", "medium", "plateau")
+
+
+# -- the text format ------------------------------------------------------------------------------
+
+
+@dataclass
+class Family:
+    """One metric family: name, help, type and its samples (labels, value)."""
+
+    name: str
+    help: str
+    type: str = "gauge"
+    samples: list[tuple[dict[str, str], float]] = field(default_factory=list)
+
+    def add(self, value: float | None, **labels: Any) -> None:
+        """A sample; None or NaN (unknown) is left out rather than written."""
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return
+        self.samples.append(({k: str(v) for k, v in labels.items() if v is not None}, float(value)))
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _number(v: float) -> str:
+    v = float(v)
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    if v.is_integer() and abs(v) < 1e15:
+        return str(int(v))
+    return repr(v)
+
+
+def render(families: Iterable[Family]) -> str:
+    """The exposition text: HELP and TYPE once per family, then its samples; families
+    without samples are left out (a TYPE line with nothing under it says nothing)."""
+    out = []
+    for fam in families:
+        if not fam.samples:
+            continue
+        out.append(f"# HELP {fam.name} {fam.help.replace(chr(92), chr(92) * 2).replace(chr(10), ' ')}")
+        out.append(f"# TYPE {fam.name} {fam.type}")
+        for labels, value in fam.samples:
+            text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
+            out.append(f"{fam.name}{{{text}}} {_number(value)}" if text else f"{fam.name} {_number(value)}")
+    return "\n".join(out) + "\n"
+
+
+def write_textfile(path: str, text: str) -> None:
+    """Write `text` to `path` atomically: a temporary file in the same directory (named
+    so the textfile collector, which reads `*.prom`, skips it), flushed, then renamed
+    over `path`.  Mode 0644: node_exporter often runs as another user."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def check_writable(path: str, option: str = "--metrics") -> None:
+    """One clear line before the run when `path` cannot be written (its directory is
+    missing or not writable), not a traceback after it."""
+    from ..errors import ArgumentError
+
+    directory = os.path.dirname(os.path.abspath(path)) or "."
+    if os.path.isdir(path):
+        raise ArgumentError(f"{option} {path}: is a directory; give a file name (node_exporter reads *.prom)")
+    if not os.path.isdir(directory) or not os.access(directory, os.W_OK | os.X_OK):
+        raise ArgumentError(f"{option} {path}: cannot write in {directory}")
+
+
+# -- runs ---------------------------------------------------------------------------------------
+
+
+def collective_name(program: str) -> str:
+    base = program.replace("\\", "/").rsplit("/", 1)[-1]
+    return base[:-5] if base.endswith("_perf") else base
+
+
+def plateau_sizes(sizes: Sequence[int]) -> list[int]:
+    """explain's plateau: the sizes within a factor of 4 of the largest (explain/verdict.py)."""
+    pos = [s for s in sizes if s > 0]
+    if not pos:
+        return []
+    top = max(pos)
+    return sorted({s for s in pos if s * 4 > top})
+
+
+def size_classes(sizes: Sequence[int]) -> dict[str, list[int]]:
+    """small (the gate's latency sizes, <= 64 KiB), plateau (explain's), medium (the rest).
+    A size in both small and plateau (a sweep that stays small) counts as small: its
+    figure is latency-bound, which explain says too."""
+    from ..store.stats import latency_sizes
+
+    small = latency_sizes(list(sizes))
+    plateau = [s for s in plateau_sizes(sizes) if s not in small]
+    medium = sorted({s for s in sizes if s > 0 and s not in small and s not in plateau})
+    return {"small": small, "medium": medium, "plateau": plateau}
+
+
+def _median(values: Iterable[float]) -> float | None:
+    vals = [v for v in values if v is not None and not math.isnan(v)]
+    return statistics.median(vals) if vals else None
+
+
+def _judgement(summary: RunSummary | None) -> Mapping[str, Any] | None:
+    if summary is None or not summary.explain:
+        return None
+    j = summary.explain.get("judgement")
+    return j if isinstance(j, Mapping) else None
+
+
+def run_families(info: RunInfo, opts: BenchOptions, rows: Sequence[ResultRow], summary: RunSummary | None,
+                 now: float | None = None) -> list[Family]:
+    """The metric families of one run (`summary` None: the run ended early)."""
+    coll = collective_name(info.program)
+    base = {"collective": coll, "backend": info.backend, "nranks": str(info.nranks)}
+    fam_info = Family("ncclbench_run_info", "The run: ncclbench version, library, hosts (value 1).")
+    fam_info.add(1, **base, version=info.version, library=info.library, hosts=str(len(info.hosts) or 1),
+                 ngroups=str(info.ngroups))
+    fam_time = Family("ncclbench_run_timestamp_seconds", "When the run ended (Unix time).")
+    fam_time.add(time.time() if now is None else now, **base)
+    fam_done = Family("ncclbench_run_complete", "1 when every planned size was measured, 0 when the run ended early.")
+    fam_done.add(1 if summary is not None else 0, **base)
+    fam_wrong = Family("ncclbench_run_wrong_elements", "Elements that failed the bit-exact check, all rows "
+                       "(nccl-tests' #wrong summed); absent when nothing was checked (-c 0).")
+    checked = [h.wrong for r in rows for h in (r.out_of_place, r.in_place) if h.wrong is not None]
+    if checked:
+        fam_wrong.add(sum(checked), **base)
+    fam_avg = Family("ncclbench_run_avg_busbw_bytes_per_second",
+                     "nccl-tests' footer 'Avg bus bandwidth' (the mean over every size), in bytes/s.")
+    if summary is not None:
+        fam_avg.add(summary.avg_busbw * GB, **base)
+    fam_bw = Family("ncclbench_busbw_bytes_per_second",
+                    "Median bus bandwidth of the size class (plateau: explain's plateau figure), bytes/s.")
+    fam_lat = Family("ncclbench_time_seconds", "Median time of one operation over the size class, seconds "
+                     "(for the small class: the latency).")
+    fam_sizes = Family("ncclbench_size_class_max_bytes", "The largest message size of the size class, bytes.")
+    fam_ratio = Family("ncclbench_ceiling_ratio", "The class's busbw over the expected ceiling of explain's "
+                       "model (0-1); absent where the ceiling is unknown.")
+    fam_verdict = Family("ncclbench_run_verdict", "explain's verdict on the size class (value 1): as expected, "
+                         "below expected, above the line rate, or not judged (why: the 'reason' label).")
+    j = _judgement(summary)
+    ceiling = (j or {}).get("ceiling", {}).get("ceiling") if j else None
+    verdict = (j or {}).get("verdict") or {}
+    plateau_fig = (j or {}).get("plateau") or {}
+    from ..store.stats import series_of
+
+    for placement in ("out_of_place", "in_place"):
+        for s in series_of(list(rows), placement):
+            classes = size_classes(s.sizes)
+            labels = dict(base, type=s.type, redop=s.redop, root=str(s.root), placement=placement)
+            for cls in SIZE_CLASSES:
+                pts = [p for p in s.points if p.size in classes[cls]]
+                if not pts:
+                    continue
+                lab = dict(labels, size_class=cls)
+                bw = _median(p.busbw for p in pts)
+                if cls == "plateau" and placement == "out_of_place" and plateau_fig.get("busbw") is not None:
+                    bw = float(plateau_fig["busbw"])
+                fam_bw.add(None if bw is None else bw * GB, **lab)
+                t = _median(p.time_us for p in pts)
+                fam_lat.add(None if t is None else t * US, **lab)
+                fam_sizes.add(max(p.size for p in pts), **lab)
+                if ceiling and bw is not None:
+                    fam_ratio.add(bw / float(ceiling), **lab)
+                if placement != "out_of_place":
+                    continue  # explain judges the out-of-place figures
+                if cls == "plateau" and j is not None:
+                    label = verdict.get("label") or "unknown"
+                    fam_verdict.add(1, **lab, verdict=NOT_JUDGED if label == "unknown" else label,
+                                    reason=verdict.get("text", "") if label == "unknown" else "")
+                elif cls == "plateau":
+                    fam_verdict.add(1, **lab, verdict=NOT_JUDGED,
+                                    reason="not judged: --no-explain" if summary is not None else
+                                    "the run ended before it was judged")
+                else:
+                    fam_verdict.add(1, **lab, verdict=NOT_JUDGED,
+                                    reason="explain judges the plateau only (smaller sizes are latency-bound)")
+    return [fam_info, fam_time, fam_done, fam_wrong, fam_avg, fam_bw, fam_lat, fam_sizes, fam_ratio, fam_verdict]
+
+
+def run_metrics(info: RunInfo, opts: BenchOptions, rows: Sequence[ResultRow], summary: RunSummary | None,
+                now: float | None = None) -> str:
+    return render(run_families(info, opts, rows, summary, now))
+
+
+class MetricsReporter:
+    """A `Reporter` that writes the run's metrics file once, at the end (or at close
+    when the run ended early: then `ncclbench_run_complete 0` and the rows measured)."""
+
+    def __init__(self, path: str):
+        check_writable(path)
+        self.path = path
+        self.info: RunInfo | None = None
+        self.opts: BenchOptions | None = None
+        self.rows: list[ResultRow] = []
+        self.done = False
+
+    def begin(self, info: RunInfo, opts: BenchOptions) -> None:
+        self.info, self.opts = info, opts
+
+    def message(self, line: str) -> None:
+        pass
+
+    def row(self, row: ResultRow) -> None:
+        self.rows.append(row)
+
+    def end(self, summary: RunSummary) -> None:
+        self._write(summary)
+
+    def close(self) -> None:
+        if not self.done and self.info is not None:
+            self._write(None)
+
+    def _write(self, summary: RunSummary | None) -> None:
+        assert self.info is not None and self.opts is not None
+        self.done = True
+        write_textfile(self.path, run_metrics(self.info, self.opts, self.rows, summary))
+
+
+# -- health scans -------------------------------------------------------------------------------
+
+
+def host_verdict(status: str) -> str:
+    """healthy / faulty / not judged from a host's scan status: anything short of a
+    full, judged pass (suspect, partly tested, not tested, not judged) is not judged."""
+    return status if status in ("healthy", "faulty") else NOT_JUDGED
+
+
+def _finding_verdict(finding: Mapping[str, Any]) -> str:
+    return "faulty" if finding.get("confirmed") else NOT_JUDGED
+
+
+def _slot(detail: str, word: str) -> int | None:
+    parts = str(detail or "").split()
+    if len(parts) == 2 and parts[0] == word and parts[1].isdigit():
+        return int(parts[1])
+    return None
+
+
+def component_verdicts(doc: Mapping[str, Any]) -> tuple[dict[tuple[str, int], tuple[str, str]],
+                                                        dict[int, tuple[str, str]]]:
+    """Per GPU (host, slot) and per rail: (verdict, why), from a scan document
+    (`health.output.scan_document`).  A GPU or rail is faulty when a confirmed finding
+    names it, not judged when an unconfirmed one does; otherwise healthy only when a
+    group of its own (the local phase's one-GPU group, the rail phase's group) was
+    measured and judged ok - never by default."""
+    findings = list(doc.get("findings", ()))
+    gpus: dict[tuple[str, int], tuple[str, str]] = {}
+    rails: dict[int, tuple[str, str]] = {}
+    for host, n in zip(doc.get("hosts", ()), doc.get("gpus_per_host", ())):
+        for s in range(int(n)):
+            gpus[(str(host), s)] = (NOT_JUDGED, "not measured alone (local phase)")
+    for m in doc.get("measurements", ()):
+        for g in m.get("groups", ()):
+            shape = str(g.get("shape", ""))
+            status = str(g.get("status", ""))
+            if shape.startswith("local:") and g.get("hosts") and g.get("gpus"):
+                key = (str(g["hosts"][0]), int(g["gpus"][0]))
+                if status == "ok":
+                    gpus[key] = ("healthy", f"{m.get('round')}: ok")
+                elif gpus.get(key, (NOT_JUDGED,))[0] != "healthy":
+                    gpus[key] = (NOT_JUDGED, f"{m.get('round')}: {g.get('why') or status}")
+            elif shape.startswith("rail:") and g.get("rail") is not None:
+                r = int(g["rail"])
+                if status == "ok":
+                    rails[r] = ("healthy", f"{m.get('round')}: ok")
+                elif rails.get(r, (NOT_JUDGED,))[0] != "healthy":
+                    rails[r] = (NOT_JUDGED, f"{m.get('round')}: {g.get('why') or status}")
+    for f in findings:
+        comp, detail = f.get("component"), f.get("detail", "")
+        why = (f.get("evidence") or [f.get("verdict", "")])[0]
+        if comp == "gpu" and f.get("hosts") and _slot(detail, "gpu") is not None:
+            key = (str(f["hosts"][0]), int(_slot(detail, "gpu") or 0))
+            if gpus.get(key, ("",))[0] != "faulty":
+                gpus[key] = (_finding_verdict(f), f"{f.get('verdict')}: {why}")
+        elif comp == "rail" and _slot(detail, "rail") is not None:
+            r = int(_slot(detail, "rail") or 0)
+            if rails.get(r, ("",))[0] != "faulty":
+                rails[r] = (_finding_verdict(f), f"{f.get('verdict')}: {why}")
+    return gpus, rails
+
+
+def health_families(doc: Mapping[str, Any], now: float | None = None) -> list[Family]:
+    """The metric families of one scan, from its document (`scan_document`: what --json
+    writes and the store keeps, so a stored scan gives the same file)."""
+    fam_time = Family("ncclbench_health_timestamp_seconds", "When the scan's report was written (Unix time).")
+    fam_time.add(time.time() if now is None else now)
+    fam_wall = Family("ncclbench_health_duration_seconds", "Time the scan's rounds took, seconds.")
+    fam_wall.add(sum(float(r.get("wall_s", 0.0)) for r in doc.get("rounds", ())))
+    fam_exit = Family("ncclbench_health_exit_code", "The scan's exit status (0 no fault confirmed, 8 faults "
+                      "found; README's exit codes).")
+    if doc.get("exit_code") is not None:
+        fam_exit.add(int(doc["exit_code"]))
+    fam_hosts = Family("ncclbench_health_hosts", "Hosts of the scan per verdict.")
+    fam_host = Family("ncclbench_health_host_verdict", "One host's verdict (value 1): healthy, faulty or not "
+                      "judged; 'status' is the scan's own word (suspect, partly tested, not tested, ...).")
+    fam_drain = Family("ncclbench_health_host_drain", "1 for a host the scan says to drain (a confirmed fault "
+                       "of its own: GPU, NVLink/PCIe, NIC, no answer).")
+    counts = {"healthy": 0, "faulty": 0, NOT_JUDGED: 0}
+    drain = set(doc.get("drain", ()))
+    for host, status in dict(doc.get("host_status", {})).items():
+        v = host_verdict(str(status))
+        counts[v] += 1
+        fam_host.add(1, host=host, verdict=v, status=status)
+        fam_drain.add(1 if host in drain else 0, host=host)
+    for v, n in counts.items():
+        fam_hosts.add(n, verdict=v)
+    gpus, rails = component_verdicts(doc)
+    fam_gpu = Family("ncclbench_health_gpu_verdict", "One GPU's verdict (value 1): healthy only when measured "
+                     "alone and judged ok; 'reason' says why not.")
+    for (host, slot), (v, why) in sorted(gpus.items()):
+        fam_gpu.add(1, host=host, gpu=str(slot), verdict=v, reason="" if v == "healthy" else why)
+    fam_rail = Family("ncclbench_health_rail_verdict", "One NIC rail's verdict across the fabric (value 1): "
+                      "healthy only when its rail group was measured and judged ok.")
+    for r, (v, why) in sorted(rails.items()):
+        fam_rail.add(1, rail=str(r), verdict=v, reason="" if v == "healthy" else why)
+    fam_find = Family("ncclbench_health_finding", "One finding (value 1): component, where, the scan's verdict "
+                      "and whether a second measurement confirmed it.")
+    fam_meas = Family("ncclbench_health_finding_measured_bytes_per_second",
+                      "The figure that convicted the finding (busbw, bytes/s).")
+    fam_exp = Family("ncclbench_health_finding_expected_bytes_per_second",
+                     "The reference it was compared with (fleet median or baseline, bytes/s).")
+    fam_ceil = Family("ncclbench_health_finding_ceiling_ratio", "The measured figure over the expected ceiling of "
+                      "explain's model (0-1), where known.")
+    for f in doc.get("findings", ()):
+        hosts = list(f.get("hosts", ()))
+        detail = str(f.get("detail", ""))
+        lab = {"component": f.get("component", ""), "host": hosts[0] if hosts else "",
+               "peer": hosts[1] if len(hosts) > 1 else "", "detail": detail, "verdict": f.get("verdict", ""),
+               "confirmed": "true" if f.get("confirmed") else "false"}
+        fam_find.add(1, **lab)
+        if f.get("unit", "GB/s") == "GB/s":
+            fam_meas.add(None if f.get("measured") is None else float(f["measured"]) * GB, **lab)
+            fam_exp.add(None if f.get("expected") is None else float(f["expected"]) * GB, **lab)
+        fam_ceil.add(None if f.get("pct_expected") is None else float(f["pct_expected"]) / 100.0, **lab)
+    return [fam_time, fam_wall, fam_exit, fam_hosts, fam_host, fam_drain, fam_gpu, fam_rail, fam_find, fam_meas,
+            fam_exp, fam_ceil]
+
+
+def health_metrics(doc: Mapping[str, Any], now: float | None = None) -> str:
+    return render(health_families(doc, now))
