@@ -216,3 +216,48 @@ def test_killed_host_is_named_and_what_was_measured_is_kept(tmp_path):
     # no other host confirmed faulty (one may stay an unconfirmed suspect if the kill cut its re-run)
     assert all(s in ("healthy", "partly tested", "suspect") for h, s in doc["host_status"].items() if h != names[4])
     assert elapsed < 30
+
+
+_COORD = """
+import sys
+from ncclbench.health.control import Coordinator
+from ncclbench.health.runtime import advertised_address
+c = Coordinator(1, "tok")
+print(f"{advertised_address()}:{c.port}", flush=True)
+c.wait_joined(30)
+print("joined", c.ranks[0].host, flush=True)
+"""
+_RANK = """
+import os, sys
+from ncclbench.health.control import RankLink
+from ncclbench.health.runtime import rank_info
+addr, _, port = sys.argv[1].rpartition(":")
+RankLink(addr, int(port), "tok", rank_info(0), timeout_s=10).close()
+"""
+
+
+def _unresolvable(h, argv):
+    """argv on host `h` under a host name its /etc/hosts does not know (a fake host's, a pod's)."""
+    inner = "hostname fake-" + h.name + " && exec " + " ".join(f"'{a}'" for a in argv)
+    return ["ip", "netns", "exec", h.name, "unshare", "--uts", "sh", "-c", inner]
+
+
+def test_an_env_launched_rank0_advertises_the_address_other_hosts_reach():
+    """Rank 0 of an env launch (MASTER_ADDR = its own veth address) coordinates health: the
+    address it advertises is its veth's, not loopback (the host name resolves to nothing
+    there), and a rank on another host joins it; the rank's host is its NCCL_HOSTID."""
+    with netns_hosts(2) as (h0, h1):
+        env = child_env(MASTER_ADDR=h0.addr, MASTER_PORT="29500")
+        coord = subprocess.Popen(_unresolvable(h0, [PY, "-c", _COORD]), env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        try:
+            where = coord.stdout.readline().strip()
+            assert where.startswith(h0.addr + ":"), (where, coord.stderr.read() if not where else "")
+            rank = subprocess.run(_unresolvable(h1, [PY, "-c", _RANK, where]),
+                                  env=child_env(MASTER_ADDR=h0.addr, NCCL_HOSTID="node1"),
+                                  capture_output=True, text=True, timeout=30)
+            assert rank.returncode == 0, rank.stderr
+            assert coord.stdout.readline().strip() == "joined node1"
+        finally:
+            coord.kill()
+            coord.communicate()

@@ -143,14 +143,16 @@ def open_reporters(plan: RunPlan, env: dict[str, str] | None = None) -> tuple[Mu
 
 
 def preflight_notes(opts: BenchOptions, backend: Backend, launch: LaunchInfo,
-                    host: HostComm) -> tuple[list[str], list[RankFacts] | None]:
+                    host: HostComm) -> tuple[list[str], list[RankFacts] | None, int]:
     """The launch checks of `ncclbench preflight`, run at the start of every
     benchmark: a trap (independent copies, one GPU taken twice, too few GPUs,
     ...) ends the run on every rank with exit 6 and what to fix; warnings and one
-    version line per host go into the banner.  Returns those lines and, at
-    rank 0, every rank's facts (explain matches the ranks' GPUs to topology)."""
+    version line per host go into the banner.  Returns those lines, at rank 0
+    every rank's facts (explain matches the ranks' GPUs to topology), and this
+    rank's place on its host as NCCL groups hosts (0: it reads the host's topology)."""
     from .launch.bootstrap import host_comm_name
     from .launch.facts import collect_rank_facts
+    from .launch.hostid import local_ranks_by_host
     from .launch.preflight import ERROR, WARN, check_facts, format_host_lines
 
     gpu = backend is Backend.NCCL
@@ -163,11 +165,11 @@ def preflight_notes(opts: BenchOptions, backend: Backend, launch: LaunchInfo,
         errors = [f.message for f in findings if f.level == ERROR]
         lines = format_host_lines(gathered) if gpu else []
         lines += [f"# {f}" for f in findings if f.level == WARN]
-        verdict = ("; ".join(errors) or None, lines)
-    error, lines = host.bcast(verdict, 0)
+        verdict = ("; ".join(errors) or None, lines, local_ranks_by_host([f.host_label for f in gathered]))
+    error, lines, on_host = host.bcast(verdict, 0)
     if error:
         raise BenchError(error, ExitCode.INVALID_USAGE, all_ranks=True)
-    return lines, gathered
+    return lines, gathered, on_host[host.rank]
 
 
 def run_here(opts: BenchOptions, backend: Backend, launch: LaunchInfo, note: str | None) -> int:
@@ -194,8 +196,10 @@ def run_here(opts: BenchOptions, backend: Backend, launch: LaunchInfo, note: str
     # The run judged (explain/): topology read from now on in a thread; nothing of it runs in the timed loops.
     explain = LiveExplain(opts, backend, launch.local_rank) if explain_wanted(opts) else None
     try:
-        pre_lines, rank_facts = preflight_notes(opts, backend, launch, host)
+        pre_lines, rank_facts, on_host = preflight_notes(opts, backend, launch, host)
         notes += pre_lines
+        if explain is not None:  # each host's first rank as NCCL groups hosts reads its topology, not the launcher's
+            explain.local_rank = on_host
         collective = COLLECTIVES[opts.collective]
         if explain is not None:
             explain.before_workers(opts.nccl_lib)
@@ -210,6 +214,8 @@ def run_here(opts: BenchOptions, backend: Backend, launch: LaunchInfo, note: str
         host.add_failure_callback(abort_workers)
         plan = make_plan(opts, collective, backend, workers[0])
         info = run_info(plan, workers, host, notes)
+        if rank_facts:  # the hosts as NCCL groups ranks (NCCL_HOSTID), for the banner, the JSON and the store
+            info.hosts = sorted({f.host_label for f in rank_facts})
         if explain is not None:
             explain.after_workers(host, rank_facts, info)
         if workers[0].is_reporter:

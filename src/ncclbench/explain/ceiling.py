@@ -258,7 +258,7 @@ def nics_for_nccl(host: HostTopology, env: Mapping[str, str], net: str | None) -
         return fabric, net
     if rdma and not socket_forced:
         return rdma, "IB"
-    eth = [n for n in host.nics if n.active and n.kind in ("ethernet", "slingshot", "roce")]
+    eth = [n for n in host.nics if n.active and n.kind in ("ethernet", "slingshot", "roce", "virtual")]
     ifname = env.get("NCCL_SOCKET_IFNAME", "")
     if ifname:
         eth = [n for n in eth if nccl_list_match(ifname, n.netdev or n.name, None)]

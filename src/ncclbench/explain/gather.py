@@ -9,19 +9,40 @@ same code against fakes.
 
 from __future__ import annotations
 
-import socket
+import os
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..launch.hostid import host_label
 from . import nvml_reader, sysfs_reader
-from .topology import HostTopology
+from .nccl_env import nccl_list_match
+from .topology import HostTopology, NicPort
 
 _DEFAULT = object()
 
 
-def gather_host_topology(nvml: Any = _DEFAULT, root: str = "/", host: str | None = None) -> HostTopology:
+def socket_virtual_nics(nics: Sequence[NicPort], interfaces: Mapping[str, str],
+                        environ: Mapping[str, str]) -> list[str]:
+    """The virtual interfaces (no PCI device, so not in `nics`) NCCL's socket transport would
+    use: those NCCL_SOCKET_IFNAME selects, or, when it is unset and no physical NIC is there,
+    the ones NCCL's default takes (any but lo and docker*).  A fake host's veth in a network
+    namespace, a container's eth0: the NIC the run used, named as virtual, not hidden."""
+    physical = {n.netdev or n.name for n in nics}
+    virtual = [i for i in interfaces if i not in physical]
+    spec = environ.get("NCCL_SOCKET_IFNAME", "")
+    if spec:
+        return [i for i in virtual if nccl_list_match(spec, i, None)]
+    if any(n.active for n in nics):
+        return []
+    return [i for i in virtual if i != "lo" and not i.startswith("docker") and interfaces[i] != "down"]
+
+
+def gather_host_topology(nvml: Any = _DEFAULT, root: str = "/", host: str | None = None,
+                         environ: Mapping[str, str] | None = None) -> HostTopology:
     """Read this host's facts.  `nvml`: the pynvml module (default: import it; None: skip
-    NVML and say so), `root`: where /sys and /proc are."""
-    facts = HostTopology(host=host or socket.gethostname().split(".")[0])
+    NVML and say so), `root`: where /sys and /proc are, `environ`: NCCL's settings (default:
+    this process's; NCCL_SOCKET_IFNAME picks virtual interfaces)."""
+    facts = HostTopology(host=host or host_label())  # the host as NCCL groups ranks (NCCL_HOSTID)
     if nvml is _DEFAULT:
         nvml, why = nvml_reader.load_nvml()
         if nvml is None:
@@ -49,6 +70,8 @@ def gather_host_topology(nvml: Any = _DEFAULT, root: str = "/", host: str | None
     if why:
         facts.unknown["nics"] = why
     facts.interfaces = sysfs_reader.read_interfaces(root)
+    for ifname in socket_virtual_nics(facts.nics, facts.interfaces, os.environ if environ is None else environ):
+        facts.nics.append(sysfs_reader.read_virtual_nic(root, ifname))
     facts.gdr = sysfs_reader.read_gdr(root)
     facts.gpu_nic = sysfs_reader.gpu_nic_localities(root, facts.gpus, facts.nics)
     facts.cpu_vendor = sysfs_reader.cpu_vendor(root)

@@ -11,6 +11,10 @@ What is read, and why there:
 * Ethernet: /sys/class/net/<if>/{speed,operstate}; only interfaces with a
   PCI device (virtual ones - lo, docker0, veth - carry no collective traffic
   NCCL would choose); IPoIB interfaces are the IB ports again and are skipped.
+  A virtual interface NCCL's socket transport does use (NCCL_SOCKET_IFNAME names
+  it, or it is all there is: a container's or a network namespace's veth) is read
+  by `read_virtual_nic`, kind 'virtual', its speed unknown: a veth's sysfs speed
+  is a made-up figure, and a tc shaping on it is not in sysfs.
   Slingshot (HPE) interfaces are recognised by a /sys/class/cxi device on
   the same PCI function.
 * PCIe links: /sys/bus/pci/devices/<bdf>/{current,max}_link_{speed,width},
@@ -225,6 +229,20 @@ def read_nics(root: str = "/") -> tuple[list[NicPort], str]:
     if ib_devs is None and not nics:
         return nics, "no /sys/class/infiniband (no RDMA device, or none visible in this container)"
     return nics, ""
+
+
+def read_virtual_nic(root: str, ifname: str) -> NicPort:
+    """A virtual interface (no PCI device) as the NIC NCCL's socket transport uses: named,
+    its state read, its speed unknown with the reason."""
+    nic = NicPort(name=ifname, kind="virtual", netdev=ifname)
+    oper, why = read_text(root, f"sys/class/net/{ifname}/operstate")
+    if oper is None:
+        nic.unknown["state"] = why
+    else:
+        nic.state = oper
+    nic.unknown["rate_gbps"] = (f"{ifname} is a virtual interface (no PCI device): no line rate in sysfs, "
+                                "and a tc shaping on it is not read")
+    return nic
 
 
 def read_interfaces(root: str = "/") -> dict[str, str]:

@@ -290,7 +290,7 @@ def hosts_in_use(topologies: Sequence[HostTopology], facts: Sequence[RankFacts],
     for f, ordinals in zip(facts, assigned_gpus(facts, gpus_per_rank)):
         for o in ordinals:
             if 0 <= o < len(f.gpus):
-                used.setdefault(f.host, []).append(f.gpus[o].pci)
+                used.setdefault(f.host_label, []).append(f.gpus[o].pci)
     by_host = {t.host: t for t in topologies}
     return [by_host[h].only(ids) for h, ids in used.items() if h in by_host]
 
@@ -343,9 +343,10 @@ def _nic_summary(h: HostTopology) -> str:
         why = h.unknown.get("nics")
         return "no NIC found" + (f" ({why})" if why else "")
     rdma = h.rdma_ports()
-    shown = rdma or [n for n in h.nics if n.kind == "ethernet"]
+    shown = rdma or [n for n in h.nics if n.kind in ("ethernet", "virtual")]
     kinds = {"ib": "InfiniBand", "roce": "RoCE", "efa": "EFA", "slingshot": "Slingshot", "ethernet": "Ethernet"}
-    items = [f"{kinds.get(n.kind, n.kind)} {n.rate_gbps:g} Gb/s {n.state or '?'}" if n.rate_gbps
+    items = [f"virtual {n.name} (speed unknown) {n.state or '?'}" if n.kind == "virtual" else
+             f"{kinds.get(n.kind, n.kind)} {n.rate_gbps:g} Gb/s {n.state or '?'}" if n.rate_gbps
              else f"{kinds.get(n.kind, n.kind)} ? Gb/s {n.state or '?'}" for n in shown]
     text = _counts(items)
     if rdma:

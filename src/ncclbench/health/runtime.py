@@ -364,30 +364,24 @@ def rank_info(world_rank: int) -> RankInfo:
 
 
 def host_name(world_rank: int) -> str:
-    """This rank's host identity: its host name (first label), or the entry of
-    NCCLBENCH_HEALTH_HOST_MAP (comma-separated, one per world rank) - for tests
-    and for containers that all carry one host name."""
+    """This rank's host identity: the host as NCCL groups it (launch/hostid.py: NCCL_HOSTID,
+    else the short host name), or the entry of NCCLBENCH_HEALTH_HOST_MAP (comma-separated,
+    one per world rank) - for tests."""
     import os
-    import socket
+
+    from ..launch.hostid import host_label
 
     mapping = os.environ.get("NCCLBENCH_HEALTH_HOST_MAP")
     if mapping:
         names = [x.strip() for x in mapping.split(",")]
         if world_rank < len(names) and names[world_rank]:
             return names[world_rank]
-    return socket.gethostname().split(".")[0]
+    return host_label()
 
 
 def advertised_address() -> str:
-    """Where the other ranks can reach this process: NCCLBENCH_HEALTH_ADDR, else the
-    address this host name resolves to (a cluster's DNS or /etc/hosts)."""
-    import os
-    import socket
+    """Where the other ranks can reach this process (launch/address.py: NCCLBENCH_HEALTH_ADDR,
+    the route toward MASTER_ADDR, NCCL_SOCKET_IFNAME's interface, the host name, ...)."""
+    from ..launch.address import advertised_address as address
 
-    env = os.environ.get("NCCLBENCH_HEALTH_ADDR")
-    if env:
-        return env
-    try:
-        return socket.gethostbyname(socket.gethostname())
-    except OSError:
-        return "127.0.0.1"
+    return address()

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .. import __version__
+from .hostid import host_label
 
 SHM_MIN_BYTES = 512 * 1024 * 1024
 
@@ -53,11 +54,18 @@ class RankFacts:
     env: dict[str, str] = field(default_factory=dict)  # NCCL_* and CUDA_*
     shm_total: int | None = None
     shm_free: int | None = None
+    nccl_host: str = ""  # the host as NCCL groups ranks (launch/hostid.py); "" in facts stored before it
 
     @property
     def host_key(self) -> tuple[str, str]:
         """nccl-tests' host hash: short host name plus boot id (docs/behaviour.md §2.2)."""
         return (self.host, self.boot_id)
+
+    @property
+    def host_label(self) -> str:
+        """The host as NCCL groups ranks (NCCL_HOSTID, else the short host name): the host
+        of the banner, explain, health and the store."""
+        return self.nccl_host or self.host
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -202,7 +210,7 @@ def collect_rank_facts(info: Any = None, *, hostcomm: str = "", nccl_lib: str | 
         boot_id=(_read("/proc/sys/kernel/random/boot_id") or "").strip(), pid=os.getpid(),
         launcher=getattr(info, "kind", "single"), local_rank=local_rank, hostcomm=hostcomm,
         python="%d.%d.%d" % sys.version_info[:3],
-        env={k: v for k, v in os.environ.items() if k.startswith(("NCCL_", "CUDA_"))})
+        env={k: v for k, v in os.environ.items() if k.startswith(("NCCL_", "CUDA_"))}, nccl_host=host_label())
     facts.shm_total, facts.shm_free = shm_size()
     if probe_gpus:
         facts.gpus, facts.cuda_driver_version, facts.gpu_note = _cuda_gpus()

@@ -156,19 +156,20 @@ class JobWatch:
                     self._buffers[conn] = b""
                     self._sel.register(conn, selectors.EVENT_READ, None)
                     continue
+                assert isinstance(sock, socket.socket)  # registered above: the listener or a connection
                 try:
-                    data = sock.recv(65536)  # type: ignore[union-attr]
+                    data = sock.recv(65536)
                 except (BlockingIOError, InterruptedError):
                     continue
                 except OSError:
                     data = b""
                 if data:
-                    self._feed(sock, data)  # type: ignore[arg-type]
+                    self._feed(sock, data)
                     continue
-                rank = self._owner.pop(sock, None)  # type: ignore[arg-type]
+                rank = self._owner.pop(sock, None)
                 self._sel.unregister(sock)
-                self._buffers.pop(sock, None)  # type: ignore[arg-type]
-                sock.close()  # type: ignore[union-attr]
+                self._buffers.pop(sock, None)
+                sock.close()
                 if rank is not None:
                     with self.lock:
                         rec = self.ranks[rank]

@@ -286,7 +286,7 @@ def run_checks(info: LaunchInfo, *, timeout_s: float | None = None, backend: str
 
 def _report(facts: list[RankFacts], findings: list[Finding], info: LaunchInfo, hostcomm: str, gpr: int,
             json_path: str | None, added: tuple[list[str], dict[str, Any]] = ([], {})) -> int:
-    hosts = len({f.host_key for f in facts})
+    hosts = len({f.host_label for f in facts})
     print(f"# ncclbench preflight: {len(facts)} process(es) on {hosts} host(s); launcher: {info.launcher}; "
           f"host communication: {hostcomm}")
     print(format_rank_table(facts, gpr))

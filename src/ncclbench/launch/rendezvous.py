@@ -35,7 +35,7 @@ from .hostcomm import HostComm
 DEFAULT_TIMEOUT_S = 60.0  # rendezvous bound when -T is not given
 HEARTBEAT_S = 1.0
 _GRACE_S = 2.0  # peers wait this much longer than the hub, so the hub's message wins
-_OPS = {"sum": sum, "min": min, "max": max}
+_OPS: dict[str, Callable[[list[Any]], Any]] = {"sum": sum, "min": min, "max": max}
 
 
 def format_ranks(ranks: Iterable[int]) -> str:
@@ -692,7 +692,7 @@ class TcpHostComm(HostComm):
             raise BenchError(f"rank {rank} is outside a world of {size}", ExitCode.INVALID_USAGE)
         if not token:
             raise BenchError("the TCP rendezvous needs a token", ExitCode.INVALID_USAGE)
-        op_t = timeout_s if op_timeout_s == "same" else op_timeout_s
+        op_t: float | None = timeout_s if isinstance(op_timeout_s, str) else op_timeout_s
         self.rank, self.size = rank, size
         self._cid, self._seq = 0, 0
         if rank == 0:

@@ -330,8 +330,8 @@ class LocalSpawnLauncher:
                 _store_outcome(watch, meaning[0] if meaning else "interrupted",
                                f"rank {rank} ended with exit status {rc}", overwrite_reason=False)
                 return code
-            rec = watch.ranks.get(rank)
-            who = rec.who() if rec else f"rank {rank} (pid {self.procs[rank].pid})"
+            known = watch.ranks.get(rank)
+            who = known.who() if known else f"rank {rank} (pid {self.procs[rank].pid})"
             how = "was killed by" if rc in (128 + signal.SIGKILL, -signal.SIGKILL) else "ended by"
             reason = f"{who} {how} {describe_exit(rc)}"
             stored = _store_outcome(watch, "interrupted", reason, overwrite_reason=True)

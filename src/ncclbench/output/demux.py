@@ -84,8 +84,8 @@ def _split_tags(line: str, style: str | None) -> list[tuple[str, str]]:
         out.append((key, line[pos:]))
         return [piece for piece in out if piece[1] or len(out) == 1]
     if style == "srun":
-        m = _SRUN_LABEL.match(line)
-        return [(m.group("rank"), line[m.end():])] if m else [("untagged", line)]
+        label = _SRUN_LABEL.match(line)
+        return [(label.group("rank"), line[label.end():])] if label else [("untagged", line)]
     return [("all", line)]
 
 

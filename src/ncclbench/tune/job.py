@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING
 from ..collectives import lookup
 from ..datatypes import DATATYPE_BY_NAME, EMPTY_OP, NO_OP, REDOP_BY_NAME
 from ..errors import ArgumentError, BenchError, print_error
+from ..launch.hostid import host_label
 from . import nccl_rules
 from .candidates import CandidateSet, mpich_candidates, nccl_candidates, preset_conflicts
 from .options import TuneOptions
@@ -104,7 +104,7 @@ def run_tune_here(topts: TuneOptions, backend, launch, note: str | None) -> int:
         if coll is None:
             raise ArgumentError(f"unknown collective {opts.collective!r}")
         dtype, op, root = _dtype_op_root(topts, coll)
-        nnodes = len(set(host.allgather(socket.gethostname())))
+        nnodes = len(set(host.allgather(host_label())))  # hosts as NCCL groups them (NCCL_HOSTID)
         reporter = host.rank == 0
         notes = [note] if note else []
         if not is_mpi and os.environ.get("NCCL_TUNER_PLUGIN"):
