@@ -75,6 +75,7 @@ def test_log_is_small_text_and_cuts_are_marked(entry):
     assert all(CUT.match(line) for line in marked), marked
 
 
-def test_corpus_spans_failed_and_judged_logs():
+def test_corpus_holds_healthy_failed_and_unjudgeable_logs():
+    """A judge must not cry wolf (healthy logs), must read failures, and must say when it cannot judge."""
     verdicts = {e["expected_verdict"] for e in ENTRIES}
-    assert "failed" in verdicts and "not_judged" in verdicts
+    assert {"as_expected", "failed", "not_judged"} <= verdicts
