@@ -1,7 +1,7 @@
 """A rank for the signal tests (`python -m signal_rank DB MODE`), for the paths a
 CPU machine cannot run the real benchmark on: the TCP rendezvous (ncclbench's
 GPU path: `--nprocs` / one process per GPU without MPI) and a main thread stuck
-in an MPI call.  It does what `ncclbench.bench.run_here` does around a run --
+in an MPI call.  It does what `ncclbench.benchmark.run_here` does around a run --
 the same RankSignals, StoreReporter and `end_run` -- with host operations
 standing in for the measurements: every round is a barrier and an allreduce
 across the ranks, and rank 0 stores one row per round.

@@ -93,7 +93,7 @@ def describe(graph: dict[str, set[str]], component: list[str]) -> str:
 
 def test_the_package_has_no_import_circle():
     graph = import_graph(PACKAGE)
-    assert len(graph) > 50 and graph["ncclbench.bench"]  # the walk really read the package
+    assert len(graph) > 50 and graph["ncclbench.benchmark"]  # the walk really read the package
     found = cycles(graph)
     assert not found, "import circles:\n" + "\n".join(describe(graph, c) for c in found)
 
@@ -122,3 +122,72 @@ def test_no_runtime_module_imports_the_simulators():
                            if not (m == sim or m.startswith(sim + "."))
                            and any(d == sim or d.startswith(sim + ".") for d in deps))
     assert not runtime_users, f"runtime modules importing the simulators: {runtime_users}"
+
+
+# The layers of docs/architecture.md, top to bottom. A package (or top-level module) may import
+# packages of its own layer (as long as the packages form no circle) and of the layers below it,
+# never of a layer above. `simulation` is test and bench support: nothing at runtime imports it
+# (test_no_runtime_module_imports_the_simulators), so it sits on top.
+LAYERS: list[tuple[str, set[str]]] = [
+    ("support", {"simulation"}),
+    ("entry", {"__main__", "cli", "commands"}),
+    ("tools", {"explain", "health", "tune", "benchmark"}),  # benchmark: the run orchestration tools reuse
+    ("harness", {"harness", "plan", "options"}),
+    ("services", {"backends", "launch", "output", "store", "report"}),
+]
+BASE = "base"  # everything else: collectives, cuda, nccl, config, datatypes, errors, results, ...
+
+
+def package_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def layer_of(package: str) -> int:
+    for i, (_, members) in enumerate(LAYERS):
+        if package in members:
+            return i
+    return len(LAYERS)
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    pkgs: dict[str, set[str]] = {}
+    for mod, deps in graph.items():
+        a = package_of(mod)
+        pkgs.setdefault(a, set())
+        for d in deps:
+            b = package_of(d)
+            if b != a:
+                pkgs[a].add(b)
+    return pkgs
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Module-level evidence for every import from a lower layer into a higher one."""
+    found = []
+    for mod, deps in graph.items():
+        for d in deps:
+            if layer_of(package_of(d)) < layer_of(package_of(mod)):
+                found.append(f"{mod} -> {d}")
+    return sorted(found)
+
+
+def test_packages_import_only_their_layer_and_below():
+    graph = import_graph(PACKAGE)
+    known = {p for _, members in LAYERS for p in members}
+    assert known - {package_of(m) for m in graph} == set(), "a layer names a package that does not exist"
+    bad = upward_imports(graph)
+    assert not bad, "imports into a higher layer:\n" + "\n".join(bad)
+
+
+def test_packages_form_no_circle():
+    pkgs = package_graph(import_graph(PACKAGE))
+    found = cycles(pkgs)
+    assert not found, "package circles:\n" + "\n".join(describe(pkgs, c) for c in found)
+
+
+def test_the_layer_checks_catch_an_upward_import_and_a_package_circle():
+    graph = {"ncclbench.store.db": {"ncclbench.launch.spawn"}, "ncclbench.launch.spawn": {"ncclbench.store.db"},
+             "ncclbench.errors": {"ncclbench.commands.check"}, "ncclbench.commands.check": set()}
+    assert upward_imports(graph) == ["ncclbench.errors -> ncclbench.commands.check"]
+    assert cycles(package_graph(graph)) == [["launch", "store"]]

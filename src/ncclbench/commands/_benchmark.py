@@ -3,14 +3,14 @@
 Not an argparse command: the command line is nccl-tests' (getopt quirks
 included, `ncclbench.options`).  This module decides *where* the run happens:
 started here by `--nprocs N` or one process per visible GPU (the children run
-this same command line, `ncclbench.bench.spawn`), or in this process
-(`ncclbench.bench.run_here`).
+this same command line, `ncclbench.benchmark.spawn`), or in this process
+(`ncclbench.benchmark.run_here`).
 """
 
 from __future__ import annotations
 
 from ..backends.select import choose_backend
-from ..bench import run_here, self_launch_count, spawn
+from ..benchmark import run_here, self_launch_count, spawn
 from ..config import Backend
 from ..launch.spawn import strip_nprocs
 from ..options import HelpRequested, parse_bench_args

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, TextIO
 from .. import __version__
 from ..config import BenchOptions
 from ..errors import BenchError, ExitCode
+from ..rank_link import note_for_launcher, register_last_words
 from ..results import ResultRow, RunInfo, RunSummary
 from .db import ResultStore, env_that_matters
 
@@ -104,8 +105,6 @@ class StoreReporter:
             self.run_id = self.store.begin_run(recorded, opts, env=env)
         self._guard(_begin)
         if self.run_id is not None:
-            from ..launch.shutdown import note_for_launcher, register_last_words
-
             self._unregister = register_last_words(self._last_words)
             note_for_launcher(run_id=self.run_id, db=str(self.store.path))
 

@@ -39,12 +39,12 @@ def run_tune(program: str, argv: list[str]) -> int:
     before = _mtime(result_path)  # a tune that measures nothing (one rank) writes no result
     nprocs = topts.bench.nprocs
     if nprocs is None and str(getattr(backend, "value", backend)) == "nccl":
-        from ..bench import self_launch_count
+        from ..benchmark import self_launch_count
 
         n = self_launch_count(topts.bench)
         nprocs = n if n > 1 else None
     if nprocs:
-        from ..bench import spawn
+        from ..benchmark import spawn
         from ..launch.spawn import strip_nprocs
 
         child = strip_nprocs(topts.child_args())
