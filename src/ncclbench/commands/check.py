@@ -35,6 +35,8 @@ def add_arguments(parser: CommandParser) -> None:
                              "or the -N cycles)")
     add_in_place_option(parser, "gate on")
     parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--junit", default=None, metavar="FILE",
+                        help="also write JUnit XML: one test case per judged figure (output/junit.py)")
 
 
 def parse_pct(text: str, what: str = "limit") -> float:
@@ -52,6 +54,10 @@ def parse_pct(text: str, what: str = "limit") -> float:
 def run(args: argparse.Namespace) -> int:
     from ..store.compare import baseline_history, format_gate, gate, gate_to_dict
 
+    if args.junit:
+        from ..output.metrics import check_writable
+
+        check_writable(args.junit, "--junit")
     max_drop = parse_pct(args.max_drop, "--max-drop")
     max_rise = parse_pct(args.max_rise, "--max-rise") if args.max_rise else max_drop
     history = []
@@ -72,6 +78,10 @@ def run(args: argparse.Namespace) -> int:
                 history = [store.get_run(r) for r in baseline_history(store, name)[1] if r != checked_id]
     g = gate(checked, baseline, max_drop, max_rise, placement(args), history=history,
              every_size=args.every_size)
+    if args.junit:
+        from ..output.junit import check_junit, write
+
+        write(args.junit, check_junit(gate_to_dict(g), args.run))
     if args.format == "json":
         print(json.dumps(gate_to_dict(g), indent=1))
     else:

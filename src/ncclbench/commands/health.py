@@ -10,7 +10,8 @@ launcher that ends the whole job when one rank dies.  `--nprocs` runs the
 coordinator in the starting process for that reason.
 
 Output: the verdict table on stdout, `--json FILE`, `--drain FILE` (one host
-per line); exit 0 (no fault confirmed) or 8 (faults found).
+per line), `--metrics FILE`, `--junit FILE`, `--drain-action` (health/actions.py);
+exit 0 (no fault confirmed) or 8 (faults found).
 """
 
 from __future__ import annotations
@@ -63,6 +64,13 @@ def add_arguments(parser: CommandParser) -> None:
     parser.add_argument("--json", dest="json_path", default=None, metavar="FILE", help="write the report as JSON")
     parser.add_argument("--drain", dest="drain_path", default=None, metavar="FILE",
                         help="write the hosts to drain, one per line (empty file when none)")
+    parser.add_argument("--metrics", default=None, metavar="FILE",
+                        help="write Prometheus text metrics: per host, GPU and rail verdicts, findings "
+                             "(node_exporter's textfile collector reads *.prom)")
+    parser.add_argument("--junit", default=None, metavar="FILE", help="write JUnit XML: one test case per host")
+    parser.add_argument("--drain-action", choices=("slurm", "kubernetes"), default=None,
+                        help="drain the hosts of confirmed faults: scontrol (Slurm) or kubectl taint+label")
+    parser.add_argument("--dry-run", action="store_true", help="with --drain-action: print the commands, run none")
     parser.add_argument("--baseline", default=None, metavar="FILE",
                         help="a stored reference (JSON written by --save-baseline) to judge against as well")
     parser.add_argument("--save-baseline", default=None, metavar="FILE",
@@ -140,10 +148,16 @@ def _config(args: argparse.Namespace, gpus: bool = False):
 
 
 def _service_options(args: argparse.Namespace):
+    from ..health.actions import AfterScan
     from ..health.service import ServiceOptions
 
     hosts = [h.strip() for h in args.hosts.split(",") if h.strip()] if args.hosts else None
+    after = AfterScan(args.metrics, args.junit, args.drain_action, args.dry_run)
+    if args.dry_run and not args.drain_action:
+        raise ArgumentError("health: --dry-run needs --drain-action slurm|kubernetes")
+    after.check()
     return ServiceOptions(json_path=args.json_path, drain_path=args.drain_path, save_baseline=args.save_baseline,
                           store=not args.no_store, db=args.db, round_timeout_s=args.round_timeout,
                           join_timeout_s=args.join_timeout, expected_hosts=hosts, nprocs=args.nprocs,
-                          ranks=args.ranks, serve=args.serve, coordinator=args.coordinator, argv=sys.argv[1:])
+                          ranks=args.ranks, serve=args.serve, coordinator=args.coordinator, argv=sys.argv[1:],
+                          after_scan=after if after.wanted else None)

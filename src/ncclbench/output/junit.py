@@ -143,8 +143,9 @@ def health_cases(doc: Mapping[str, Any]) -> list[Case]:
 
 
 def _finding_head(f: Mapping[str, Any]) -> str:
-    where = " ".join(x for x in (str(f.get("component", "")), str(f.get("detail", ""))) if x)
-    return f"{where} {f.get('verdict', '')}".strip()
+    comp, detail, verdict = str(f.get("component", "")), str(f.get("detail", "")), str(f.get("verdict", ""))
+    where = detail if detail.startswith(comp) else " ".join(x for x in (comp, detail) if x)
+    return where if verdict == comp else f"{where} {verdict}".strip()
 
 
 def _finding_text(f: Mapping[str, Any]) -> str:
