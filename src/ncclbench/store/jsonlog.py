@@ -22,6 +22,25 @@ from ..results import DeviceInfo, HalfResult, PerIterStats, ResultRow, RunInfo, 
 from .db import env_that_matters
 from .imported import ImportedRun, NotImportableError, nccl_version_string, options_from_rows
 
+FILE_SHA256 = "file_sha256"  # RunInfo.extra key: the imported file's bytes (what older imports were keyed by)
+
+
+def content_hash(doc: object) -> str:
+    """The store's de-duplication key of a -J document: its content, not its bytes.
+
+    Like a text log's key (the test's lines without launcher tags or CRLF), the
+    same document re-imported after a re-indent, a key reorder, CRLF line ends
+    or the repair of a cut-off tail's `inf` is the same run."""
+    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return "json:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def legacy_hash(run: ImportedRun) -> str | None:
+    """The key older ncclbench versions stored a JSON import under (the file's bytes)."""
+    raw = run.info.extra.get(FILE_SHA256)
+    return f"json:{raw}" if run.source == "import:json" and isinstance(raw, str) else None
+
+
 _PER_ITER_KEYS = ("min_us", "max_us", "avg_us", "p50_us", "p95_us", "p99_us", "stdev_us", "cv_pct")
 
 
@@ -171,7 +190,7 @@ def _parse(data: bytes, path: str) -> ImportedRun:
         ngroups=len({d.group for d in devices}) or 1, start_time=str(doc.get("start_time", "")),
         hosts=list(dict.fromkeys(d.hostname for d in devices)),
         extra={"imported_from": path, "format": "json", "json_version": doc.get("version"),
-               "truncated": truncated})
+               "truncated": truncated, FILE_SHA256: hashlib.sha256(data).hexdigest()})
 
     summary = None
     complete = not truncated and "average_bus_bandwidth" in doc
@@ -189,5 +208,5 @@ def _parse(data: bytes, path: str) -> ImportedRun:
     return ImportedRun(
         info=info, options=o, rows=rows, summary=summary,
         status="complete" if complete else "interrupted", source="import:json", source_path=path,
-        index=0, ntests=1, content_hash="json:" + hashlib.sha256(data).hexdigest(),
+        index=0, ntests=1, content_hash=content_hash(doc),
         env=env_that_matters(full_env), end_time=doc.get("end_time"))

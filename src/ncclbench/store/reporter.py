@@ -176,10 +176,15 @@ def store_imported(store: ResultStore, runs: list[ImportedRun]) -> list[tuple[Im
     Returns (run, id, is_new) per run; a run whose content was imported
     before is not stored twice (its earlier id is returned with is_new=False).
     """
+    from .jsonlog import legacy_hash
+
     out: list[tuple[ImportedRun, int, bool]] = []
     with store.transaction():
         for r in runs:
             old = store.find_by_hash(r.content_hash)
+            legacy = legacy_hash(r)
+            if old is None and legacy is not None:
+                old = store.find_by_hash(legacy)
             if old is not None:
                 out.append((r, old, False))
                 continue
