@@ -73,6 +73,10 @@ BUSBW = [0.01, 1.0, 30.0, 150.0, 300.0, 340.0, 352.0, 356.0]
 
 
 def test_size_classes_follow_the_gate_and_explain():
+    from ncclbench.output.metrics import SMALL_MAX_BYTES
+    from ncclbench.store.stats import LATENCY_MAX_SIZE
+
+    assert SMALL_MAX_BYTES == LATENCY_MAX_SIZE  # one threshold, held equal across the layers
     c = size_classes(SIZES)
     assert c["small"] == [8, 1024, 64 * 1024]  # <= 64 KiB: the gate's latency sizes
     assert c["plateau"] == [128 * MiB, 256 * MiB]  # within a factor of 4 of the largest: explain's plateau

@@ -41,6 +41,33 @@ GB = 1e9
 US = 1e-6
 NOT_JUDGED = "not judged"
 SIZE_CLASSES = ("small", "medium", "plateau")
+# The gate's latency sizes (store/stats.py LATENCY_MAX_SIZE; output/ sits below store/ and
+# cannot import it: tests/test_metrics.py holds the two equal).
+SMALL_MAX_BYTES = 64 * 1024
+
+
+@dataclass
+class _Point:
+    size: int
+    busbw: float
+    time_us: float
+
+
+def _series(rows: Sequence[ResultRow], placement: str) -> dict[tuple[str, str, int], list[_Point]]:
+    """(type, op, root) -> one point per size (ascending), repeats (-N) combined by their median."""
+    by: dict[tuple[str, str, int], dict[int, list[ResultRow]]] = {}
+    for r in rows:
+        if r.size > 0:
+            by.setdefault((r.type, r.redop, r.root), {}).setdefault(r.size, []).append(r)
+    out = {}
+    for key, sizes in by.items():
+        pts = []
+        for size in sorted(sizes):
+            halves = [getattr(r, placement) for r in sizes[size]]
+            bw, t = _median(h.busbw for h in halves), _median(h.time_us for h in halves)
+            pts.append(_Point(size, math.nan if bw is None else bw, math.nan if t is None else t))
+        out[key] = pts
+    return out
 
 
 # -- the text format ------------------------------------------------------------------------------
@@ -144,9 +171,7 @@ def size_classes(sizes: Sequence[int]) -> dict[str, list[int]]:
     """small (the gate's latency sizes, <= 64 KiB), plateau (explain's), medium (the rest).
     A size in both small and plateau (a sweep that stays small) counts as small: its
     figure is latency-bound, which explain says too."""
-    from ..store.stats import latency_sizes
-
-    small = latency_sizes(list(sizes))
+    small = sorted({s for s in sizes if 0 < s <= SMALL_MAX_BYTES})
     plateau = [s for s in plateau_sizes(sizes) if s not in small]
     medium = sorted({s for s in sizes if s > 0 and s not in small and s not in plateau})
     return {"small": small, "medium": medium, "plateau": plateau}
@@ -198,14 +223,12 @@ def run_families(info: RunInfo, opts: BenchOptions, rows: Sequence[ResultRow], s
     ceiling = (j or {}).get("ceiling", {}).get("ceiling") if j else None
     verdict = (j or {}).get("verdict") or {}
     plateau_fig = (j or {}).get("plateau") or {}
-    from ..store.stats import series_of
-
     for placement in ("out_of_place", "in_place"):
-        for s in series_of(list(rows), placement):
-            classes = size_classes(s.sizes)
-            labels = dict(base, type=s.type, redop=s.redop, root=str(s.root), placement=placement)
+        for (dtype, redop, root), points in _series(rows, placement).items():
+            classes = size_classes([p.size for p in points])
+            labels = dict(base, type=dtype, redop=redop, root=str(root), placement=placement)
             for cls in SIZE_CLASSES:
-                pts = [p for p in s.points if p.size in classes[cls]]
+                pts = [p for p in points if p.size in classes[cls]]
                 if not pts:
                     continue
                 lab = dict(labels, size_class=cls)
