@@ -59,11 +59,17 @@ def test_noise_statistics():
     assert noise.shift_sigma(runs, [8, 16]) == pytest.approx(
         noise.robust_sigma([0.0, math.log(1.1), math.log(0.9)]))
     multiples = [noise.noise_multiple(d) for d in (1, 2, 4, 9, 19, 99, None)]
-    assert multiples == sorted(multiples, reverse=True) and multiples[-1] == 3.0
-    n = noise.combine(0.01, 0.02, "the baseline's 5 runs", 5, 1, shift_dof=4)
+    assert multiples == sorted(multiples, reverse=True) and multiples[-1] == pytest.approx(2.576)
+    assert noise.noise_multiple(2) == pytest.approx(9.925)  # t(0.995, 2): a 3-run baseline
+    n = noise.combine(0.02, "the baseline's 5 runs", 5, 1, shift_dof=4, scatter=0.01, scatter_dof=30)
     assert n.whole_run_known and n.sigma == pytest.approx(0.02 * math.sqrt(1 + math.pi / 2 / 5), rel=1e-4)
-    assert n.multiple == pytest.approx(6.62)
-    assert not noise.combine(0.01, None, None).whole_run_known
+    assert n.multiple == pytest.approx(4.604) and not n.assumed
+    floor = noise.combine(0.001, "the baseline's 5 runs", 5, 1, shift_dof=4, scatter=0.01, scatter_dof=30)
+    assert floor.sigma == 0.01 and floor.dof == 30 and "size-to-size scatter of the baseline's 5 runs" in floor.source
+    p = noise.prior_noise("mpi", "bandwidth")
+    assert p.assumed and not p.whole_run_known and p.sigma == pytest.approx(0.05 * math.sqrt(2))
+    assert p.source.startswith("assumed: 5% per run") and "gate-false-alarms.md" in p.source
+    assert noise.prior_noise("nccl", "latency").sigma == noise.prior_noise("nccl-tests", "latency").sigma
 
 
 def _history(base, rng, n, shift, scatter):
@@ -110,8 +116,7 @@ def test_noise_from_N_cycles():
     b = noisy(base, rng, 0.05, 0.02, cycles=5)
     g = gate(b, a)
     assert g.ok, [(j.figure, j.worse_pct, j.limit_pct) for j in g.judgements]
-    assert all(j.noise.source.startswith("the -N cycles (5 and 5)") or "scatter" in j.noise.source
-               for j in g.judgements)
+    assert all(j.noise.source == "the baseline's 5 -N cycles" for j in g.judgements), g.judgements
     assert g.whole_run_noise_known
     slow = noisy(base, rng, 0.01, 0.01, slow=1.5, cycles=5)
     assert not gate(slow, a).ok

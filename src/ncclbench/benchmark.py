@@ -233,7 +233,8 @@ def run_here(opts: BenchOptions, backend: Backend, launch: LaunchInfo, note: str
         if explain is not None:
             code = max(code, explain.exit_code())
         if opts.baseline and store is not None:
-            code = max(code, store.check_baseline(opts.baseline))
+            gated = store.check_baseline(opts.baseline)  # 0, 7 or 9 (not judged): the run's own failure comes first
+            code = code or gated
         return code
     except (JobInterrupted, BenchError) as exc:
         # one line, the stored run's outcome, and the other ranks told (they may be waiting for us)

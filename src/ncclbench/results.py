@@ -117,6 +117,11 @@ def min_bw_verdict(avg_busbw: float, gate: float | None) -> bool | None:
     return not avg_busbw < MIN_BW_FACTOR * gate
 
 
+# Said wherever a run of one rank appears (the banner, explain, the gate's refusal): with one rank
+# nothing crosses a link, so busbw is 0 and algbw times a local copy; it is no benchmark of a fabric.
+ONE_RANK_NOTE = "one rank moves no data"
+
+
 # Key of ncclbench's judgement of a run: in RunInfo.extra (the topology, known at start) and as a
 # top-level key of the -J file (everything, merged with RunSummary.explain).
 EXPLAIN_KEY = "ncclbench_explain"

@@ -33,6 +33,7 @@ def add_arguments(parser: CommandParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..store.compare import baseline_noise_note, refuse_as_baseline
     from ..store.db import ResultStore
 
     if args.action == "list":
@@ -59,6 +60,11 @@ def run(args: argparse.Namespace) -> int:
                 if args.runs < 1 or len(ids) != 1:
                     raise ArgumentError("--runs N needs N >= 1 and one RUN")
                 ids = store.runs_of_same_command(ids[0], args.runs)
+                if len(ids) < args.runs:
+                    print(f"ncclbench: warning: --runs {args.runs}: only {len(ids)} finished run"
+                          f"{'s' if len(ids) != 1 else ''} of that command (same test, arguments, ranks, hosts) "
+                          f"in the store; {baseline_noise_note(len(ids))}", file=sys.stderr)
+            refuse_as_baseline([store.get_run(r) for r in ids])
             store.set_baseline(args.name, ids, args.note)
             more = f" and its history: runs {', '.join(map(str, ids[:-1]))}" if len(ids) > 1 else ""
             print(f"baseline '{args.name}' = run {max(ids)}{more}")

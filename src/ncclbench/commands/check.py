@@ -1,4 +1,5 @@
-"""`ncclbench check RUN --against NAME`: the regression gate (exit 7 when worse)."""
+"""`ncclbench check RUN --against NAME`: the regression gate (exit 7 when worse, 9 when the
+checked run is too noisy to confirm anything)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import math
 import os
 import sys
 
-from ..errors import ArgumentError, ExitCode
+from ..errors import ArgumentError
 from ._runs import REF_HELP, RunRefs, add_db_option, add_in_place_option, placement
 from .base import CommandParser
 
@@ -20,7 +21,8 @@ def add_arguments(parser: CommandParser) -> None:
     from ..store.compare import GATE_DEFINITION
 
     parser.epilog = ("What is judged: " + GATE_DEFINITION.replace("%", "%%") + ".  Exit status: 0 ok, 7 regression, "
-                     "255 bad arguments.")
+                     "9 unstable candidate (not judged: re-run), 255 bad arguments or a baseline that is no "
+                     "reference for RUN (another collective or rank count, another ncclbench release, one rank).")
     add_db_option(parser)
     parser.add_argument("run", metavar="RUN", help=REF_HELP)
     parser.add_argument("--against", required=True, metavar="NAME",
@@ -86,4 +88,4 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(gate_to_dict(g), indent=1))
     else:
         sys.stdout.write(format_gate(g, base_name))
-    return 0 if g.ok else int(ExitCode.DATA_ERRORS)
+    return g.exit_code

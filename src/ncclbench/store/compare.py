@@ -17,16 +17,17 @@ unknown).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Protocol
+from typing import Any, Protocol, TextIO
 
 from ..config import BenchOptions
 from ..errors import ArgumentError, ExitCode
 from ..output.numfmt import human_size
-from ..results import ResultRow, RunInfo, RunSummary
+from ..results import ONE_RANK_NOTE, ResultRow, RunInfo, RunSummary
 from . import noise, stats
 from .noise import Noise
 from .stats import Point, Series
@@ -61,25 +62,29 @@ class SizeDelta:
 
     @property
     def busbw_beyond(self) -> bool:
-        return self.busbw_delta is not None and abs(self.busbw_delta) > self.busbw_noise
+        return _beyond(self.busbw_delta, self.busbw_noise)
 
     @property
     def time_beyond(self) -> bool:
-        return self.time_delta is not None and abs(self.time_delta) > self.time_noise
+        return _beyond(self.time_delta, self.time_noise)
 
     @property
     def verdict(self) -> str:
         """Judged on time: busbw is derived from it and printed with fewer digits."""
-        if not self.time_beyond:
+        if self.time_delta is None or not self.time_beyond:
             return ""
         return "SLOWER" if self.time_delta > 0 else "faster"
+
+
+def _beyond(delta: float | None, noise_pct: float | None) -> bool:
+    return delta is not None and noise_pct is not None and abs(delta) > noise_pct
 
 
 @dataclass
 class SeriesComparison:
     label: str
-    key_a: tuple
-    key_b: tuple
+    key_a: tuple[str, str, int]
+    key_b: tuple[str, str, int]
     sizes: list[SizeDelta]
     plateau_sizes: list[int]
     latency_sizes: list[int]
@@ -141,11 +146,13 @@ def _match(sa: list[Series], sb: list[Series], warnings: list[str],
 
 def compare_runs(a: RunLike, b: RunLike, placement: str = "out_of_place", *,
                  strict: bool = False) -> Comparison:
-    """strict (the gate): the same collective, series matched by (type, op, root) only."""
+    """strict (the gate): the same collective, series matched by (type, op, root) only.
+    A run of one rank is refused (ArgumentError): it moves no data."""
+    refuse_one_rank(a, b)
     if strict and a.options.collective != b.options.collective:
         raise ArgumentError(f"cannot check {b.label} ({b.info.program}) against {a.label} "
                             f"({a.info.program}): different collectives")
-    warnings = []
+    warnings: list[str] = []
     if a.info.program != b.info.program:
         warnings.append(f"different tests: {a.info.program} vs {b.info.program}")
     if a.info.nranks != b.info.nranks:
@@ -233,7 +240,7 @@ def format_comparison(c: Comparison) -> str:
     return "\n".join(lines) + "\n"
 
 
-def comparison_to_dict(c: Comparison) -> dict:
+def comparison_to_dict(c: Comparison) -> dict[str, Any]:
     def point(p: Point | None):
         return None if p is None else {"busbw": _nn(p.busbw), "time_us": _nn(p.time_us),
                                        "spread_pct": p.spread_pct}
@@ -252,21 +259,85 @@ def comparison_to_dict(c: Comparison) -> dict:
     }
 
 
-def _nn(v: float) -> float | None:
+def _nn(v: float | None) -> float | None:
     return None if v is None or math.isnan(v) else v
+
+
+# ---------------------------------------------------------------- what can be judged at all
+
+def moves_no_data(run: RunLike) -> bool:
+    """One rank: nothing crosses a link, busbw is 0 (or a local copy) at every size.
+    An imported log without device lines counts as unknown, not as one rank."""
+    info = run.info
+    return info.nranks == 1 and (bool(info.devices) or info.backend in ("nccl", "mpi"))
+
+
+def refuse_one_rank(*runs: RunLike) -> None:
+    """ArgumentError (one line, exit 255) when one of `runs` has a single rank."""
+    for r in runs:
+        if moves_no_data(r):
+            raise ArgumentError(f"cannot judge {r.label} ({r.info.program}): it ran one rank, and {ONE_RANK_NOTE}; "
+                                "record runs of 2 or more ranks (--nprocs N, or a launcher)")
+
+
+def _release(version: str) -> tuple[str, ...]:
+    """'0.1.0' -> ('0', '1'): runs of one major.minor release time the same way."""
+    return tuple(version.split(".")[:2])
+
+
+def refuse_baseline(run: RunLike, baseline: RunLike, history: Sequence[RunLike] = ()) -> None:
+    """A baseline that is another test is no reference: another collective, another
+    rank count, runs recorded by another ncclbench release (the timed loop and what a
+    row means may differ), a run of one rank.  ArgumentError, one line, nothing judged."""
+    refuse_one_rank(run, baseline, *history)
+    for ref in (baseline, *history):
+        what = "the baseline" if ref is baseline else f"the baseline's {ref.label}"
+        if ref.options.collective != run.options.collective:
+            raise ArgumentError(f"cannot check {run.label} ({run.info.program}) against {what} ({ref.label}, "
+                                f"{ref.info.program}): different collectives")
+        if ref.info.nranks != run.info.nranks:
+            raise ArgumentError(f"cannot check {run.label} ({run.info.nranks} ranks) against {what} ({ref.label}, "
+                                f"{ref.info.nranks} ranks): a baseline of another rank count is another test; "
+                                f"set a baseline of {run.info.nranks}-rank runs")
+        ours = {r.info.backend for r in (run, ref)} <= {"nccl", "mpi"}
+        if ours and ref.info.version and run.info.version and \
+                _release(ref.info.version) != _release(run.info.version):
+            raise ArgumentError(f"cannot check {run.label} (ncclbench {run.info.version}) against {what} "
+                                f"({ref.label}, ncclbench {ref.info.version}): runs of another release may be "
+                                "timed differently; set a baseline recorded by this release")
+
+
+def refuse_as_baseline(runs: Sequence[RunLike]) -> None:
+    """`baseline set`: the runs of one baseline must be one test (the newest is the
+    reference, the others its history); none may be a run of one rank."""
+    if not runs:
+        raise ArgumentError("a baseline needs at least one run")
+    refuse_baseline(runs[-1], runs[-1], runs[:-1])
+
+
+def baseline_noise_note(nruns: int) -> str:
+    """What a baseline of `nruns` runs gives the gate's noise (for `baseline set`)."""
+    if nruns >= MIN_HISTORY:
+        return f"the gate measures its noise on these {nruns} runs"
+    return (f"fewer than {MIN_HISTORY} runs carry no measured noise: the gate uses the baseline's -N cycles "
+            "if it has 3 or more, else an assumed noise for the backend (docs: README, `check -h`)")
 
 
 # ---------------------------------------------------------------- gate
 
+MIN_HISTORY = 3  # runs a baseline's history needs before the gate measures its noise on them
+
 GATE_DEFINITION = (
     'per series, two figures are judged: the plateau busbw (the top quarter of sizes, or those >= 64 MiB) and'
     " the latency floor (sizes <= 64 KiB); each figure's change is the median of its sizes' changes in time, "
-    'and it fails when worse by more than the limit and by more than 3 standard deviations of its noise (more'
-    " when the noise was estimated from few runs: Student's t at the same false-alarm rate).  The noise comes"
-    " from the baseline's history (a baseline of several runs: `baseline set NAME RUN --runs N`), else the -N"
-    ' cycles of both runs, else the size-to-size scatter of the two runs alone (the noise of whole runs is '
-    'then unknown, and said so).  --every-size also judges each size on its own, against its noise across the'
-    ' history or the cycles (or, for a pair alone, the -I samples of that size)')
+    'and it fails when worse by more than the limit and by more than 2.58 standard deviations of its noise '
+    "(more when the noise was measured on few runs: Student's t at the same one-sided 0.995).  The noise "
+    "comes from the baseline alone, never from the checked run: its history (`baseline set NAME RUN --runs "
+    "N`, 3 runs or more), else its -N cycles (3 or more), else a declared prior for the backend and size "
+    'class, printed as "assumed".  A checked run far noisier than the baseline (its -N cycles or its '
+    "size-to-size roughness), with no regression beyond the limit, is an unstable candidate: not judged, "
+    'exit 9.  --every-size also judges each size on its own (for a baseline of one run, against the -I '
+    'samples of that size)')
 
 
 @dataclass
@@ -282,10 +353,15 @@ class Judgement:
     worse_pct: float  # how much worse (negative: better), from the median log ratio of the sizes
     noise: Noise
     limit_pct: float  # max(the user's limit, noise.multiple x noise)
+    unstable: str | None = None  # why the checked run is too noisy to confirm this figure
 
     @property
     def failed(self) -> bool:
         return self.worse_pct > self.limit_pct
+
+    @property
+    def verdict(self) -> str:
+        return "REGRESSION" if self.failed else "UNSTABLE" if self.unstable else "ok"
 
 
 @dataclass
@@ -324,8 +400,28 @@ class GateResult:
         return len(self.judgements)
 
     @property
+    def regression(self) -> bool:
+        return any(j.failed for j in self.judgements)
+
+    @property
+    def unstable(self) -> bool:
+        """No regression, but a figure could not be confirmed: the checked run is far noisier."""
+        return not self.regression and any(j.unstable for j in self.judgements)
+
+    @property
     def ok(self) -> bool:
-        return not any(j.failed for j in self.judgements)
+        return not self.regression and not self.unstable
+
+    @property
+    def status(self) -> str:
+        return "regression" if self.regression else "unstable candidate" if self.unstable else "ok"
+
+    @property
+    def exit_code(self) -> int:
+        """0 ok, 7 a regression, 9 an unstable candidate (not judged: re-run)."""
+        if self.regression:
+            return int(ExitCode.DATA_ERRORS)
+        return int(ExitCode.NOT_JUDGED) if self.unstable else int(ExitCode.OK)
 
     @property
     def failing_sizes(self) -> list[int]:
@@ -334,6 +430,10 @@ class GateResult:
     @property
     def whole_run_noise_known(self) -> bool:
         return all(j.noise.whole_run_known for j in self.judgements)
+
+    @property
+    def assumed(self) -> bool:
+        return any(j.noise.assumed for j in self.judgements)
 
 
 def _nan(v: float | None) -> float:
@@ -345,42 +445,41 @@ def _worse_pct(change: float, metric: str) -> float:
     return 100.0 * (-math.expm1(-change) if metric == "busbw" else math.expm1(change))
 
 
+def _worse_log(pct: float, metric: str) -> float:
+    """The inverse of _worse_pct: a percentage worse as a log ratio of times."""
+    return -math.log1p(-min(pct, 99.999) / 100.0) if metric == "busbw" else math.log1p(pct / 100.0)
+
+
 def _limit(user_pct: float, noise: Noise, metric: str) -> float:
     if noise.sigma is None:
         return user_pct
     return max(user_pct, _worse_pct(noise.multiple * noise.sigma, metric))
 
 
-def _same_test(run: RunLike, baseline: RunLike, history: Sequence[RunLike]) -> None:
-    for h in history:
-        if h.options.collective != baseline.options.collective:
-            raise ArgumentError(f"the baseline's runs are of different collectives: {h.label} "
-                                f"({h.info.program}) and {baseline.label} ({baseline.info.program})")
-
-
 def gate(run: RunLike, baseline: RunLike, max_drop_pct: float = 5.0,
          max_rise_pct: float | None = None, placement: str = "out_of_place", *,
          history: Sequence[RunLike] | None = None, every_size: bool = False) -> GateResult:
     """Judge `run` against `baseline` (plus the baseline's other runs, `history`):
-    see GATE_DEFINITION.  Raises ArgumentError when nothing can be judged."""
+    see GATE_DEFINITION.  Raises ArgumentError when nothing can be judged or the
+    baseline is no reference for this run (`refuse_baseline`)."""
     max_rise_pct = max_drop_pct if max_rise_pct is None else max_rise_pct
     history = [h for h in (history or []) if h is not baseline]
-    _same_test(run, baseline, history)
+    refuse_baseline(run, baseline, history)
     c = compare_runs(baseline, run, placement, strict=True)
     refs = [baseline, *history]
-    ref_cycles = [stats.cycle_values(r.rows, placement) for r in refs]
     ref_values = [stats.run_values(r.rows, placement) for r in refs]
+    ref_cycles = stats.cycle_values(baseline.rows, placement)
     run_cycles = stats.cycle_values(run.rows, placement)
     run_values = stats.run_values(run.rows, placement)
     iter_a = stats.iteration_noise(baseline.rows, placement)
-    iter_b = stats.iteration_noise(run.rows, placement)
+    backend = baseline.info.backend
     judgements: list[Judgement] = []
     for sc in c.series:
         ka, kb = sc.key_a, sc.key_b
         per_run = [v[ka] for v in ref_values if ka in v]
         ref = noise.reference_profile(per_run) if len(per_run) > 1 else (per_run[0] if per_run else {})
         mine = run_values.get(kb, {})
-        cyc_a = ref_cycles[0].get(ka, [])
+        cyc_a = ref_cycles.get(ka, [])
         cyc_b = run_cycles.get(kb, [])
         figures: list[tuple[str, str, list[int], float]] = []
         if sc.plateau_sizes:
@@ -398,46 +497,82 @@ def gate(run: RunLike, baseline: RunLike, max_drop_pct: float = 5.0,
             change = noise.median_change(ratios)
             if change is None:
                 continue
-            iters = _iteration_sigma(iter_a.get(ka, {}), iter_b.get(kb, {}), sizes)
-            nz = _noise_of(ratios, sizes, per_run, cyc_a, cyc_b, single=figure.startswith("size "), iters=iters)
+            single = figure.startswith("size ")
+            iters = _iteration_sigma(iter_a.get(ka, {}), sizes)
+            nz = reference_noise(sorted(ratios), per_run, cyc_a, backend, metric, single=single, iters=iters)
+            limit = _limit(user_pct, nz, metric)
+            worse = _worse_pct(change, metric)
+            unstable = None if single or worse > limit else \
+                instability(sorted(ratios), mine, per_run, cyc_a, cyc_b, nz, limit, metric)
             base_fig, run_fig = _figures(sc, figure, metric)
             judgements.append(Judgement(sc.label, figure, metric, sorted(ratios), base_fig, run_fig,
-                                        _worse_pct(change, metric), nz, _limit(user_pct, nz, metric)))
+                                        worse, nz, limit, unstable))
     if not judgements:
         raise ArgumentError(f"nothing to check: {run.label} and the baseline share no sizes "
                             "<= 64 KiB and none of the baseline's large sizes")
     return GateResult(c, max_drop_pct, max_rise_pct, judgements, len(refs))
 
 
-def _iteration_sigma(a: dict[int, float], b: dict[int, float], sizes: list[int]) -> float | None:
-    """One size's noise from the -I samples of both runs (standard errors of the two
-    means, combined); None for a group of sizes or without samples."""
-    if len(sizes) != 1 or sizes[0] not in a or sizes[0] not in b:
+def _iteration_sigma(a: dict[int, float], sizes: list[int]) -> float | None:
+    """One size's noise from the baseline's -I samples: the standard error of its mean,
+    on both sides of the change (the checked run is taken to be as steady); None for a
+    group of sizes or without samples."""
+    if len(sizes) != 1 or sizes[0] not in a:
         return None
-    return math.hypot(a[sizes[0]], b[sizes[0]])
+    return math.hypot(a[sizes[0]], a[sizes[0]])
 
 
-def _noise_of(ratios: dict[int, float], sizes: list[int], per_run: list[dict[int, float]],
-              cyc_a: list[dict[int, float]], cyc_b: list[dict[int, float]], single: bool,
-              iters: float | None = None) -> Noise:
-    """The noise of one figure's change (see store/noise.py): history first, then
-    cycles, then (one size alone) the -I samples, then the size scatter."""
-    scatter = None if single else noise.scatter_sigma(ratios)
-    scatter_dof = len(ratios) - 1 if scatter is not None else None
-    if len(per_run) >= 3:
+def reference_noise(sizes: list[int], per_run: list[dict[int, float]], cyc_a: list[dict[int, float]],
+                    backend: str, metric: str, *, single: bool = False, iters: float | None = None) -> Noise:
+    """The noise of one figure's change, from the reference alone (see store/noise.py):
+    the baseline's history (>= 3 runs), else its -N cycles (>= 3), else (one size) its -I
+    samples, else the declared prior for the backend and size class ("assumed")."""
+    if len(per_run) >= MIN_HISTORY:
         shift = noise.shift_sigma(per_run, sizes)
-        return noise.combine(scatter, shift, f"the baseline's {len(per_run)} runs", len(per_run), 1,
-                             shift_dof=len(per_run) - 1, scatter_dof=scatter_dof)
-    shifts = [(x, len(c)) for x, c in ((noise.shift_sigma(cyc_a, sizes), cyc_a), (noise.shift_sigma(cyc_b, sizes),
-                                                                                   cyc_b)) if x is not None]
-    if shifts:
-        dof = sum(n - 1 for _, n in shifts)
-        pooled = math.sqrt(sum(x * x * (n - 1) for x, n in shifts) / dof)
-        return noise.combine(scatter, pooled, f"the -N cycles ({len(cyc_a)} and {len(cyc_b)})",
-                             max(1, len(cyc_a)), max(1, len(cyc_b)), shift_dof=dof, scatter_dof=scatter_dof)
+        if shift is not None:
+            sc = None if single else noise.history_scatter(per_run, sizes)
+            return noise.combine(shift, f"the baseline's {len(per_run)} runs", len(per_run), 1,
+                                 shift_dof=len(per_run) - 1, scatter=sc[0] if sc else None,
+                                 scatter_dof=sc[1] if sc else None)
+    if len(cyc_a) >= 3:
+        shift = noise.shift_sigma(cyc_a, sizes)
+        if shift is not None:
+            return noise.combine(shift, f"the baseline's {len(cyc_a)} -N cycles", len(cyc_a), 1,
+                                 shift_dof=len(cyc_a) - 1)
     if iters is not None:
-        return Noise(iters, "the -I samples of both runs (noise of whole runs unknown)", False, None)
-    return noise.combine(scatter, None, None, scatter_dof=scatter_dof)
+        return Noise(iters, "the baseline's -I samples of this size (noise of whole runs unknown)", False, None)
+    prior = noise.prior_noise(backend, "bandwidth" if metric == "busbw" else "latency")
+    few = [f"{len(per_run)} baseline runs" if len(per_run) == 2 else "",
+           f"{len(cyc_a)} -N cycles" if len(cyc_a) == 2 else ""]
+    if any(few):
+        why = " and ".join(x for x in few if x)
+        prior = dataclasses.replace(prior, source=f"{prior.source} ({why}: too few to measure it)")
+    return prior
+
+
+def instability(sizes: list[int], mine: dict[int, float], per_run: list[dict[int, float]],
+                cyc_a: list[dict[int, float]], cyc_b: list[dict[int, float]], nz: Noise, limit_pct: float,
+                metric: str) -> str | None:
+    """Why the checked run cannot confirm a figure, or None: it is far noisier than the
+    reference (like with like: -N cycle shifts when both have >= 3 cycles, else the
+    size-to-size roughness of each run) and its own noise could hide a change of the limit."""
+    cand, ref = noise.cycle_spread(cyc_b, sizes), noise.cycle_spread(cyc_a, sizes)
+    n = len(cyc_b)
+    if cand is None or ref is None:
+        cand = noise.roughness(mine, sizes)
+        ref = noise.pooled([noise.roughness(r, sizes) for r in per_run])
+        n = 0
+    if cand is None or ref is None:
+        return None
+    z = noise.far_noisier(cand, ref)
+    if z is None:
+        return None
+    own = cand.sigma * (math.sqrt(noise.median_variance(n)) if n else
+                        noise.MEDIAN_EFFICIENCY / math.sqrt(len(sizes)))
+    if nz.multiple * own < noise.UNSTABLE_SHARE_OF_LIMIT * _worse_log(limit_pct, metric):
+        return None  # noisier, but not enough to hide a change of the limit
+    return (f"unstable candidate: cannot confirm; re-run (its {cand.what} {_pct_text(100 * math.expm1(cand.sigma))} "
+            f"against the baseline's {_pct_text(100 * math.expm1(ref.sigma))})")
 
 
 def _figures(sc: SeriesComparison, figure: str, metric: str) -> tuple[float | None, float | None]:
@@ -461,6 +596,12 @@ def _unit(metric: str) -> str:
     return "GB/s" if metric == "busbw" else "us"
 
 
+def _noise_text(n: Noise) -> str:
+    if n.pct is None:
+        return "noise unknown"
+    return f"noise {_pct_text(n.pct)} x {n.multiple:g} from {n.source}"
+
+
 def format_gate(g: GateResult, baseline_name: str | None = None) -> str:
     c = g.comparison
     base = f"baseline '{baseline_name}' = {c.a_desc}" if baseline_name else f"baseline {c.a_desc}"
@@ -468,57 +609,68 @@ def format_gate(g: GateResult, baseline_name: str | None = None) -> str:
         base += f" and {g.baseline_runs - 1} more run{'s' if g.baseline_runs > 2 else ''} of its history"
     lines = [f"check: {c.b_desc}", f"against {base}",
              f"{c.placement.replace('_', '-')}; fails when plateau busbw drops more than {g.max_drop_pct:g}% or "
-             f"the latency floor rises more than {g.max_rise_pct:g}%, and beyond its noise (3 standard deviations, "
-             f"more when estimated from few runs)"]
+             f"the latency floor rises more than {g.max_rise_pct:g}%, and beyond the baseline's noise "
+             f"({noise.Z_KNOWN:g} standard deviations, more when measured on few runs)"]
     lines += [f"warning: {w}" for w in c.warnings]
-    if not g.whole_run_noise_known:
-        lines.append("note: the noise of whole runs is unknown here (one baseline run, no -N cycles): a busy "
-                     "host during one run looks like a regression; give the baseline a history "
-                     "(`ncclbench baseline set NAME RUN --runs 5`) or run with -N 5")
+    if g.assumed:
+        lines.append("note: the baseline carries no noise of its own (one run, fewer than 3 -N cycles): its noise "
+                     "is assumed from recorded figures; give it a history (`ncclbench baseline set NAME RUN "
+                     "--runs 5`) or run with -N 5")
     for j in g.judgements:
         sizes = (f"{human_size(j.sizes[0])}..{human_size(j.sizes[-1])}, {len(j.sizes)} sizes"
                  if len(j.sizes) > 1 else human_size(j.sizes[0]))
         worse = (f"{_pct_text(j.worse_pct)} {'lower' if j.metric == 'busbw' else 'higher'}"
                  if j.worse_pct >= 0 else f"{_pct_text(-j.worse_pct)} better")
-        nz = "noise unknown" if j.noise.pct is None else \
-            f"noise {_pct_text(j.noise.pct)} x {j.noise.multiple:g} from {j.noise.source}"
-        verdict = "REGRESSION" if j.failed else "ok"
-        lines.append(f"{verdict:>10}  {j.series} {j.figure} ({sizes}): {_v(j.baseline)} -> {_v(j.value)} "
-                     f"{_unit(j.metric)}; median change {worse} (limit {_pct_text(j.limit_pct)}; {nz})")
-    if g.ok:
-        lines.append(f"result: OK ({g.checked} figure{'s' if g.checked != 1 else ''} within limits)")
-    else:
+        lines.append(f"{j.verdict:>10}  {j.series} {j.figure} ({sizes}): {_v(j.baseline)} -> {_v(j.value)} "
+                     f"{_unit(j.metric)}; median change {worse} (limit {_pct_text(j.limit_pct)}; {_noise_text(j.noise)})"
+                     + (f"; {j.unstable}" if j.unstable and not j.failed else ""))
+    if g.regression:
         lines.append("result: REGRESSION at sizes " + ", ".join(str(s) for s in g.failing_sizes))
+    elif g.unstable:
+        lines.append("result: NOT JUDGED: unstable candidate: cannot confirm; re-run (exit 9)")
+    else:
+        lines.append(f"result: OK ({g.checked} figure{'s' if g.checked != 1 else ''} within limits)")
     lines.append(f"Summaries: {stats.PLATEAU_DEFINITION}; {stats.LATENCY_DEFINITION} "
                  f"{stats.FOOTER_NOTE}.")
     return "\n".join(lines) + "\n"
 
 
-def gate_to_dict(g: GateResult) -> dict:
-    return {"ok": g.ok, "max_drop_pct": g.max_drop_pct, "max_rise_pct": g.max_rise_pct,
+def gate_to_dict(g: GateResult) -> dict[str, Any]:
+    return {"ok": g.ok, "status": g.status, "exit_code": g.exit_code,
+            "max_drop_pct": g.max_drop_pct, "max_rise_pct": g.max_rise_pct,
             "baseline_runs": g.baseline_runs,
-            "whole_run_noise_known": g.whole_run_noise_known, "definition": GATE_DEFINITION,
+            "whole_run_noise_known": g.whole_run_noise_known, "noise_assumed": g.assumed,
+            "definition": GATE_DEFINITION,
             "failing_sizes": g.failing_sizes, "failures": [asdict(f) for f in g.failures],
             "judgements": [{"series": j.series, "figure": j.figure, "metric": j.metric, "sizes": j.sizes,
                             "baseline": _nn(j.baseline), "value": _nn(j.value), "worse_pct": j.worse_pct,
                             "noise_pct": j.noise.pct, "noise_source": j.noise.source,
-                            "noise_multiple": j.noise.multiple,
+                            "noise_multiple": j.noise.multiple, "noise_assumed": j.noise.assumed,
                             "whole_run_noise_known": j.noise.whole_run_known, "limit_pct": j.limit_pct,
-                            "failed": j.failed} for j in g.judgements],
+                            "failed": j.failed, "verdict": j.verdict.lower(), "unstable": j.unstable}
+                           for j in g.judgements],
             "comparison": comparison_to_dict(g.comparison)}
 
 
-def baseline_history(store, name: str) -> tuple[int, list[int]]:
+class BaselineStore(Protocol):
+    """What the gate reads from the result store (store/db.py's ResultStore)."""
+
+    def get_baseline(self, name: str) -> int | None: ...
+    def get_baseline_runs(self, name: str) -> list[int]: ...
+    def get_run(self, run_id: int) -> Any: ...
+
+
+def baseline_history(store: BaselineStore, name: str) -> tuple[int, list[int]]:
     """(reference run, its other runs) of a stored baseline; ArgumentError if unknown."""
     runs = store.get_baseline_runs(name)
-    if not runs:
+    ref = store.get_baseline(name)
+    if not runs or ref is None:
         raise ArgumentError(f"no baseline named {name!r} (set one with "
                             "`ncclbench baseline set NAME RUN`)")
-    ref = store.get_baseline(name)
     return ref, [r for r in runs if r != ref]
 
 
-def check_against_baseline(store, run_id: int, name: str, max_drop_pct: float = 5.0,
+def check_against_baseline(store: BaselineStore, run_id: int, name: str, max_drop_pct: float = 5.0,
                            max_rise_pct: float | None = None,
                            placement: str = "out_of_place") -> GateResult:
     """For `ncclbench <test> --baseline NAME`: gate a just-stored run."""
@@ -528,10 +680,10 @@ def check_against_baseline(store, run_id: int, name: str, max_drop_pct: float = 
                 history=history)
 
 
-def gate_stored_run(store, run_id: int, name: str, max_drop_pct: float = 5.0,
-                    max_rise_pct: float | None = None, out=None) -> int:
+def gate_stored_run(store: BaselineStore, run_id: int, name: str, max_drop_pct: float = 5.0,
+                    max_rise_pct: float | None = None, out: TextIO | None = None) -> int:
     """`ncclbench <test> ... --baseline NAME`: print the check of the run just
-    stored and return its exit code (0 ok, 7 regression)."""
+    stored and return its exit code (0 ok, 7 regression, 9 unstable candidate)."""
     g = check_against_baseline(store, run_id, name, max_drop_pct, max_rise_pct)
     print(format_gate(g, name), end="", file=out or sys.stdout)
-    return 0 if g.ok else int(ExitCode.DATA_ERRORS)
+    return g.exit_code

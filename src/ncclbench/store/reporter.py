@@ -160,7 +160,7 @@ class StoreReporter:
     def check_baseline(self, name: str, max_drop_pct: float = 5.0,
                        max_rise_pct: float | None = None, out: TextIO | None = None) -> int:
         """`--baseline NAME`: gate the stored run (call after end/close); prints
-        the check and returns 0 (ok) or 7 (regression)."""
+        the check and returns 0 (ok), 7 (regression) or 9 (unstable candidate: not judged)."""
         from .compare import gate_stored_run
 
         if self.run_id is None or self.store is None:

@@ -164,7 +164,7 @@ def noise_pct(a: Point, b: Point, metric: str) -> float:
     return max(MIN_NOISE_PCT, a.spread_pct, b.spread_pct, resolution_pct(va, vb))
 
 
-def delta_pct(a: float, b: float) -> float | None:
+def delta_pct(a: float | None, b: float | None) -> float | None:
     if a is None or b is None or math.isnan(a) or math.isnan(b) or a == 0:
         return None
     return 100.0 * (b - a) / a

@@ -1,0 +1,209 @@
+"""Issue 22 item 3 and the gate's bad input: the noise comes from the REFERENCE
+(history, -N cycles, or a declared prior printed as "assumed"), never from the
+checked run; a checked run far noisier than its reference is "unstable
+candidate: cannot confirm; re-run" (exit 9); runs of one rank, baselines of
+another collective, rank count or release are refused in one line (exit 255)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from ncclbench.commands import main as ncclbench_main
+from ncclbench.errors import ArgumentError
+from ncclbench.results import DeviceInfo
+from ncclbench.store import ResultStore, stats
+from ncclbench.store.compare import compare_runs, format_gate, gate, gate_to_dict
+from ncclbench.store.importers import load_file
+
+AR = Path(__file__).parent / "fixtures" / "nccl_tests_output" / "all_reduce_1proc_4gpu.txt"
+KiB, MiB = 1 << 10, 1 << 20
+TEMPLATE = load_file(AR)[0]
+TEMPLATE_PLATEAU = stats.plateau_busbw(stats.series_of(TEMPLATE.rows)[0])
+
+
+def cpu_run(plateau: float, rng: random.Random | None = None, scatter: float = 0.0, small: float = 1.0,
+            nranks: int = 4, version: str = "0.1.0", cycles: int = 1, cycle_shift: float = 0.0,
+            zigzag: float = 0.0):
+    """A CPU-backend run (all_reduce, 8 B .. 8 GiB) whose plateau busbw is about
+    `plateau` GB/s: every size x exp(N(scatter)), sizes alternately x exp(+-zigzag)
+    (scattered, the median unmoved), sizes <= 64 KiB `small` times slower, -N
+    `cycles` each moved by exp(N(cycle_shift))."""
+    rng = rng or random.Random(0)
+    run = copy.deepcopy(TEMPLATE)
+    run.info.backend, run.info.version, run.info.nranks = "mpi", version, nranks
+    run.info.devices = [DeviceInfo(r, 0, 100 + r, "vm", -1, "cpu", "CPU (MPI)") for r in range(nranks)]
+    base = TEMPLATE_PLATEAU / plateau
+    rows = []
+    for _ in range(cycles):
+        whole = rng.gauss(0, cycle_shift) if cycle_shift else 0.0
+        for i, r in enumerate(copy.deepcopy(TEMPLATE.rows)):
+            f = base * math.exp(whole + (rng.gauss(0, scatter) if scatter else 0.0) + zigzag * (-1) ** i) * \
+                (small if r.size <= 64 * KiB else 1)
+            for h in (r.out_of_place, r.in_place):
+                h.time_us *= f
+                h.algbw /= f
+                h.busbw /= f
+            rows.append(r)
+    run.rows = rows
+    run.content_hash += f"-{plateau}-{rng.random()}"
+    return run
+
+
+def issue_baseline(rng):
+    """Issue 22's baseline: three CPU-backend runs, plateau 1.57 / 1.70 / 1.59 GB/s."""
+    return [cpu_run(p, rng, scatter=0.02) for p in (1.57, 1.70, 1.59)]
+
+
+@pytest.mark.parametrize("drop", [44.6, 55.8, 74.9])
+def test_issue_drops_fail_against_a_3_run_baseline_whatever_the_candidates_scatter(drop):
+    """The issue's reproductions: a hogged candidate (drops of 44.6 / 55.8 / 74.9 %, its
+    sizes scattered by 19 %) passed `check --max-drop 5%` because its own scatter set
+    the limit (61.8 / 97.6 / 100 %).  Now the limit comes from the baseline alone."""
+    rng = random.Random(int(drop * 10))
+    runs = issue_baseline(rng)
+    cand = cpu_run(1.59 * (1 - drop / 100), rng, zigzag=0.19, small=3.0)
+    quiet = cpu_run(1.59 * (1 - drop / 100), rng, scatter=0.0, small=3.0)
+    g = gate(cand, runs[-1], max_drop_pct=5, history=runs[:-1])
+    assert g.regression and g.exit_code == 7, format_gate(g)
+    j = next(j for j in g.judgements if j.figure == "plateau busbw")
+    assert j.worse_pct == pytest.approx(drop, abs=1.5)
+    assert j.failed and j.noise.source == "the baseline's 3 runs" and j.limit_pct < 44.6
+    # the checked run's scatter plays no part in the limit
+    jq = next(j for j in gate(quiet, runs[-1], max_drop_pct=5, history=runs[:-1]).judgements
+              if j.figure == "plateau busbw")
+    assert jq.limit_pct == pytest.approx(j.limit_pct)
+
+
+@pytest.mark.parametrize("drop", [44.6, 55.8, 74.9])
+def test_issue_drops_fail_against_one_run_with_the_assumed_noise(drop):
+    """One baseline run carries no noise: the CPU backend's declared prior stands in,
+    the verdict says 'assumed' and cites the recorded figures."""
+    rng = random.Random(int(drop))
+    base = cpu_run(1.59, rng, scatter=0.02)
+    cand = cpu_run(1.59 * (1 - drop / 100), rng, zigzag=0.19, small=3.0)
+    g = gate(cand, base, max_drop_pct=5)
+    assert g.exit_code == 7 and g.assumed
+    j = next(j for j in g.judgements if j.figure == "plateau busbw")
+    assert j.noise.assumed and j.noise.source.startswith("assumed: 5% per run")
+    assert j.limit_pct == pytest.approx(100 * -math.expm1(-2.576 * 0.05 * math.sqrt(2)), rel=1e-3)
+    text = format_gate(g)
+    assert "its noise is assumed from recorded figures" in text and "gate-false-alarms.md" in text
+
+
+def test_identical_runs_neither_fail_nor_look_unstable():
+    """Runs of an unchanged machine (whole runs move 4 %, sizes 2 %): no regression
+    and no 'unstable candidate' against 1-run and 3-run baselines."""
+    rng = random.Random(7)
+    verdicts = []
+    for _ in range(30):
+        runs = [cpu_run(1.6 * math.exp(rng.gauss(0, 0.04)), rng, scatter=0.02) for _ in range(4)]
+        verdicts.append(gate(runs[3], runs[2]).status)
+        verdicts.append(gate(runs[3], runs[2], history=runs[:2]).status)
+    assert verdicts.count("ok") == len(verdicts), verdicts
+
+
+def test_unstable_candidate_is_not_judged_exit_9():
+    """No drop beyond the limit, but the checked run's sizes scatter 25 % where the
+    baseline's scatter 2 %: it cannot confirm 'ok'."""
+    rng = random.Random(11)
+    runs = issue_baseline(rng)
+    cand = cpu_run(1.62, rng, scatter=0.25)
+    g = gate(cand, runs[-1], history=runs[:-1])
+    assert not g.regression and g.unstable and g.exit_code == 9 and not g.ok
+    text = format_gate(g)
+    assert "UNSTABLE" in text and "unstable candidate: cannot confirm; re-run" in text
+    assert "result: NOT JUDGED" in text
+    doc = gate_to_dict(g)
+    assert doc["status"] == "unstable candidate" and doc["exit_code"] == 9 and doc["ok"] is False
+
+
+def test_unstable_from_N_cycles_and_noise_from_the_baselines_cycles():
+    """-N cycles: the noise comes from the baseline's cycles; a checked run whose
+    cycles move 30 % against each other (the baseline's 1 %) is unstable."""
+    rng = random.Random(12)
+    base = cpu_run(1.6, rng, scatter=0.01, cycles=5, cycle_shift=0.01)
+    steady = cpu_run(1.6, rng, scatter=0.01, cycles=5, cycle_shift=0.01)
+    jumpy = cpu_run(1.6, rng, scatter=0.01, cycles=5, cycle_shift=0.3)
+    g = gate(steady, base)
+    assert g.ok and all(j.noise.source == "the baseline's 5 -N cycles" for j in g.judgements)
+    g2 = gate(jumpy, base)
+    assert [j.noise.pct for j in g2.judgements] == [j.noise.pct for j in g.judgements]
+    assert g2.exit_code in (7, 9)  # its median moved or it is too noisy: never "ok"
+    if g2.exit_code == 9:
+        assert "-N cycle shifts" in format_gate(g2)
+
+
+def test_two_runs_are_too_few_and_say_so():
+    rng = random.Random(13)
+    a, b, c = (cpu_run(1.6, rng, scatter=0.02) for _ in range(3))
+    j = gate(c, b, history=[a]).judgements[0]
+    assert j.noise.assumed and "2 baseline runs: too few to measure it" in j.noise.source
+
+
+# ---------------------------------------------------------------- bad input: refused, one line
+
+def test_one_rank_runs_are_refused_everywhere():
+    one, four = cpu_run(1.6, nranks=1), cpu_run(1.6)
+    for args in ((one, four), (four, one)):
+        with pytest.raises(ArgumentError, match="one rank moves no data"):
+            gate(*args)
+        with pytest.raises(ArgumentError, match="one rank moves no data"):
+            compare_runs(*args)
+
+
+def test_baselines_of_another_rank_count_or_release_are_refused():
+    with pytest.raises(ArgumentError, match=r"\(4 ranks\) against the baseline .*8 ranks.*another rank count"):
+        gate(cpu_run(1.6), cpu_run(1.6, nranks=8))
+    with pytest.raises(ArgumentError, match="the baseline's .* 2 ranks"):
+        gate(cpu_run(1.6), cpu_run(1.6), history=[cpu_run(1.6, nranks=2)])
+    with pytest.raises(ArgumentError, match="ncclbench 0.0.9.*another release"):
+        gate(cpu_run(1.6), cpu_run(1.6, version="0.0.9"))
+    assert gate(cpu_run(1.6), cpu_run(1.6, version="0.1.7")).ok  # a patch release times the same way
+
+
+def _store(db: Path, runs) -> list[int]:
+    ids = []
+    with ResultStore(db) as s:
+        for r in runs:
+            rid = s.begin_run(r.info, r.options, env={})
+            for i, row in enumerate(r.rows):
+                s.add_row(rid, i, row)
+            s.finish_run(rid, r.summary)
+            ids.append(rid)
+    return ids
+
+
+def test_cli_issue_reproduction_and_refusals(tmp_path, capsys):
+    db = tmp_path / "r.sqlite"
+    rng = random.Random(21)
+    base = issue_baseline(rng)
+    hog = cpu_run(1.59 * (1 - 0.446), rng, zigzag=0.19, small=3.0)
+    jumpy = cpu_run(1.62, rng, scatter=0.25)
+    one = cpu_run(1.6, rng, nranks=1)
+    eight = cpu_run(1.6, rng, nranks=8)
+    _store(db, [*base, hog, jumpy, one, eight])  # runs 1-3, 4, 5, 6, 7
+    d = ["--db", str(db)]
+    assert ncclbench_main(["baseline", "set", "good", "3", "--runs", "10", *d]) == 0
+    out = capsys.readouterr()
+    assert "baseline 'good' = run 3 and its history: runs 1, 2" in out.out
+    assert "warning: --runs 10: only 3 finished runs of that command" in out.err
+    assert ncclbench_main(["check", "4", "--against", "good", "--max-drop", "5%", *d]) == 7
+    assert "REGRESSION  float sum plateau busbw" in capsys.readouterr().out
+    assert ncclbench_main(["check", "5", "--against", "good", *d]) == 9
+    assert "unstable candidate: cannot confirm; re-run" in capsys.readouterr().out
+    assert ncclbench_main(["check", "5", "--against", "good", "--format", "json", *d]) == 9
+    assert json.loads(capsys.readouterr().out)["status"] == "unstable candidate"
+    for argv, needle in ((["check", "6", "--against", "good"], "one rank moves no data"),
+                         (["compare", "3", "6"], "one rank moves no data"),
+                         (["baseline", "set", "solo", "6"], "one rank moves no data"),
+                         (["baseline", "set", "mixed", "3", "7"], "another rank count"),
+                         (["check", "7", "--against", "good"], "another rank count")):
+        assert ncclbench_main([*argv, *d]) == 255, argv
+        err = capsys.readouterr().err
+        assert needle in err and len(err.strip().splitlines()) == 1, err
