@@ -114,3 +114,24 @@ def test_a_host_with_a_physical_nic_lists_no_virtual_one_unless_asked(tmp_path):
     assert socket_virtual_nics([eth], ifs, {}) == []
     assert socket_virtual_nics([eth], ifs, {"NCCL_SOCKET_IFNAME": "=veth9"}) == ["veth9"]
     assert socket_virtual_nics([eth], ifs, {"NCCL_SOCKET_IFNAME": "eth"}) == []
+
+
+def test_preflight_lets_per_host_settings_differ_between_hosts_only():
+    from ncclbench.launch.preflight import check_facts
+
+    def fact(rank, hostid, ifname):
+        env = {"NCCL_SOCKET_IFNAME": ifname}
+        if hostid:
+            env["NCCL_HOSTID"] = hostid
+        return RankFacts(rank=rank, size=4, host="box", boot_id="b", pid=rank, env=env,
+                         nccl_host=host_label(env, "box"))
+
+    def warned(facts):
+        return sorted(f.message.split(" ")[0] for f in check_facts(facts, 4, 1, False) if f.check == "nccl-env")
+
+    fake = [fact(r, f"node{r // 2}", f"=fhv{r // 2}") for r in range(4)]
+    assert warned(fake) == []  # one veth per fake host: as on real hosts
+    inside = [fact(r, f"node{r // 2}", f"=fhv{r}") for r in range(4)]
+    assert warned(inside) == ["NCCL_SOCKET_IFNAME"]  # two interfaces inside one host
+    partly = [fact(r, "node1" if r else "", "=fhv0") for r in range(4)]
+    assert warned(partly) == ["NCCL_HOSTID"]  # unset on rank 0: it groups by host name instead

@@ -62,6 +62,24 @@ def assigned_gpus(facts: Sequence[RankFacts], gpus_per_rank: int = 1) -> list[li
     return out
 
 
+# Settings that name a host's own things (its identity, its interfaces and HCAs): they may differ
+# between hosts, and only a difference within one host (as NCCL groups them) is a trap.  An
+# NCCL_HOSTID set on some ranks and not others is one: the unset ones group by host name.
+PER_HOST_ENV = ("NCCL_HOSTID", "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA")
+
+
+def _per_host_conflict(name: str, groups: dict[object, list[int]],
+                       facts: Sequence[RankFacts]) -> dict[object, list[int]]:
+    """The value groups worth a warning for a per-host setting: all of them when it differs
+    inside one host (or NCCL_HOSTID is unset on some ranks), else one (no warning)."""
+    if name == "NCCL_HOSTID":
+        return groups if None in groups else {}
+    by_host: dict[str, set[str | None]] = defaultdict(set)
+    for f in facts:
+        by_host[f.host_label].add(f.env.get(name))
+    return groups if any(len(v) > 1 for v in by_host.values()) else {}
+
+
 def _by_value(facts: Sequence[RankFacts], key) -> dict[object, list[int]]:
     groups: dict[object, list[int]] = defaultdict(list)
     for f in facts:
@@ -121,6 +139,8 @@ def check_facts(facts: Sequence[RankFacts], expected_size: int, gpus_per_rank: i
     names = sorted({k for f in facts for k in f.env if k.startswith("NCCL_")})
     for name in names:
         groups = _by_value(facts, lambda f, k=name: f.env.get(k))
+        if name in PER_HOST_ENV:
+            groups = _per_host_conflict(name, groups, facts)
         if len(groups) > 1:
             out.append(Finding(WARN, (
                 f"{name} differs between ranks: {_describe_groups(groups, facts)}; export it to every rank "
