@@ -17,7 +17,6 @@ from ncclbench.output import MultiReporter, Reporter, open_reporters
 from ncclbench.output.jsonout import JsonReporter
 from ncclbench.output.parse import parse_row, parse_text
 from ncclbench.output.text import (
-    EXTRA_REDUCED_MAX_BYTES,
     TextReporter,
     column_header_lines,
     device_lines,
@@ -203,7 +202,7 @@ def test_mpi_backend_version_line_and_parse_back():
 
 
 def test_reducing_max_bytes_and_notes_before_header():
-    info = make_info(notes=["ncclbench: backend nccl via libnccl.so.2"], extra={EXTRA_REDUCED_MAX_BYTES: 1 << 30})
+    info = make_info(notes=["ncclbench: backend nccl via libnccl.so.2"], reduced_max_bytes=1 << 30)
     lines = render_run(info, BenchOptions(), [], None).splitlines()
     dev = lines.index("#  Rank  0 Group  0 Pid   1631 on         vm device  0 [0000:00:06] NVIDIA H200")
     assert lines[dev + 1 : dev + 4] == [

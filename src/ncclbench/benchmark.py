@@ -109,17 +109,15 @@ def run_info(plan: RunPlan, workers: Sequence[Worker], host: HostComm, notes: li
     """The banner's facts: devices of the world, library, notes, the clamp."""
     w0, opts = workers[0], plan.options
     devices = collect_devices(workers)
-    info = RunInfo(
+    return RunInfo(
         program=opts.program, argv=list(opts.argv), backend=plan.backend.value, version=__version__,
         nccl_version_code=w0.nccl_version_code, nccl_headers_code=w0.nccl_version_code,
         library=w0.library_description(), devices=devices, world_size=host.size, nranks=plan.nranks,
         start_time=time.strftime("%Y-%m-%d %H:%M:%S"),
         hosts=sorted({d.hostname for d in devices}),
         notes=[*notes, *plan.notes, *rounds_note(plan.collective, plan.nranks, len(w0.slots)), *w0.notes],
+        reduced_max_bytes=plan.sizes.reduced_max_bytes,
     )
-    if plan.sizes.reduced_max_bytes is not None:
-        info.extra["max_bytes_reduced_to"] = plan.sizes.reduced_max_bytes
-    return info
 
 
 def open_reporters(plan: RunPlan, env: dict[str, str] | None = None) -> tuple[MultiReporter, StoreReporter | None]:

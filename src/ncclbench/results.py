@@ -6,7 +6,9 @@ report) only read them.  Field names follow nccl-tests' JSON (docs/behaviour.md 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,43 @@ class RunInfo:
     start_time: str = ""
     hosts: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # banner notes ncclbench adds (`# ncclbench: ...`)
+    # -e after nccl-tests' memory clamp (`# Reducing maxBytes to N`), None when not lowered: decided
+    # once (a run: plan.sizes.reduced_max_bytes; an import: the line in the log).  Written down under
+    # `extra[RECORDED_REDUCED_MAX_BYTES]`, as it always was (recorded_extra / from_record).
+    reduced_max_bytes: int | None = None
     extra: dict = field(default_factory=dict)  # anything else ncclbench records (versions per host...)
+
+    def recorded_extra(self) -> dict[str, Any]:
+        """`extra` as the -J file and the store write it: the clamp under its recorded key, first."""
+        if self.reduced_max_bytes is None:
+            return dict(self.extra)
+        return {RECORDED_REDUCED_MAX_BYTES: self.reduced_max_bytes, **self.extra}
+
+    def record(self) -> dict[str, Any]:
+        """These facts as plain data for the store (read back with `from_record`)."""
+        data = dataclasses.asdict(self)
+        del data["reduced_max_bytes"]
+        data["extra"] = self.recorded_extra()
+        return data
+
+    @classmethod
+    def from_record(cls, data: dict[str, Any]) -> RunInfo:
+        """RunInfo from `record()`'s plain data (devices as dicts); keys a stored run no longer
+        has are dropped and keys it never had take their defaults: stored runs outlive code changes."""
+        data = dict(data)
+        extra = dict(data.get("extra") or {})
+        if RECORDED_REDUCED_MAX_BYTES in extra:
+            data["reduced_max_bytes"] = int(extra.pop(RECORDED_REDUCED_MAX_BYTES))
+        data["extra"] = extra
+        data["devices"] = [DeviceInfo(**{k: v for k, v in d.items() if k in _DEVICE_FIELDS})
+                           for d in data.get("devices", [])]
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+# Where a written-down run (the -J file's `extra`, the store's info record) keeps RunInfo.reduced_max_bytes.
+RECORDED_REDUCED_MAX_BYTES = "max_bytes_reduced_to"
+_DEVICE_FIELDS = frozenset(f.name for f in dataclasses.fields(DeviceInfo))
 
 
 @dataclass

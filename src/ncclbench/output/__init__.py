@@ -24,7 +24,7 @@ class Reporter(Protocol):
     def message(self, line: str) -> None:
         """A line printed as is in the stream after the header (e.g. the hypercube skip
         line); text only, others ignore it.  The `# Reducing maxBytes` note belongs
-        before the column header: pass it as RunInfo.extra[text.EXTRA_REDUCED_MAX_BYTES]."""
+        before the column header: it is RunInfo.reduced_max_bytes."""
 
     def row(self, row: ResultRow) -> None:
         """One measured row, called as soon as it is complete."""

@@ -421,7 +421,7 @@ class JsonReporter:
             if summary.memory_line:
                 out["memory_line"] = summary.memory_line
         out["env_redacted"] = list(self.redacted)
-        extra = {k: v for k, v in (info.extra if info is not None else {}).items() if k != EXPLAIN_KEY}
+        extra = {k: v for k, v in (info.recorded_extra() if info is not None else {}).items() if k != EXPLAIN_KEY}
         if extra:
             out["extra"] = extra
         return _plain(out)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from ncclbench.config import BenchOptions
 from ncclbench.output.demux import untangle
-from ncclbench.output.text import BLOCKING_BANNERS, EXTRA_REDUCED_MAX_BYTES
+from ncclbench.output.text import BLOCKING_BANNERS
 from ncclbench.results import DeviceInfo, HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
 
 _VERSION = re.compile(r"^# nccl-tests version (\S+)(?: nccl-headers=(-?\d+))?(?: nccl-library=(-?\d+))?")
@@ -144,9 +144,6 @@ class ParsedText:
     def to_run_info(self) -> RunInfo:
         """RunInfo of the banner and device lines; nranks counts the first group's devices."""
         first_group = self.devices[0].group if self.devices else 0
-        extra = {}
-        if self.reduced_max_bytes is not None:
-            extra[EXTRA_REDUCED_MAX_BYTES] = self.reduced_max_bytes
         return RunInfo(
             program=self.program or "",
             argv=[],
@@ -161,7 +158,7 @@ class ParsedText:
             ngroups=max(1, len({d.group for d in self.devices})),
             hosts=sorted({d.hostname for d in self.devices}),
             notes=list(self.notes),
-            extra=extra,
+            reduced_max_bytes=self.reduced_max_bytes,
         )
 
     def to_summary(self) -> RunSummary | None:

@@ -19,11 +19,6 @@ from ncclbench.config import BenchOptions
 from ncclbench.output.numfmt import format_g, format_number, format_wrong, now_string
 from ncclbench.results import DeviceInfo, HalfResult, ResultRow, RunInfo, RunSummary
 
-# RunInfo.extra key: maxBytes after the memory clamp (§5.1 item 9).  When set,
-# `begin` prints `#` + `# Reducing maxBytes to <n> due to memory limitation`
-# between the device lines and the column header, where nccl-tests prints it.
-EXTRA_REDUCED_MAX_BYTES = "max_bytes_reduced_to"
-
 BLOCKING_BANNERS = {
     1: "# Blocking Enabled: wait and barrier after each inner iteration (-m) ",
     2: "# Blocking Enabled: wait after each inner iteration (-m), no barrier ",
@@ -38,6 +33,8 @@ def json_announce_line(path: str) -> str:
 
 
 def reducing_max_bytes_lines(max_bytes: int) -> list[str]:
+    """maxBytes after the memory clamp (§5.1 item 9, RunInfo.reduced_max_bytes): printed between
+    the device lines and the column header, where nccl-tests prints it."""
     return ["#", "# Reducing maxBytes to %d due to memory limitation" % max_bytes]
 
 
@@ -218,9 +215,8 @@ def begin_lines(info: RunInfo, opts: BenchOptions, json_path: str | None = None)
     """Banner, device lines, memory-clamp note, ncclbench notes and the column header."""
     lines = banner_lines(info, opts, json_path)
     lines += device_lines(info.devices)
-    reduced = info.extra.get(EXTRA_REDUCED_MAX_BYTES) if info.extra else None
-    if reduced is not None:
-        lines += reducing_max_bytes_lines(int(reduced))
+    if info.reduced_max_bytes is not None:
+        lines += reducing_max_bytes_lines(info.reduced_max_bytes)
     lines += note_lines(info.notes)
     lines += column_header_lines(opts)
     return lines

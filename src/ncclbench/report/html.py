@@ -143,7 +143,7 @@ def _run_section(run, placement: str, judged: RunJudged | None = None) -> str:
     env = getattr(run, "env", None) or {}
     if env:
         parts += ["<h3>Environment (NCCL_*, CUDA_*)</h3>", _kv(sorted(env.items()))]
-    extra = {k: v for k, v in info.extra.items() if v not in (None, "", [], {}) and k != EXPLAIN_KEY}
+    extra = {k: v for k, v in info.recorded_extra().items() if v not in (None, "", [], {}) and k != EXPLAIN_KEY}
     if extra:
         parts += ["<h3>Other recorded facts</h3>", _kv(sorted((k, v) for k, v in extra.items()))]
     msgs = getattr(run, "messages", None) or []

@@ -7,7 +7,7 @@ either lands completely or not at all.
 
 Layout (schema version in PRAGMA user_version):
   runs      one per benchmark run or imported test; metadata as JSON columns
-            (RunInfo / BenchOptions / RunSummary as dataclasses.asdict);
+            (RunInfo.record(), BenchOptions / RunSummary as dataclasses.asdict);
             status running / complete / interrupted (a signal, a dead rank, an
             error) / timeout (-T, a rank that never answered), and why it ended
             (end_reason) when that was not a normal finish
@@ -40,7 +40,7 @@ from ..config import BenchOptions
 from ..errors import ArgumentError, BenchError, ExitCode
 from ..output.numfmt import now_string
 from ..processes import pid_alive
-from ..results import DeviceInfo, HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
+from ..results import HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
 
 SCHEMA_VERSION = 2
 STATUSES = ("running", "complete", "interrupted", "timeout")
@@ -164,9 +164,7 @@ def _from_dict(cls, data: dict):
 
 
 def info_from_json(text: str) -> RunInfo:
-    data = json.loads(text)
-    data["devices"] = [_from_dict(DeviceInfo, d) for d in data.get("devices", [])]
-    return _from_dict(RunInfo, data)
+    return RunInfo.from_record(json.loads(text))
 
 
 def options_from_json(text: str) -> BenchOptions:
@@ -351,7 +349,7 @@ class ResultStore:
                 (_now(), status, source, source_path, content_hash, info.program,
                  options.collective, info.start_time or None, json.dumps(list(info.argv)),
                  json.dumps(env_that_matters() if env is None else env),
-                 json.dumps(dataclasses.asdict(info)), json.dumps(dataclasses.asdict(options)),
+                 json.dumps(info.record()), json.dumps(dataclasses.asdict(options)),
                  json.dumps(hosts), json.dumps(gpus), info.nranks,
                  socket.gethostname(), os.getpid()))
             return int(cur.lastrowid)
