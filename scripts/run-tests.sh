@@ -3,7 +3,8 @@
 # Creates .venv, installs ncclbench with its test extra (mpi4py + the MPICH wheel,
 # libnccl from NVIDIA's wheel for the binding tests, matplotlib), the Debian
 # packages some tests drive for real (chromium for the HTML report screenshot,
-# iproute2 for network-namespace hosts), then runs ruff, mypy and pytest.
+# iproute2 for network-namespace hosts, slurm-wlm and munge for a one-node Slurm),
+# then runs ruff, mypy and pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -14,6 +15,8 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   need=""
   command -v chromium >/dev/null || need="$need chromium"
   command -v ip >/dev/null || need="$need iproute2"
+  [ -x /usr/sbin/slurmctld ] || command -v slurmctld >/dev/null || need="$need slurm-wlm"  # tests/test_slurm.py
+  [ -x /usr/sbin/munged ] || command -v munged >/dev/null || need="$need munge"
   if [ -n "$need" ]; then
     apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null
   fi
