@@ -91,17 +91,19 @@ def test_explain_an_imported_real_log(capsys, tmp_path, monkeypatch):
     assert ncclbench(["explain", "latest"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "# ncclbench explain: run 1 (all_reduce_perf, 1 rank(s), 9 row(s), complete)"
-    assert out[1] == "# NCCL 2.28.9 path: network Socket; sockets over eth0; 64 coll channel(s)"
-    assert out[2] == ("# all_reduce per size: NCCL's choice unknown (none with one rank (NCCL copies locally, no "
+    assert out[1] == ("# Topology from the log: 1 host(s) (vm), 1 rank(s) per host, 1 rank(s) [hosts: NCCL's comm "
+                      "lines (nNodes); ranks: nccl-tests' device lines]; GPU NVIDIA H100 80GB HBM3")
+    assert out[2].startswith("#   assumed: NVIDIA H100 80GB HBM3 -> an HGX H100/H200 board: NVSwitch")
+    assert out[3] == "# NCCL 2.28.9 path: network Socket; sockets over eth0; 64 coll channel(s)"
+    assert out[4] == ("# all_reduce per size: NCCL's choice unknown (none with one rank (NCCL copies locally, no "
                       "algorithm is chosen))")
-    assert out[3].startswith("# Plateau bus bandwidth: ") and "not judged" in out[3]
-    assert out[4].startswith("# Not checked: net-socket-fallback (nccl-tests prints no topology: an imported log "
-                             "carries none (NCCL's log: network Socket))")
-    assert out[-1] == "# Topology unknown: nccl-tests prints no topology: an imported log carries none"
+    assert out[5].startswith("# Plateau bus bandwidth: ") and "not judged" in out[5]
+    assert "a single rank moves no data" in out[5]
+    assert out[6].startswith("# Not checked: net-socket-fallback (one host: no traffic between hosts to judge)")
     assert ncclbench(["explain", str(REAL / "nccl-tests-forced-ring-simple-p2pdisable.txt")]) == 0
     forced = capsys.readouterr().out
     assert "# TRAP WARN p2p-disabled: NCCL's log: P2P disabled (NCCL_P2P_DISABLE=1)" in forced
-    assert "P2P disabled (NCCL_P2P_DISABLE=1)" in forced.splitlines()[1]
+    assert "P2P disabled (NCCL_P2P_DISABLE=1)" in forced.splitlines()[3]
     assert ncclbench(["explain", str(REAL / "nccl-tests-forced-ring-simple-p2pdisable.txt"),
                       "--fail-on-trap", "warn"]) == 7
     assert "trap(s) found with --fail-on-trap warn: p2p-disabled" in capsys.readouterr().err
@@ -115,25 +117,31 @@ def test_explain_two_rank_logs(name, capsys, tmp_path):
     out = capsys.readouterr().out.splitlines()
     doc = json.loads((tmp_path / "e.json").read_text())
     assert out[0].startswith(f"# ncclbench explain: {name} (all_reduce_perf, 2 rank(s)")
+    assert out[1].startswith("# Topology from the log: 1 host(s) (vm), 2 rank(s) per host, 2 rank(s)")
+    assert out[1].endswith("; GPU NVIDIA H200")
+    assert out[2].startswith("#   assumed: NVIDIA H200 -> an HGX H100/H200 board")
     if doc["nccl_log"] is not None and doc["nccl_log"]["facts"]["version"]:
-        assert out[1].startswith("# NCCL 2.28.9 path: network Socket") and "connections: P2P" in out[1]
-        assert out[2] == ("# all_reduce per size: NCCL's choice unknown (no per-call TUNING line (printed by rank 0 "
+        assert out[3].startswith("# NCCL 2.28.9 path: network Socket") and "connections: P2P" in out[3]
+        assert out[4] == ("# all_reduce per size: NCCL's choice unknown (no per-call TUNING line (printed by rank 0 "
                           "while TUNING is on))")
-    elif doc["nccl_log"] is not None:  # a WARN alone: said, nothing more made of it
-        assert out[1] == ("# NCCL path: 1 NCCL WARN line(s), first: socketProgressOpt: Call to recv from "
+    elif doc["nccl_log"] is not None:  # a WARN alone: said, and named as the lost peer it shows
+        assert out[3] == ("# NCCL path: 1 NCCL WARN line(s), first: socketProgressOpt: Call to recv from "
                           "192.0.2.3<41234> failed : Connection reset by peer")
+        assert doc["causes"] == ["network_error_remote_exit"]
     else:
-        assert out[1] == "# NCCL path unknown: the log has no NCCL INFO lines (NCCL_DEBUG=INFO prints them)"
+        assert out[3] == "# NCCL path unknown: the log has no NCCL INFO lines (NCCL_DEBUG=INFO prints them)"
     plateau = next(x for x in out if x.startswith("# Plateau"))
-    assert "ceiling unknown (no topology facts)" in plateau and plateau.endswith("not judged")
-    assert doc["topology"] == [] and doc["judgement"]["verdict"]["label"] == "unknown"
+    # 347.8 GB/s on 2 GPUs of an (assumed) HGX H200 board: NCCL's NVLink model 18 x 20.6
+    assert plateau.endswith("ceiling 370.8 GB/s (NVLink, Ring predicted): as expected (94% of the 370.8 GB/s ceiling)")
+    assert doc["topology"] == [] and doc["judgement"]["verdict"]["label"] == "as expected"
+    assert doc["judgement"]["ceiling"]["reasoning"].startswith("assumed from the GPU model: ")
     assert len(doc["rows"]) == int(out[0].split(" row(s)")[0].rsplit(" ", 1)[1])
 
 
 def test_explain_matches_rows_to_nccls_per_call_lines_in_a_log(capsys):
     assert ncclbench(["explain", str(CORPUS / "nccl_coll_inside_rows_all_reduce_1proc_4gpu.log")]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[2:4] == ["# all_reduce 8 B - 64 KiB: Ring/LL, 2 channels",
+    assert out[4:6] == ["# all_reduce 8 B - 64 KiB: Ring/LL, 2 channels",
                         "# all_reduce 128 KiB - 8 GiB: Ring/Simple, 24 channels"]
 
 
@@ -203,8 +211,9 @@ def test_report_draws_the_ceiling_and_shows_the_judgement(tmp_path):
     from ncclbench.store.importers import load_file
 
     run, = load_file(CORPUS / "nccl_coll_inside_rows_all_reduce_1proc_4gpu.log")
-    bare = judged_runs([run])[run.label]
-    assert bare.verdict == "unknown" and bare.ceiling is None
+    bare = judged_runs([run])[run.label]  # the log alone: 4x H200 on an assumed HGX board (said so)
+    assert bare.verdict == "as expected" and bare.ceiling == 370.8
+    assert any(x.startswith("#   assumed: NVIDIA H200 -> an HGX H100/H200 board") for x in bare.lines)
     assert "# all_reduce 128 KiB - 8 GiB: Ring/Simple, 24 channels" in bare.lines
     t = facts(S.hgx_host("n1", *H200, nic_kind=None))
     run.info.extra[EXPLAIN_KEY] = {"topology": [t.only([g.pci_bus_id for g in t.gpus[:4]]).to_dict()]}

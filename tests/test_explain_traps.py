@@ -227,8 +227,9 @@ def test_socket_ifname(ib_node):
 
 def test_forced_algorithm_and_nvls_off(ib_node):
     r = find_traps([ib_node], None, {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0"})
-    forced = [t for t in r.raised if t.name == "algo-forced"]
-    assert len(forced) == 3 and all(t.severity == "info" for t in forced)
+    forced = [t for t in r.raised if t.name in ("algo-forced", "proto-forced")]
+    assert [t.name for t in forced] == ["algo-forced", "proto-forced", "algo-forced"]
+    assert all(t.severity == "info" for t in forced) and r.causes() == ["algo_forced", "proto_forced"]
     assert any("NVLS_ENABLE=0" in t.evidence and "~480" in t.evidence for t in forced)
 
 

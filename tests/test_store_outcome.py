@@ -10,6 +10,7 @@ import json
 import sqlite3
 import threading
 
+import pytest
 from test_store_db import make_info, make_row
 
 from ncclbench.config import BenchOptions
@@ -102,7 +103,7 @@ def test_a_schema_1_store_is_upgraded_in_place_and_keeps_everything(tmp_path):
     db = tmp_path / "old.sqlite"
     _v1_store(db)
     with ResultStore(db) as s:
-        assert s.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+        assert s.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
         run = s.get_run(1)
         assert run.status == "interrupted" and run.end_reason is None and len(run.rows) == 1
         assert s.get_baseline("old") == 1 and s.get_baseline_runs("old") == [1]
@@ -188,3 +189,30 @@ def test_show_and_history_say_why_a_run_ended(tmp_path, capsys):
     assert ncclbench_main(["history", "--format", "json", "--db", str(db)]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc[0]["status"] == "interrupted" and doc[0]["end_reason"].startswith("SIGTERM received by rank 2")
+
+
+def test_a_schema_2_store_gains_the_failed_status_and_keeps_everything(tmp_path):
+    """Schema 3 lets an imported failed run be stored as 'failed'; a schema-2 store is rebuilt in place."""
+    from ncclbench.store import db as dbmod
+
+    path = tmp_path / "v2.sqlite"
+    with ResultStore(path) as s:
+        rid = s.begin_run(make_info(), BenchOptions())
+        s.set_baseline("keep", rid)
+    c = sqlite3.connect(str(path))  # make it what ncclbench wrote before schema 3: the old CHECK, version 2
+    sql = c.execute("SELECT sql FROM sqlite_master WHERE name = 'runs'").fetchone()[0]
+    old = sql.replace(", 'failed')", ")").replace("CREATE TABLE runs", "CREATE TABLE runs_old")
+    c.executescript(f"PRAGMA foreign_keys = OFF; {old}; INSERT INTO runs_old SELECT * FROM runs; DROP TABLE runs; "
+                    "ALTER TABLE runs_old RENAME TO runs; PRAGMA user_version = 2;")
+    c.close()
+    with pytest.raises(sqlite3.IntegrityError):
+        c = sqlite3.connect(str(path))
+        c.execute("UPDATE runs SET status = 'failed' WHERE id = ?", (rid,))
+    c.close()
+    with ResultStore(path) as s:
+        assert s.conn.execute("PRAGMA user_version").fetchone()[0] == dbmod.SCHEMA_VERSION
+        assert s.get_baseline("keep") == rid and s.get_run(rid).status == "running"
+        new = s.begin_run(make_info(), BenchOptions())
+        s.finish_run(new, None, status="failed")
+        assert s.get_run_header(new).status == "failed"
+        assert s.conn.execute("PRAGMA foreign_key_check").fetchall() == []

@@ -74,7 +74,7 @@ class RunRefs:
         return store.get_run(store.resolve(ref))
 
     def _from_file(self, path: str, pick: int | None) -> ImportedRun:
-        runs = load_file(path)
+        runs = load_file(path, getattr(self.args, "collective", None))
         if pick is None:
             if len(runs) > 1:
                 raise ArgumentError(f"{path} holds {len(runs)} tests; pick one with {path}#N "

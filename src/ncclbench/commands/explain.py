@@ -17,6 +17,7 @@ import sys
 from ..errors import BenchError, ExitCode
 from ._runs import REF_HELP, RunRefs, add_db_option
 from .base import CommandParser
+from .import_ import add_collective_option
 
 NAME = "explain"
 HELP = "judge a stored run or an nccl-tests log: NCCL's path and choices, expected ceiling, verdict, traps"
@@ -28,6 +29,7 @@ def add_arguments(parser: CommandParser) -> None:
     parser.add_argument("--json", dest="json_path", metavar="FILE", help="also write the judgement as JSON to FILE")
     parser.add_argument("--fail-on-trap", choices=("error", "warn"), default=None,
                         help="exit 7 when a trap of that severity or worse is found")
+    add_collective_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -147,12 +147,13 @@ class LogPhases:
         even when already in that phase, e.g. one per probed test); False when it cannot."""
         if phase not in PHASE_SUBSYS:
             raise ValueError(f"unknown phase {phase!r}")
-        if not self.active or (phase == self.phase and not again):
+        reset, log_dir = self.reset, self.plan.log_dir
+        if reset is None or log_dir is None or (phase == self.phase and not again):
             return False
         self.seq += 1
         self.environ["NCCL_DEBUG_SUBSYS"] = PHASE_SUBSYS[phase]
-        self.environ["NCCL_DEBUG_FILE"] = phase_file(self.plan.log_dir, self.seq, phase)
-        self.reset()
+        self.environ["NCCL_DEBUG_FILE"] = phase_file(log_dir, self.seq, phase)
+        reset()
         self.phase = phase
         return True
 

@@ -17,6 +17,7 @@ files of several ranks.  Formats and their source lines: `nccl_log_formats`.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -82,7 +83,15 @@ class NcclLogFacts:
     """Everything one or more NCCL logs state.  None / empty: the log did not say (see `unknown`)."""
 
     version: str | None = None
+    hosts: list[str] = field(default_factory=list)  # host names in the lines' prefixes, first-seen order
     net_plugin: str | None = None  # comm->ncclNet->name: "IB", "Socket", "AWS Libfabric", ...
+    net_plugin_version: str | None = None  # an external plugin's own name and version ("aws-ofi-nccl 1.5.0aws")
+    ofi_provider: str | None = None  # aws-ofi-nccl's libfabric provider ("efa", "cxi", ...)
+    plugin_failures: list[str] = field(default_factory=list)  # plugin lines saying a plugin could not be used
+    ib_no_device: bool | None = None  # "NET/IB : No device found." (True), an IB device list (False)
+    bootstrap_ifaces: list[str] = field(default_factory=list)  # "Bootstrap : Using eth0:10.0.0.1<0>"
+    rank_hosts: dict[int, str] = field(default_factory=dict)  # rank -> host, from the comm/Init COMPLETE lines
+    local_ranks: int | None = None  # the largest "localRanks" any comm line gave
     net_plugin_external: bool | None = None
     net_plugin_log: list[str] = field(default_factory=list)  # NCCL's plugin loading lines, as evidence
     net_devices: list[NetDevice] = field(default_factory=list)
@@ -125,6 +134,7 @@ class NcclLogFacts:
         for func, cells in (data.get("tuning_table") or {}).items():
             table[func] = {tuple(k.split("/", 1)): (float(v[0]), float(v[1])) for k, v in cells.items()}
         kw["tuning_table"] = table
+        kw["rank_hosts"] = {int(k): v for k, v in (data.get("rank_hosts") or {}).items()}
         return cls(**kw)
 
 
@@ -174,6 +184,8 @@ class _Reader:
         src = f"{ln.host}:{ln.pid}" if ln.host is not None else None
         if src and src not in self.f.sources:
             self.f.sources.append(src)
+        if ln.host is not None and ln.host not in self.f.hosts:
+            self.f.hosts.append(ln.host)
         if ln.level == "WARN":
             if ln.msg not in self.f.warnings:
                 self.f.warnings.append(ln.msg)
@@ -211,6 +223,17 @@ class _Reader:
         elif m := F.PLUGIN_ASSIGNED.match(msg):
             if not self.plugins:
                 self.plugins.append(m.group("name"))
+        elif F.PLUGIN_FAILED.match(msg):
+            if msg not in self.f.plugin_failures and len(self.f.plugin_failures) < 10:
+                self.f.plugin_failures.append(msg)
+        elif m := F.OFI_VERSION.match(msg):
+            self.f.net_plugin_version = f"{m.group('name')} {m.group('version')}"
+        elif m := F.OFI_PROVIDER.match(msg):
+            self.f.ofi_provider = m.group("provider")
+        elif m := F.BOOTSTRAP_USING.match(msg):
+            for item in m.group("ifs").split():
+                if item not in self.f.bootstrap_ifaces:
+                    self.f.bootstrap_ifaces.append(item)
         elif m := F.GDR_SUPPORT.match(msg):
             transport = "IB" if m.group("net") == "IB" else m.group("net")
             dev = self.device(ln.host, int(m.group("idx")), transport)
@@ -237,6 +260,7 @@ class _Reader:
                 dev.name, dev.port, dev.link_layer = mm.group("name"), int(mm.group("port")), mm.group("ll")
             if ln.truncated or m.group("oob") is None:
                 self.note("NET/IB device list cut short: devices after the last one listed are unknown")
+            self.f.ib_no_device = False
             return True
         if m := F.SOCKET_USING.match(msg):
             for mm in F.SOCKET_DEV.finditer(m.group("devs")):
@@ -251,10 +275,14 @@ class _Reader:
         if m := F.IB_VDEV_SPEED.match(msg):
             self.speeds[(ln.host, m.group("name"))] = int(m.group("speed"))
             return True
-        return bool(F.IB_NO_DEVICE.match(msg))
+        if F.IB_NO_DEVICE.match(msg):
+            if self.f.ib_no_device is None:
+                self.f.ib_no_device = True
+            return True
+        return False
 
     def connection(self, msg: str, ln: LogLine) -> bool:
-        if not msg.startswith(("Channel ", "CollNet ")):
+        if not msg.startswith(("Channel ", "CollNet ", "Ring ")):
             return False
         c = None
         if m := F.NET_CONN.match(msg):
@@ -283,6 +311,8 @@ class _Reader:
         elif m := F.RING.match(msg):
             self.f.channel_counts["rings"] = int(m.group("n"))
             return True
+        elif m := F.OLD_CONN.match(msg):
+            c = self.old_connection(m, ln)
         elif F.CONN_LIKE.match(msg):
             self.note(f"connection line in an unknown format: {msg[:120]}")
             return True
@@ -293,6 +323,23 @@ class _Reader:
             self.conn_seen.add(key)
             self.f.connections.append(c)
         return True
+
+    def old_connection(self, m: re.Match[str], ln: LogLine) -> Connection:
+        """A connection line of NCCL 2.4-2.17 (`nccl_log_formats.OLD_CONN`)."""
+        detail = m.group("detail")
+        kind = "SHM" if detail.startswith("SHM/") or detail == "direct shared memory" else detail.split("/", 1)[0]
+        c = Connection(channel=int(m.group("ch")), conn_index=int(m.group("ci")) if m.group("ci") else None,
+                       from_rank=int(m.group("src")), to_rank=int(m.group("dst")), from_dev=m.group("sdev"),
+                       to_dev=m.group("ddev"), kind=kind, detail=detail, direction=m.group("dir"), host=ln.host)
+        if kind == "NET":
+            if d := F.NET_DETAIL.match(detail):
+                c.net, c.net_device = d.group("net"), int(d.group("dev"))
+                c.gdr = "/GDRDMA" in d.group("flags")
+                dev = self.device(ln.host, c.net_device, c.net)
+                dev.gdr_used = bool(dev.gdr_used) or c.gdr
+            else:
+                self.note(f"NET connection detail not understood: {detail}")
+        return c
 
     def channels(self, msg: str, ln: LogLine) -> bool:
         if m := F.CHANNELS.match(msg):
@@ -309,7 +356,10 @@ class _Reader:
             self.f.nranks = max(self.f.nranks or 0, int(m.group("nranks")))
             if "nnodes" in m.groupdict():
                 self.f.nnodes = max(self.f.nnodes or 0, int(m.group("nnodes")))
+                self.f.local_ranks = max(self.f.local_ranks or 0, int(m.group("local")))
             rank = int(m.group("rank"))
+            if ln.host is not None:
+                self.f.rank_hosts.setdefault(rank, ln.host)
             if rank not in self.f.ranks:
                 self.f.ranks.append(rank)
             return True
@@ -325,8 +375,9 @@ class _Reader:
     def table(self, msg: str, ln: LogLine) -> bool:
         if m := F.TABLE_ALGOS.match(msg):
             names = m.group("names").replace("|", " ").split()
-            self.table_algos = [a for a in names if a in F.ALGOS_BY_ID] if names else None
-            if not names or len(self.table_algos) != len(names):
+            algos = [a for a in names if a in F.ALGOS_BY_ID]
+            self.table_algos = algos if names else None
+            if not names or len(algos) != len(names):
                 self.note(f"model table header with unknown algorithms: {msg.strip()[:120]}")
                 self.table_algos = None
             self.table_protos = None
@@ -489,14 +540,17 @@ def _unknown(f: NcclLogFacts) -> list[str]:
     if not f.sources and f.version is None:
         return ["no NCCL log line found (NCCL_DEBUG was not INFO, or the log was not captured)"]
     vt = _version_tuple(f.version)
-    if f.version is None:
+    if vt is None:
         out.append("NCCL version: no 'NCCL version' line (printed once per process at the first init)")
     elif vt[:2] > F.NEWEST_READ:
         out.append(f"NCCL {f.version} is newer than the formats read from its source "
                    f"({F.OLDEST_READ[0]}.{F.OLDEST_READ[1]}-{F.NEWEST_READ[0]}.{F.NEWEST_READ[1]}): "
                    "lines in changed formats are missed, not guessed")
+    elif vt[:2] < F.OLDEST_CONNECTIONS_READ:
+        out.append(f"NCCL {f.version} is older than 2.4: its formats were not checked")
     elif vt[:2] < F.OLDEST_READ:
-        out.append(f"NCCL {f.version} is older than 2.18: its formats were not checked")
+        out.append(f"NCCL {f.version} is older than 2.18: its connection, channel and plugin lines were read "
+                   "from its source, its model table and per-call lines were not")
     if f.net_plugin is None:
         out.append("network: no 'Using network' line (printed at communicator init with the INIT subsystem)")
     if not f.net_devices:
@@ -577,6 +631,17 @@ def merge_facts(parts: list[NcclLogFacts]) -> NcclLogFacts:
 
     out.version = agree("version")
     out.net_plugin = agree("net_plugin")
+    out.net_plugin_version = agree("net_plugin_version")
+    out.ofi_provider = agree("ofi_provider")
+    for p in parts:
+        out.hosts += [h for h in p.hosts if h not in out.hosts]
+        out.plugin_failures += [x for x in p.plugin_failures if x not in out.plugin_failures]
+        out.bootstrap_ifaces += [x for x in p.bootstrap_ifaces if x not in out.bootstrap_ifaces]
+        for rank, host in p.rank_hosts.items():
+            out.rank_hosts.setdefault(rank, host)
+    no_dev = [p.ib_no_device for p in parts if p.ib_no_device is not None]
+    out.ib_no_device = all(no_dev) if no_dev else None
+    out.local_ranks = max((p.local_ranks for p in parts if p.local_ranks), default=None)
     ext = [p.net_plugin_external for p in parts if p.net_plugin_external is not None]
     out.net_plugin_external = any(ext) if ext else None
     devices: dict[tuple, NetDevice] = {}
@@ -611,13 +676,13 @@ def merge_facts(parts: list[NcclLogFacts]) -> NcclLogFacts:
         out.ranks += [r for r in p.ranks if r not in out.ranks]
         for func, cells in p.tuning_table.items():
             row = out.tuning_table.setdefault(func, {})
-            for k, v in cells.items():
-                row.setdefault(k, v)
+            for cell, value in cells.items():
+                row.setdefault(cell, value)
         out.per_call += p.per_call
-        for k, v in p.env.items():
-            if k in out.env and out.env[k] != v:
-                notes.append(f"ranks report different {k}: {out.env[k]!r}, {v!r}")
-            out.env.setdefault(k, v)
+        for name, setting in p.env.items():
+            if name in out.env and out.env[name] != setting:
+                notes.append(f"ranks report different {name}: {out.env[name]!r}, {setting!r}")
+            out.env.setdefault(name, setting)
         out.warnings += [w for w in p.warnings if w not in out.warnings]
         out.net_plugin_log += [w for w in p.net_plugin_log if w not in out.net_plugin_log]
         out.unparsed += [u for u in p.unparsed if u not in out.unparsed]

@@ -28,6 +28,9 @@ NCCL_FUNC_OF_COLLECTIVE = {"broadcast": "Broadcast", "reduce": "Reduce", "all_ga
 
 OLDEST_READ = (2, 18)
 NEWEST_READ = (2, 30)
+# Older releases whose connection, channel and plugin lines were read too (OLD_CONN below); their
+# per-call and model-table lines were not.
+OLDEST_CONNECTIONS_READ = (2, 4)
 
 
 def canonical_algo(name: str) -> str | None:
@@ -58,6 +61,17 @@ PLUGIN_INTERNAL = re.compile(
 PLUGIN_EVENT = re.compile(r"^(?:NET/Plugin|Failed to initialize NET plugin|Initialized NET plugin|Assigned NET plugin|"
                           r"Successfully loaded external network plugin|External network plugin)")
 PLUGIN_ASSIGNED = re.compile(r"^Assigned NET plugin (?P<name>.+?) to comm")  # 2.27+
+# A plugin NCCL tried and could not use: net.cc "NET/Plugin : Plugin load returned %d : %s." (2.4-2.23),
+# "NET/Plugin: Could not find: %s %s." / "Failed to initialize NET plugin %s" (plugin/net.cc 2.24+),
+# "NET/Plugin : dlerror=%s No plugin found (%s), using internal implementation" (2.19+).
+PLUGIN_FAILED = re.compile(r"^(?:NET/Plugin ?: (?:Plugin load returned|Could not find|Failed to find|dlerror=)|"
+                           r"Failed to initialize NET plugin|External network plugin .* is unsupported)")
+# aws-ofi-nccl's own start line (its src/nccl_ofi_net.c: "Initializing " PACKAGE_STRING), e.g.
+# "NET/OFI Initializing aws-ofi-nccl 1.5.0aws" / "... 1.17.1"; older releases "NET/OFI Using aws-ofi-nccl %s".
+OFI_VERSION = re.compile(r"^NET/OFI (?:Initializing|Using) (?P<name>aws-ofi-nccl) (?P<version>\S+)")
+OFI_PROVIDER = re.compile(r"^NET/OFI Selected [Pp]rovider is (?P<provider>[\w;-]+)")
+# bootstrap.cc "Bootstrap : Using%s" with " %s:%s" per interface (every tag), e.g. "Bootstrap : Using eth0:10.0.0.1<0>".
+BOOTSTRAP_USING = re.compile(r"^Bootstrap ?: Using (?P<ifs>.+)$")
 
 # transport/net_ib.cc "NET/IB : Using%s %s; OOB %s:%s" with " [%d]%s:%d/%s" per device
 # (v2.18.6-1, v2.24+), or " [%d]={[%d] %s:%d/%s, ...}" for merged devices (v2.20.5-1 .. v2.23.4-1).
@@ -95,15 +109,24 @@ NET_DETAIL = re.compile(r"^NET/(?P<net>.+)/(?P<dev>\d+)(?:\((?P<proxy>\d+)\))?(?
 # transport/coll_net.cc: "CollNet %02d/%1d : %d [send|receive] via COLLNET/%s/%d%s%s".
 COLLNET_CONN = re.compile(
     r"^CollNet (?P<ch>\d+)/(?P<ci>\d+) : (?P<src>\d+) \[(?P<dir>send|receive)\] via (?P<detail>COLLNET/.+?)\s*$")
+# Before 2.18 (read at v2.4.8-1, v2.7.8-1, v2.8.4-1 .. v2.12.12-1, v2.13.4-1, v2.17.1-1):
+#   2.4   "Ring %02d : %d[%d] -> %d[%d] via P2P/IPC", "Ring %02d : %d -> %d via P2P/common device",
+#         "Ring %02d : %d -> %d [send] via NET/%s/%d%s", "Ring %02d : %d[%d] -> %d[%d] via direct shared memory"
+#   2.5-2.12  "Channel %02d : %d[%lx] -> %d[%lx] via P2P/IPC%s" (no connection index), "... [send] via NET/%s/%d%s%s",
+#             "... via direct shared memory"; 2.13+ SHM "via SHM/%s/%s", P2P "Channel %02d/%01d" from 2.14.
+OLD_CONN = re.compile(
+    r"^(?:Ring|Channel) (?P<ch>\d+)(?:/(?P<ci>\d+))? : (?P<src>\d+)(?:\[(?P<sdev>[0-9a-fx]+)\])? -> "
+    r"(?P<dst>\d+)(?:\[(?P<ddev>[0-9a-fx]+)\])?(?: \[(?P<dir>send|receive)\])? via "
+    r"(?P<detail>P2P/.+?|SHM/\S+|NET/.+?|direct shared memory)\s*$")
 # Something that looks like a connection line but matched none of the above.
-CONN_LIKE = re.compile(r"^(?:Channel|CollNet) \d+(?:/\d+)? : .* via ")
+CONN_LIKE = re.compile(r"^(?:Channel|CollNet|Ring|Coll) \d+(?:/\d+)? : .* via ")
 
 # graph/rings.cc "Channel %02d/%02d :" then " %*d" per rank, cut with "..." at 128 characters (rank 0 only).
 RING = re.compile(r"^Channel (?P<ch>\d+)/(?P<n>\d+) :(?P<ranks>(?:\s+\d+)+)(?:\.\.\.)?\s*$")
 # init.cc "%d coll channels, [%d collnet channels, ]%d nvls channels, %d p2p channels, %d p2p channels per peer"
-# (collnet count from v2.20.5-1).
+# (collnet count from v2.20.5-1; no nvls count before 2.17: "%d coll channels, %d p2p channels, ..." in 2.7-2.16).
 CHANNELS = re.compile(
-    r"^(?P<coll>\d+) coll channels, (?:(?P<collnet>\d+) collnet channels, )?(?P<nvls>\d+) nvls channels, "
+    r"^(?P<coll>\d+) coll channels, (?:(?P<collnet>\d+) collnet channels, )?(?:(?P<nvls>\d+) nvls channels, )?"
     r"(?P<p2p>\d+) p2p channels, (?P<p2p_per_peer>\d+) p2p channels per peer")
 # init.cc "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL %d" (MNNVL from 2.19).
 COMM = re.compile(

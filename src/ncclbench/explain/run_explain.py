@@ -29,13 +29,20 @@ from typing import Any
 
 from ..datatypes import DATATYPE_BY_NAME
 from ..results import ResultRow
-from .ceiling import Ceiling
+from .ceiling import Ceiling, expected_ceiling, fmt_gbps
+from .failures import failure_traps
 from .judgement import RunJudgement, judge_run
+from .log_topology import LogTopology, assumed_hosts, is_datacenter
 from .nccl_env import NCCL_FUNC
 from .nccl_log import CallChoice, NcclLogFacts, format_bytes
 from .topology import HostTopology
-from .traps import TrapReport, Unchecked
-from .verdict import judge, plateau_busbw
+from .traps import WARN, Trap, TrapReport, Unchecked, find_traps
+from .verdict import Verdict, judge, plateau_busbw
+
+# The slowest RDMA fabric NCCL plans for: its NET_BW default, 12 GB/s (100 Gb/s; src/graph/topo.h, every tag
+# v2.4.8-1 .. v2.30.7-1).  Between hosts of datacenter GPUs a plateau below 90 % of it is TCP-socket
+# territory (sockets reach 2-5 GB/s; Alps measured 5 GB/s over Socket where the OFI plugin gave 122).
+RDMA_FLOOR_GBPS = 12.0
 
 Choice = tuple[str, "str | None", "int | None"]  # (algorithm, protocol, channels)
 Test = tuple[str, str, int]  # (datatype, op, root) as the rows print them
@@ -58,6 +65,13 @@ class RunFacts:
     env: Mapping[str, str] = field(default_factory=dict)  # the run's NCCL_* environment
     nccl_version: str | None = None
     notes: list[str] = field(default_factory=list)  # how NCCL's account was captured (user settings...)
+    status: str = "complete"  # the stored run's: complete / interrupted / timeout / failed
+    end_reason: str = ""  # why it did not complete (an imported log: what its lines say)
+    failure_lines: list[str] = field(default_factory=list)  # nccl-tests' / the launcher's failure lines
+    out_of_bounds: int | None = None
+    version_note: str | None = None  # nccl-tests built against another NCCL than it ran with
+    log_topology: LogTopology | None = None  # an imported log: the layout its lines state
+    collective_source: str = ""  # how the collective was decided (imports)
 
 
 @dataclass
@@ -174,6 +188,8 @@ def per_size_unknown(f: RunFacts) -> str:
     """Why NCCL's choice per size is unknown for this run."""
     if f.backend == "mpi":
         return "the CPU backend uses no NCCL"
+    if f.collective == "unknown":
+        return "the collective is unknown"
     if NCCL_FUNC.get(f.collective) is None:
         return f"NCCL logs no algorithm for {f.collective} (point-to-point sends and receives)"
     if f.nranks == 1:
@@ -234,13 +250,74 @@ def judge_facts(f: RunFacts) -> RunJudgement:
         ceiling = Ceiling(collective=f.collective, nranks=f.nranks, nnodes=max(1, len(f.hosts)), unknown=CPU_CEILING)
         traps = TrapReport(unchecked=[Unchecked("NCCL traps", "the CPU backend uses no NCCL")])
         return RunJudgement(f.collective, ceiling, plateau, judge(plateau, ceiling), traps)
-    return judge_run(f.hosts, f.collective, f.nranks, rows, env=f.env, log=f.log, nccl_version=f.nccl_version,
-                     no_topology=f.topology_unknown or "no topology facts")
+    if f.hosts or f.log_topology is None:
+        j = judge_run(f.hosts, f.collective, f.nranks, rows, env=f.env, log=f.log, nccl_version=f.nccl_version,
+                      no_topology=f.topology_unknown or "no topology facts")
+    else:
+        j = _judge_from_log(f, rows)
+    j.traps.raised += [t for t in failure_traps(f.log, f.failure_lines, f.rows, status=f.status,
+                                                out_of_bounds=f.out_of_bounds, version_note=f.version_note)
+                       if (t.name, t.evidence) not in {(x.name, x.evidence) for x in j.traps.raised}]
+    if f.status == "failed" or (f.status != "complete" and not f.rows):
+        why = f.end_reason or ("the log ends with no result row" if not f.rows else "the run failed")
+        j.verdict = Verdict("failed", None, why)
+    return j
+
+
+def _judge_from_log(f: RunFacts, rows: Sequence[tuple[int, float]]) -> RunJudgement:
+    """An imported log: the ceiling over hosts assumed from the GPU model (said so), the traps from NCCL's
+    log and the environment alone, and the RDMA floor between hosts of datacenter GPUs."""
+    t = f.log_topology
+    assert t is not None
+    hosts, why_not = assumed_hosts(t, f.log)
+    nranks = t.nranks or f.nranks
+    env = {**t.env, **dict(f.env)}
+    if hosts:
+        ceiling = expected_ceiling(hosts, f.collective, nranks, log=f.log, env=env, nccl_version=f.nccl_version)
+        if ceiling.reasoning:
+            ceiling.reasoning = "assumed from the GPU model: " + ceiling.reasoning
+    else:
+        ceiling = expected_ceiling([], f.collective, nranks, log=f.log, env=env, nccl_version=f.nccl_version)
+        ceiling.unknown = why_not
+    plateau = plateau_busbw(rows)
+    verdict = judge(plateau, ceiling)
+    net = (f.log.net_plugin or "") if f.log is not None else ""
+    if (verdict.label == "unknown" and ceiling.ceiling is None and plateau.busbw is not None and not plateau.reason
+            and (t.nnodes or 0) > 1 and is_datacenter(t.gpu_model) and plateau.busbw < 0.9 * RDMA_FLOOR_GBPS):
+        ceiling.ceiling, ceiling.bound, ceiling.line_rate = RDMA_FLOOR_GBPS, "NIC, the least RDMA fabric (assumed)", 12.5
+        ceiling.reasoning = (f"{t.nnodes} hosts of {t.gpu_model}: such hosts are joined by RDMA of >= 100 Gb/s per "
+                             f"node; NCCL plans the slowest at {fmt_gbps(RDMA_FLOOR_GBPS)} GB/s (its NET_BW); "
+                             f"{fmt_gbps(plateau.busbw)} GB/s between them is TCP-socket territory"
+                             + (" -- and NCCL's log says 'Using network Socket'" if net.lower() == "socket" else
+                                "" if f.log is not None and f.log.sources else
+                                "; no NCCL INFO line says which network: run with NCCL_DEBUG=INFO "
+                                "NCCL_DEBUG_SUBSYS=INIT,NET and look for 'Using network' and NET/IB or NET/OFI lines"))
+        ceiling.unknown = ""
+        verdict = judge(plateau, ceiling)
+    no_topo = "the log states no link facts (NVLink, PCIe, NIC states)" + (
+        "; board assumed from the GPU model" if hosts else "")
+    traps = find_traps([], f.log, env, nnodes=t.nnodes, no_topology=no_topo, host_names=t.host_names)
+    if (t.nnodes or 0) > 1 and (f.log is None or not f.log.sources) and ceiling.bound and "assumed" in ceiling.bound:
+        traps.raised.append(Trap(
+            "net-socket-fallback",
+            f"likely, from the figures alone: {fmt_gbps(plateau.busbw or 0)} GB/s between {t.nnodes} hosts of "
+            f"{t.gpu_model} (no NCCL INFO line in the log to confirm the transport)",
+            "run again with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET: 'Using network Socket' confirms it; then "
+            "check the network plugin (aws-ofi-nccl on EFA) and NCCL_IB_HCA / NCCL_NET / NCCL_IB_DISABLE", WARN))
+    raised = set(traps.names())
+    traps.unchecked = [u for u in traps.unchecked if u.name not in raised]
+    return RunJudgement(f.collective, ceiling, plateau, verdict, traps)
 
 
 def explain_run(f: RunFacts) -> Explained:
     """The lines after `# Avg bus bandwidth` and the data behind them (the JSON's EXPLAIN_KEY)."""
     lines: list[str] = []
+    if f.log_topology is not None and not f.hosts:
+        lines += f.log_topology.lines()
+    if f.collective_source.startswith("unknown: "):
+        lines.append(f"# Collective unknown: {f.collective_source.split(': ', 1)[1]}")
+    elif f.collective_source and not f.collective_source.startswith(("the log's", "--collective")):
+        lines.append(f"# Collective {f.collective}: from {f.collective_source}")
     if f.backend == "mpi":
         lines.append("# NCCL path: none (the CPU backend runs MPI collectives on host memory)")
         per_row: list[list[Choice]] = [[] for _ in f.rows]
@@ -249,10 +326,12 @@ def explain_run(f: RunFacts) -> Explained:
         lines.append(nccl_path_line(f.log, f.log_unknown))
         per_row = row_choices(f)
         size_lines, ranges = per_size_lines(f, per_row)
-        lines += size_lines
+        lines += size_lines if f.rows else []
     j = judge_facts(f)
+    if j.verdict.label == "failed":
+        lines.append(f"# Run failed: {j.verdict.text}")
     lines += j.lines()
-    if not f.hosts and f.backend != "mpi":
+    if not f.hosts and f.backend != "mpi" and f.log_topology is None:
         lines.append(f"# Topology unknown: {f.topology_unknown or 'no topology facts'}")
     data: dict[str, Any] = {
         "lines": lines,
@@ -264,5 +343,8 @@ def explain_run(f: RunFacts) -> Explained:
         "per_size": ranges,
         "rows": _row_data(f.rows, per_row),
         "judgement": j.to_dict(),
+        "causes": j.traps.causes(),
+        "log_topology": f.log_topology.to_dict() if f.log_topology is not None else None,
+        "status": f.status,
     }
     return Explained(lines, data, j)

@@ -19,6 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..results import EXPLAIN_KEY
+from .launch_line import launch_facts
+from .log_topology import log_topology
 from .nccl_capture import choices_from
 from .nccl_log import facts_from_stored
 from .run_explain import Explained, RunFacts, explain_run, tests_of
@@ -64,7 +66,33 @@ def run_facts(run: Any) -> RunFacts:
     if end.get("probe") is not None:
         f.probe = [choices_from(calls) for calls in end["probe"]]
         f.tests = [(str(t[0]), str(t[1]), int(t[2])) for t in end.get("tests") or []]
+    f.status = getattr(run, "status", "complete")
+    failure = info.extra.get("failure") or {}
+    f.failure_lines = list(failure.get("lines") or []) + list(failure.get("errors") or [])
+    f.end_reason = info.extra.get("end_reason") or getattr(run, "end_reason", None) or ""
+    f.collective_source = info.extra.get("collective_source") or ""
+    if summary is not None and summary.out_of_bounds:
+        f.out_of_bounds = summary.out_of_bounds
+    f.version_note = _version_note(info.nccl_headers_code, info.nccl_version_code, f.log)
+    if not f.hosts and backend == "nccl-tests":
+        launch = launch_facts(list(info.extra.get("launch_lines") or []))
+        f.log_topology = log_topology(info.devices, f.log, launch, f.env)
+        if f.log_topology.nranks:
+            f.nranks = f.log_topology.nranks
     return f
+
+
+def _version_note(headers: int | None, library: int | None, log) -> str | None:
+    """nccl-tests built against one NCCL and run with another (its banner), or ranks on different NCCLs."""
+    h, lib = _nccl_version(headers), _nccl_version(library)
+    if h and lib and h.split(".")[:2] != lib.split(".")[:2]:
+        return f"nccl-tests was built against NCCL {h} (nccl-headers) and ran with NCCL {lib} (nccl-library)"
+    if log is not None:
+        note = next((u for u in log.unparsed if u.startswith(("several NCCL versions", "ranks disagree on version"))),
+                    None)
+        if note:
+            return f"NCCL's lines show {note}"
+    return None
 
 
 def explain_stored(run: Any) -> Explained:

@@ -30,6 +30,19 @@ from .topology import HostTopology
 
 ERROR, WARN, INFO = "error", "warn", "info"
 
+# The cause each trap names, in the words of the log corpus (tests/fixtures/log_corpus/manifest.json):
+# one id per kind of fault, shared by live runs, imported logs and the corpus' expectations.
+CAUSE_OF = {
+    "net-socket-fallback": "sockets_between_hosts", "gdr-off": "gdr_off", "p2p-disabled": "p2p_disabled",
+    "p2p-shm-disabled": "p2p_shm_disabled", "channels-capped": "channels_capped", "algo-forced": "algo_forced",
+    "proto-forced": "proto_forced", "iface-list-empty": "iface_list_empty", "hca-list-empty": "hca_list_empty",
+    "acs-iommu": "acs_iommu", "network-error-remote-exit": "network_error_remote_exit",
+    "ib-completion-error": "ib_completion_error", "bootstrap-no-interface": "bootstrap_no_interface",
+    "plugin-missing": "plugin_missing", "pcie-downtrained": "pcie_downtrained", "nvlink-down": "nvlink_down",
+    "hang-no-table": "hang_no_table", "oom-or-alloc-failure": "oom_or_alloc_failure",
+    "version-mismatch": "version_mismatch", "wrong-results": "wrong_results", "cuda-error": "cuda_error",
+}
+
 
 @dataclass(frozen=True)
 class Trap:
@@ -62,10 +75,21 @@ class TrapReport:
     def names(self) -> list[str]:
         return [t.name for t in self.raised]
 
+    def causes(self) -> list[str]:
+        """The cause ids of the raised traps (`CAUSE_OF`), first-seen order, once each."""
+        return list(dict.fromkeys(cause_of(t) for t in self.raised if cause_of(t)))
+
     def fails(self, severity: str = ERROR) -> bool:
         """True when a trap of `severity` or worse was raised (for an option that fails the run)."""
         order = (INFO, WARN, ERROR)
         return any(order.index(t.severity) >= order.index(severity) for t in self.raised)
+
+
+def cause_of(t: Trap) -> str:
+    """The cause id of a trap; nic-env-mismatch names the list it is about."""
+    if t.name == "nic-env-mismatch":
+        return "iface_list_empty" if "NCCL_SOCKET_IFNAME" in t.evidence else "hca_list_empty"
+    return CAUSE_OF.get(t.name, "")
 
 
 def _hosts_label(names: list[str]) -> str:
@@ -120,7 +144,8 @@ def check_socket_fallback(hosts: Sequence[HostTopology], log: NcclLogFacts | Non
     return [Trap("net-socket-fallback", ev + "." + scope, _fabric_fix(kinds), severity)], None
 
 
-def check_gdr(hosts: Sequence[HostTopology], log: NcclLogFacts | None, nnodes: int) -> tuple[list[Trap], Unchecked | None]:
+def check_gdr(hosts: Sequence[HostTopology], log: NcclLogFacts | None,
+              nnodes: int | None) -> tuple[list[Trap], Unchecked | None]:
     """Without topology facts (an imported log) NCCL's own log is the evidence alone."""
     rdma_hosts = [h for h in hosts if any(n.rdma and n.active for n in h.nics)]
     if hosts and not rdma_hosts:
@@ -145,7 +170,7 @@ def check_gdr(hosts: Sequence[HostTopology], log: NcclLogFacts | None, nnodes: i
     nets = [c for c in log.connections if c.kind == "NET" and c.net != "Socket"]
     if not devs and not nets:
         return [], Unchecked("gdr-off", "NCCL's log shows no RDMA network device or NET connection"
-                             + ("" if nnodes > 1 else " (single-node run)"))
+                             + (" (single-node run)" if nnodes == 1 else ""))
     # a device is off when NCCL said GDR is disabled for it, or used it only without /GDRDMA
     off = [d for d in devs if d.gdr is False or d.gdr_used is False]
     on = [d for d in devs if d.gdr_used or (d.gdr and d.gdr_used is None)]
@@ -166,18 +191,20 @@ def check_gdr(hosts: Sequence[HostTopology], log: NcclLogFacts | None, nnodes: i
                  "load nvidia_peermem (modprobe nvidia_peermem) or use DMA-BUF (open GPU kernel modules, kernel "
                  ">= 5.12, NCCL_DMABUF_ENABLE=1); check NCCL_NET_GDR_LEVEL and that each GPU has a NIC under "
                  "its PCIe switch; with PCIe ACS enabled on the switches GDR traffic detours through the CPU",
-                 ERROR if everywhere and nnodes > 1 else WARN)], None
+                 ERROR if everywhere and (nnodes or 0) > 1 else WARN)], None
 
 
 # -- PCIe, NVLink ---------------------------------------------------------------------------
 
 def check_pcie(hosts: Sequence[HostTopology]) -> tuple[list[Trap], Unchecked | None]:
-    traps, unread, idle = [], [], []
+    traps: list[Trap] = []
+    unread: list[str] = []
+    idle: list[str] = []
     for h in hosts:
         devices = [(f"GPU{g.index}", g.pci_bus_id, g.pcie, g.pstate) for g in h.gpus] + \
                   [(f"NIC {n.label}", n.pci_bus_id, n.pcie, 0) for n in h.nics if n.pci_bus_id]
         for label, bdf, link, pstate in devices:
-            if None in (link.width, link.width_max, link.gen, link.gen_max):
+            if link.width is None or link.width_max is None or link.gen is None or link.gen_max is None:
                 unread.append(f"{h.host} {label}")
                 continue
             low_width = link.width < link.width_max
@@ -249,24 +276,61 @@ def _pair_paths(h: HostTopology) -> list[tuple[str, str, str]]:
     return out
 
 
+def _intra_host_net(log: NcclLogFacts) -> list[Any]:
+    """NET connections whose two ranks NCCL's log places on one host (its rank lines, or nNodes 1)."""
+    out = []
+    for c in log.connections:
+        if c.kind != "NET":
+            continue
+        a, b = log.rank_hosts.get(c.from_rank), log.rank_hosts.get(c.to_rank)
+        if (a is not None and a == b) or (log.nnodes == 1 and (a is None or b is None)):
+            out.append(c)
+    return out
+
+
+def _shm_off(env: Mapping[str, str], log: NcclLogFacts | None) -> bool:
+    return (env_set(env, "NCCL_SHM_DISABLE") or "0") not in ("0", "") or bool(log is not None and log.shm_disabled)
+
+
+def _socket_path_text(log: NcclLogFacts | None) -> str:
+    nets = _intra_host_net(log) if log is not None else []
+    if nets:
+        c = nets[0]
+        return (f"NCCL connected GPUs of one host through its network transport ({len(nets)} NET connection(s), "
+                f"e.g. channel {c.channel} {c.from_rank}->{c.to_rank} via {c.detail})")
+    return ("NCCL moves data between GPUs of one host through its network transport (TCP sockets unless an "
+            "RDMA NIC loops it back), not through host memory")
+
+
 def check_p2p(hosts: Sequence[HostTopology], log: NcclLogFacts | None,
               env: Mapping[str, str]) -> tuple[list[Trap], Unchecked | None]:
+    """P2P off (the SHM path through host memory), or P2P and SHM both off (the network path: sockets)."""
     multi = [h for h in hosts if len(h.gpus) >= 2]
     traps: list[Trap] = []
     level, setting = p2p_level(env)
+    shm_off = _shm_off(env, log)
     for h in multi:
         pairs = _pair_paths(h)
         if level is not None:
             blocked = [(a, b, p) for a, b, p in pairs if p in PATH_RANK and PATH_RANK[p] > level]
             if blocked:
                 a, b, p = blocked[0]
-                traps.append(Trap(
-                    "p2p-disabled",
-                    f"{setting} on {h.host}: GPU{a}-GPU{b} are joined by {p}, so NCCL copies through host memory "
-                    f"(SHM) instead of {'NVLink' if p == 'NVL' else 'PCIe peer-to-peer'} "
-                    f"({len(blocked)} GPU pair(s) affected)",
-                    f"unset {setting.split('=')[0]} unless it works around a known fault (it is a common "
-                    f"leftover from debugging)", ERROR))
+                link = "NVLink" if p == "NVL" else "PCIe peer-to-peer"
+                if shm_off:
+                    traps.append(Trap(
+                        "p2p-shm-disabled",
+                        f"{setting} and NCCL_SHM_DISABLE={env_set(env, 'NCCL_SHM_DISABLE') or '1'} on {h.host}: "
+                        f"GPU{a}-GPU{b} are joined by {p}, but {_socket_path_text(log)} instead of {link} "
+                        f"({len(blocked)} GPU pair(s) affected)",
+                        f"unset {setting.split('=')[0]} and NCCL_SHM_DISABLE (common leftovers from debugging)",
+                        ERROR))
+                else:
+                    traps.append(Trap(
+                        "p2p-disabled",
+                        f"{setting} on {h.host}: GPU{a}-GPU{b} are joined by {p}, so NCCL copies through host "
+                        f"memory (SHM) instead of {link} ({len(blocked)} GPU pair(s) affected)",
+                        f"unset {setting.split('=')[0]} unless it works around a known fault (it is a common "
+                        f"leftover from debugging)", ERROR))
                 break
         else:
             amd_small = (h.cpu_vendor == "AuthenticAMD" and len(h.gpus) <= 2)
@@ -282,7 +346,16 @@ def check_p2p(hosts: Sequence[HostTopology], log: NcclLogFacts | None,
     if log is not None and not traps:
         shm = [c for c in log.connections if c.kind == "SHM"]
         nvlink_host = any(g.nvlink_active for h in multi for g in h.gpus)
-        if shm or log.p2p_disabled:
+        intra_net = _intra_host_net(log)
+        if (log.p2p_disabled or level is not None) and shm_off and (intra_net or not shm):
+            why = ", ".join(x for x in (log.p2p_disabled_reason or (setting if level is not None else ""),
+                                        "NCCL_SHM_DISABLE set" if _shm_off(env, None) else "") if x)
+            traps.append(Trap(
+                "p2p-shm-disabled",
+                f"P2P and SHM both disabled ({why or 'NCCL said so'}): {_socket_path_text(log)}",
+                "unset NCCL_P2P_DISABLE / NCCL_P2P_LEVEL and NCCL_SHM_DISABLE (common leftovers from debugging); "
+                "if P2P was disabled on purpose, keep SHM", ERROR))
+        elif shm or log.p2p_disabled:
             ev = (f"NCCL connected {len(shm)} intra-node channel(s) via SHM (e.g. channel {shm[0].channel} "
                   f"{shm[0].from_rank}->{shm[0].to_rank} via {shm[0].detail})" if shm else "NCCL's log: P2P disabled")
             if log.p2p_disabled_reason:
@@ -334,8 +407,8 @@ def check_nic_env(hosts: Sequence[HostTopology], env: Mapping[str, str]) -> tupl
                     "fix or unset NCCL_IB_HCA", ERROR))
         if ifname:
             up = {name for name, state in h.interfaces.items() if state in ("up", "unknown")}
-            picked = [name for name in h.interfaces if nccl_list_match(ifname, name, None)]
-            running = [name for name in picked if name in up]
+            picked_ifs = [name for name in h.interfaces if nccl_list_match(ifname, name, None)]
+            running = [name for name in picked_ifs if name in up]
             if not running:
                 names_ = sorted(h.interfaces.items())
                 seen = ", ".join(f"{n} ({s})" for n, s in names_[:12]) + (", ..." if len(names_) > 12 else "") \
@@ -343,7 +416,7 @@ def check_nic_env(hosts: Sequence[HostTopology], env: Mapping[str, str]) -> tupl
                 traps.append(Trap(
                     "nic-env-mismatch",
                     f"NCCL_SOCKET_IFNAME={ifname} matches no interface that is up on {h.host}"
-                    + (f" ({', '.join(picked)} down)" if picked else "") + f"; interfaces: {seen}",
+                    + (f" ({', '.join(picked_ifs)} down)" if picked_ifs else "") + f"; interfaces: {seen}",
                     "name an interface that is up on every host (prefix match; '=' exact, '^' exclude); "
                     "NCCL bootstrap fails or picks another network otherwise", ERROR))
     if (hca or ifname) and not hosts:
@@ -357,7 +430,7 @@ def check_forced(hosts: Sequence[HostTopology], env: Mapping[str, str]) -> list[
         v = env_set(env, name)
         if v:
             traps.append(Trap(
-                "algo-forced",
+                "algo-forced" if name == "NCCL_ALGO" else "proto-forced",
                 f"{name}={v}: NCCL does not choose freely; the figures show that "
                 f"{'algorithm' if name == 'NCCL_ALGO' else 'protocol'} only",
                 f"unset {name} to measure what applications get (keep it only to isolate one path, e.g. "
@@ -372,32 +445,115 @@ def check_forced(hosts: Sequence[HostTopology], env: Mapping[str, str]) -> list[
     return traps
 
 
+# NCCL's channel limits (src/init.cc / graph/connect.cc, every tag v2.18.6-1 .. v2.30.7-1): NCCL_MAX_NCHANNELS
+# (NCCL_MAX_NRINGS before 2.5) and NCCL_MAX_CTAS (2.17+) cap the channels, hence the SMs and links, a
+# collective uses; NCCL_MIN_NCHANNELS / NCCL_MIN_CTAS raise the floor.
+CHANNEL_CAPS = ("NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS", "NCCL_MAX_NRINGS")
+
+
+def check_channels(env: Mapping[str, str], log: NcclLogFacts | None,
+                   per_call_channels: Sequence[int] = ()) -> list[Trap]:
+    """Channels capped by the environment.  Evidence: the variable (the run's, or NCCL's own ENV line), and
+    what NCCL then did: its '<n> coll channels' line or the channels of its per-call choices (log or
+    profiler plugin)."""
+    caps = [(k, env_set(env, k)) for k in CHANNEL_CAPS if env_set(env, k)]
+    if not caps:
+        return []
+    name, value = caps[0]
+    try:
+        cap = int(str(value).strip())
+    except ValueError:
+        return []
+    used = []
+    if log is not None and log.nchannels is not None:
+        used.append(f"NCCL's log: {log.nchannels} coll channel(s)")
+    chans = sorted({c.nchannels for c in (log.per_call if log is not None else []) if c.nchannels} |
+                   set(per_call_channels))
+    if chans:
+        used.append(f"per call {chans[0]}" + (f"-{chans[-1]}" if chans[-1] != chans[0] else "") + " channel(s)")
+    severity = WARN if cap <= 8 else INFO
+    return [Trap(
+        "channels-capped",
+        f"{name}={value}: NCCL may use at most {cap} channel(s) per collective"
+        + (f" ({'; '.join(used)})" if used else "")
+        + "; each channel is one ring/tree with its own SMs and links, so large messages lose bandwidth",
+        f"unset {name} (a 2-channel cap cost 86 % of all_reduce's busbw on 4x H100: 50 of 356 GB/s, issue 26); "
+        "keep it only where the application needs the SMs", severity)]
+
+
+def check_socket_between_hosts(log: NcclLogFacts | None, nnodes: int | None,
+                               hosts: Sequence[str] = ()) -> tuple[list[Trap], Unchecked | None]:
+    """Without topology facts (an imported log): NCCL's own log says which network carried the data
+    between hosts.  Sockets between hosts of GPU servers are the classic slow path."""
+    if log is None:
+        return [], Unchecked("net-socket-fallback", "needs NCCL's log (NCCL_DEBUG=INFO) to see which network it used")
+    net = network_in_use(log)
+    socket_conns = [c for c in log.connections if c.kind == "NET" and (c.net or "").lower() == "socket"]
+    multi = (nnodes or 0) > 1
+    if not multi:
+        why = "one host" if nnodes == 1 else "the number of hosts is unknown"
+        return [], Unchecked("net-socket-fallback", f"{why}: no traffic between hosts to judge")
+    if net is None and not socket_conns:
+        return [], Unchecked("net-socket-fallback", "NCCL's log names no network transport")
+    if (net or "").lower() != "socket" and not socket_conns:
+        return [], None
+    where = f" between {', '.join(hosts[:4])}{' ...' if len(hosts) > 4 else ''}" if hosts else ""
+    ev = f"NCCL moved data{where} ({nnodes} hosts) over its Socket transport (TCP)"
+    if socket_conns:
+        c = socket_conns[0]
+        ev += f": {len(socket_conns)} NET connection(s) via NET/Socket, e.g. channel {c.channel} " \
+              f"{c.from_rank}->{c.to_rank} via {c.detail}"
+    if log.net_plugin:
+        ev += f"; 'Using network {log.net_plugin}'"
+    socks = [d.name for d in log.net_devices if d.transport == "Socket" and d.name]
+    if socks:
+        ev += f"; sockets over {', '.join(dict.fromkeys(socks))}"
+    if log.plugin_failures:
+        ev += f"; NCCL's plugin lines: '{log.plugin_failures[0][:160]}'"
+    forced = [f"{k}={log.env[k]}" for k in ("NCCL_NET", "NCCL_IB_DISABLE", "NCCL_NET_PLUGIN") if k in log.env]
+    if forced:
+        ev += f"; set: {', '.join(forced)}"
+    efa = any(x in " ".join(log.hosts + log.net_plugin_log + log.plugin_failures).lower()
+              for x in ("efa", "ofi", "libfabric", "ip-1"))
+    fix = _fabric_fix({"efa"} if efa else {"ib"})
+    return [Trap("net-socket-fallback", ev, fix + "; NCCL_DEBUG=INFO then shows 'Using network IB' (or the plugin's "
+                 "name) and NET/IB or NET/OFI connections", ERROR)], None
+
+
 TOPOLOGY_CHECKS = ("net-socket-fallback", "pcie-downtrained", "nvlink-down", "nic-env-mismatch")
 
 
 def find_traps(hosts: Sequence[HostTopology], log: NcclLogFacts | None, env: Mapping[str, str] | None = None,
-               *, nnodes: int | None = None, no_topology: str = "no topology facts") -> TrapReport:
+               *, nnodes: int | None = None, no_topology: str = "no topology facts",
+               host_names: Sequence[str] = (), per_call_channels: Sequence[int] = ()) -> TrapReport:
     """Every check, over the job's hosts (restricted to the GPUs in use where known).  With no hosts
     at all the checks that need them are reported unchecked (`no_topology` says why), never passed;
-    the ones NCCL's log or the environment can settle alone still run."""
+    the ones NCCL's log or the environment can settle alone still run.  `nnodes`: the job's host
+    count where known (an imported log's device lines or NCCL's nNodes; None: unknown), `host_names`
+    its hosts; `per_call_channels`: the channels of NCCL's per-call choices (the profiler plugin)."""
     env = dict(env or {})
     if log is not None:
         for k, v in dict(log.env or {}).items():
             env.setdefault(k, v)  # what NCCL said was set; the run's own environment wins
-    if nnodes is None:
+    if nnodes is None and hosts:
         nnodes = max(len(hosts), (log.nnodes or 1) if log is not None else 1)
+    elif nnodes is None and log is not None and log.nnodes:
+        nnodes = log.nnodes
     report = TrapReport()
     checks = [
-        ("net-socket-fallback", lambda: check_socket_fallback(hosts, log, env, nnodes)),
+        ("net-socket-fallback", lambda: check_socket_fallback(hosts, log, env, nnodes or 1) if hosts
+         else check_socket_between_hosts(log, nnodes, host_names)),
         ("gdr-off", lambda: check_gdr(hosts, log, nnodes)),
         ("pcie-downtrained", lambda: check_pcie(hosts)),
         ("nvlink-down", lambda: check_nvlink(hosts)),
         ("p2p-disabled", lambda: check_p2p(hosts, log, env)),
         ("nic-env-mismatch", lambda: check_nic_env(hosts, env)),
         ("algo-forced", lambda: (check_forced(hosts, env), None)),
+        ("channels-capped", lambda: (check_channels(env, log, per_call_channels), None)),
     ]
     for name, run in checks:
-        if not hosts and name in TOPOLOGY_CHECKS:
+        if not hosts and name in TOPOLOGY_CHECKS and not (name == "net-socket-fallback" and log is not None
+                                                         and nnodes is not None):
             net = network_in_use(log) if log is not None and name == "net-socket-fallback" else None
             report.unchecked.append(Unchecked(name, no_topology + (f" (NCCL's log: network {net})" if net else "")))
             continue

@@ -58,6 +58,21 @@ _CONCLUDED = re.compile(r"^# Collective test concluded: (.*)$")
 _ERROR = re.compile(r"^# error: (.*)$")
 _TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d$")
 _PROGRAM = re.compile(r"^(.+?)_perf(?:_\w+)?$")
+# How a run that ended badly shows in nccl-tests' output (src/common.h, every version since 2.0):
+# "<host>: Test NCCL failure common.cu:961 '<ncclGetErrorString>[ / <ncclGetLastError>]'",
+# "<host>: Test CUDA failure ...", " .. <host> pid <pid>: Test failure common.cu:891"; and the launcher's
+# own last words (Open MPI, MPICH, Slurm) about a rank that died.
+_FAILURE = re.compile(
+    r"(?:Test (?:NCCL|CUDA) failure |: Test failure |^\s*\.\. \S+(?: pid \d+)?: Test failure|MPI_ABORT was invoked|"
+    r"mpirun noticed that process|exited on signal \d+|Primary job +terminated normally, but|"
+    r"^srun: error: .*(?:exit code|Terminated|Killed)|BAD TERMINATION OF ONE OF YOUR APPLICATION|"
+    r"^(?:\S+: )?(?:Segmentation fault|Aborted)(?: \(core dumped\))?$|terminate called after throwing)")
+# The command line pasted with the log: a launcher or an nccl-tests binary with options.
+_LAUNCH = re.compile(r"(?:^|[\s$#>])(?:mpirun|mpiexec|orterun|srun|prun|torchrun)\s+-|"
+                     r"(?:^|[\s/$>])\w+_perf(?:_mpi)?\s+-[bgetfncdowaNIGTRzmC]\b")
+# A gap: `[... N lines cut by ncclbench corpus ...]` (tests/fixtures/log_corpus) or what people paste
+# for one ("...", "[...]", "<snip>").
+_GAP = re.compile(r"^\s*(?:\[\.\.\..*\]|\.\.\.+|\[\s*\.\.\.\s*\]|<\s*snip\s*>|\[snip\])\s*$", re.IGNORECASE)
 _INT64 = 1 << 63
 STANDARD_PREAMBLE = ("size", "count", "type", "redop", "root")
 
@@ -111,6 +126,9 @@ class ParsedText:
     concluded: bool = False
     other_lines: list[str] = field(default_factory=list)
     nccl_lines: list[str] = field(default_factory=list)  # NCCL's log lines met in this test
+    failure_lines: list[str] = field(default_factory=list)  # nccl-tests' / the launcher's failure lines
+    launch_lines: list[str] = field(default_factory=list)  # command lines pasted with the log
+    gaps: int = 0  # places where lines were cut out of the paste
     preamble: tuple[str, ...] = STANDARD_PREAMBLE  # the row's leading columns, by the header's labels
     error_column: bool = False  # before nccl-tests 2.13: `error` (largest deviation) instead of `#wrong`
     launcher_prefix: str | None = None  # "open-mpi" / "srun": tags taken off every line
@@ -445,12 +463,23 @@ def parse_tests(text: str) -> list[tuple[ParsedText, list[ResultRow]]]:
             t.rows.append(row)
         elif line in ("#", "# Using devices", ""):
             pass
+        elif _FAILURE.search(line):
+            info.failure_lines.append(line)
+            info.other_lines.append(line)
+        elif not line.startswith("# ") and _LAUNCH.search(line):
+            if t.rows and (info.concluded or info.avg_busbw is not None):
+                t = new_test()  # the next binary's command line after a finished test
+            t.info.launch_lines.append(line)
+            t.info.other_lines.append(line)
+        elif _GAP.match(line):
+            info.gaps += 1
+            info.other_lines.append(line)
         elif t.in_header and line.startswith("# "):
             info.notes.append(line)
         else:
             info.other_lines.append(line)
         t.info.lines.append(line)
-    if cur.started or not done:
+    if cur.started or cur.info.failure_lines or cur.info.nccl_lines or not done:
         done.append(cur)  # (a text with no test at all gives one empty ParsedText)
     for t in done:
         t.info.launcher_prefix, t.info.rejoined_rows = untangled.prefix_style, untangled.rejoined_rows

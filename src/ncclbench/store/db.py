@@ -42,15 +42,17 @@ from ..output.numfmt import now_string
 from ..processes import pid_alive
 from ..results import HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
 
-SCHEMA_VERSION = 2
-STATUSES = ("running", "complete", "interrupted", "timeout")
+SCHEMA_VERSION = 3
+# 'failed': an imported log of a run that ended with an error (nccl-tests' "Test NCCL failure", NCCL WARN
+# lines and no table); schema 3 added it.
+STATUSES = ("running", "complete", "interrupted", "timeout", "failed")
 PLACEMENTS = ("out_of_place", "in_place")
 
 # What the schema and its upgrade share: the runs table's columns (the upgrade rebuilds it) and
 # the baseline_runs table (the upgrade adds it).
 _RUNS_COLUMNS = """    id            INTEGER PRIMARY KEY AUTOINCREMENT,
     created_at    TEXT NOT NULL,
-    status        TEXT NOT NULL CHECK (status IN ('running', 'complete', 'interrupted', 'timeout')),
+    status        TEXT NOT NULL CHECK (status IN ('running', 'complete', 'interrupted', 'timeout', 'failed')),
     source        TEXT NOT NULL,
     source_path   TEXT,
     content_hash  TEXT,
@@ -132,6 +134,16 @@ DROP TABLE runs;
 ALTER TABLE runs_v2 RENAME TO runs;
 CREATE INDEX runs_hash ON runs(content_hash);
 {_BASELINE_RUNS}"""
+
+# Schema 2 -> 3: the status CHECK gains 'failed' (the same rebuild).
+_UPGRADE_2_TO_3 = f"""
+CREATE TABLE runs_v3 (
+{_RUNS_COLUMNS}
+);
+INSERT INTO runs_v3 SELECT * FROM runs;
+DROP TABLE runs;
+ALTER TABLE runs_v3 RENAME TO runs;
+CREATE INDEX runs_hash ON runs(content_hash)"""
 
 
 def default_db_path() -> Path:
@@ -294,8 +306,11 @@ class ResultStore:
         c.execute("PRAGMA foreign_keys = OFF")  # must be set outside a transaction
         try:
             with self.transaction():
-                if c.execute("PRAGMA user_version").fetchone()[0] == 1:
-                    for stmt in _UPGRADE_1_TO_2.split(";"):
+                now = c.execute("PRAGMA user_version").fetchone()[0]
+                # 1 -> 2 builds the runs table with today's columns and CHECK, so it also does 2 -> 3
+                steps = _UPGRADE_1_TO_2 if now == 1 else _UPGRADE_2_TO_3 if now == 2 else ""
+                if steps:
+                    for stmt in steps.split(";"):
                         if stmt.strip():
                             c.execute(stmt)
                     bad = c.execute("PRAGMA foreign_key_check").fetchall()

@@ -24,6 +24,7 @@ import re
 from pathlib import Path
 
 from ..collectives import COLLECTIVES
+from ..output.collective_infer import infer_collective
 from ..output.nccl_log_line import env_settings
 from ..output.parse import ParsedText, collective_of, parse_tests
 from ..output.text import reducing_max_bytes_lines
@@ -61,7 +62,7 @@ def _run_info(p: ParsedText, rows: list[ResultRow], program: str, path: str, ind
         extra[EXTRA_NCCL_LOG] = {"lines": kept, "omitted_lines": len(p.nccl_lines) - len(kept)}
     return dataclasses.replace(
         base, program=program,
-        backend=p.backend if p.ncclbench_version is not None else "nccl-tests",
+        backend=p.backend or "unknown" if p.ncclbench_version is not None else "nccl-tests",
         version=p.nccl_tests_version or p.ncclbench_version or "",
         library=p.library or (f"NCCL {lib}" if lib else ""),
         start_time=next((r.timestamp for r in rows if r.timestamp), ""),
@@ -76,22 +77,101 @@ def _messages(p: ParsedText) -> list[str]:
     return out
 
 
-def parse_text_log(text: str, path: str = "<text>") -> list[ImportedRun]:
-    """Every test with at least one result row, in file order."""
-    tests = [(p, rows) for p, rows in parse_tests(text) if rows]
+def _evidence_of_a_run(p: ParsedText, rows: list[ResultRow]) -> bool:
+    """A test worth importing: rows, or what a failed or hung run leaves (a banner, device lines, NCCL's
+    lines, nccl-tests' failure lines)."""
+    return bool(rows or p.devices or p.program or p.nthreads is not None or p.failure_lines or p.nccl_lines
+                or p.nccl_tests_version)
+
+
+def _failure(p: ParsedText, rows: list[ResultRow]) -> dict | None:
+    """What says the run failed: nccl-tests' / the launcher's failure lines, `# error:` lines, NCCL WARN
+    lines (kept raw; `explain` names the causes).  None when nothing does."""
+    warns = [ln for ln in p.nccl_lines if " NCCL WARN " in ln]
+    if not (p.failure_lines or p.errors or warns):
+        return None
+    return {"lines": list(dict.fromkeys(p.failure_lines))[:50], "errors": list(p.errors)[:20],
+            "nccl_warn_lines": len(warns), "rows": len(rows)}
+
+
+def _status(p: ParsedText, rows: list[ResultRow], failure: dict | None) -> tuple[str, str]:
+    """(status, why) of an imported test: complete, failed (it says so), interrupted (cut or hung)."""
+    if p.avg_busbw is not None and rows:
+        return "complete", ""
+    if failure is not None and (p.failure_lines or p.errors or not rows):
+        what = (failure["lines"] or failure["errors"] or ["NCCL WARN lines and no result row"])[0]
+        return "failed", f"the log says the run failed: {what.strip()[:200]}"
+    if not rows:
+        return "interrupted", ("a header and no result row: the run hung or was cut off before its first size "
+                               "(no failure line in the log)")
+    return "interrupted", "the table ends without its footer: the run was cut off or the log was cut"
+
+
+def _collective(p: ParsedText, rows: list[ResultRow], path: str, override: str | None) -> tuple[str, str, dict]:
+    """(program, how it was decided, details) of a test: --collective, the log's own line, the launch
+    line, the table (`output.collective_infer`), the file name, in that order."""
+    nranks = sum(1 for d in p.devices if d.group == (p.devices[0].group if p.devices else 0)) or None
+    inferred = infer_collective(rows, nranks) if rows else None
+    detail: dict = {}
+    if inferred is not None:
+        detail = {"table": inferred.collective, "candidates": list(inferred.candidates), "how": inferred.how}
+    if override:
+        return f"{override}_perf", "--collective", detail
+    if p.program:
+        if inferred is not None and inferred.collective and inferred.collective != collective_of(p.program):
+            detail["conflict"] = (f"the log names {p.program} but its table reads as {inferred.collective} "
+                                  f"({inferred.how}); kept the log's name")
+        return p.program, "the log's 'Collective test starting' line", detail
+    for line in p.launch_lines:
+        if m := _LAUNCH_BINARY.search(line):
+            return f"{m.group(1)}_perf", f"the launch line: {line.strip()[:160]}", detail
+    if inferred is not None and inferred.collective:
+        return f"{inferred.collective}_perf", inferred.how, detail
+    guess = _guess_program(path)
+    if guess != "unknown_perf":
+        cands = detail.get("candidates") or []
+        if not cands or collective_of(guess) in cands:
+            return guess, f"the file name {os.path.basename(path)}" + (
+                f" (the table leaves {', '.join(cands)})" if cands else ""), detail
+    why = inferred.how if inferred is not None else "no result rows, no 'Collective test starting' line"
+    return "unknown_perf", f"unknown: {why}", detail
+
+
+_LAUNCH_BINARY = re.compile(r"(?:^|[\s/])(" + "|".join(sorted(COLLECTIVES, key=len, reverse=True)) + r")_perf")
+
+
+def parse_text_log(text: str, path: str = "<text>", collective: str | None = None) -> list[ImportedRun]:
+    """Every test in the text that left a trace (rows, or a failed / hung run's header and lines), in file
+    order.  `collective`: the user's word for which collective it is (`--collective`)."""
+    tests = [(p, rows) for p, rows in parse_tests(text) if _evidence_of_a_run(p, rows)]
+    if any(rows for _, rows in tests):  # several tests: a header-only fragment beside real tests is noise
+        tests = [(p, rows) for p, rows in tests if rows or p.failure_lines or p.nccl_lines]
     runs = []
     for i, (p, rows) in enumerate(tests):
-        program = p.program or _guess_program(path)
-        collective = collective_of(program)
-        options = dataclasses.replace(p.to_options(), program=program, collective=collective)
-        options = options_from_rows(options, rows, collective)
+        program, how, detail = _collective(p, rows, path, collective)
+        coll = collective_of(program)
+        options = dataclasses.replace(p.to_options(), program=program, collective=coll)
+        options = options_from_rows(options, rows, coll) if rows else options
         summary = p.to_summary()
         digest = hashlib.sha256("\n".join(p.lines).encode()).hexdigest()
         info = _run_info(p, rows, program, path, i)
+        info.extra["collective_source"] = how
+        if detail:
+            info.extra["collective_table"] = detail
+        failure = _failure(p, rows)
+        status, why = _status(p, rows, failure)
+        if failure is not None:
+            info.extra["failure"] = failure
+        if why:
+            info.extra["end_reason"] = why
+        if p.launch_lines:
+            info.extra["launch_lines"] = list(dict.fromkeys(p.launch_lines))[:5]
+        if p.gaps:
+            info.extra.setdefault("import_notes", []).append(
+                f"{p.gaps} gap(s) in the log (lines cut out of the paste): what they held is unknown")
         nccl_env = env_settings(p.nccl_lines)  # what NCCL said it read ("NCCL_X set by environment to Y")
         runs.append(ImportedRun(
-            info=info, options=options, rows=rows, summary=summary,
-            status="interrupted" if summary is None else "complete", source="import:text",
+            info=info, options=options, rows=rows, summary=summary, status=status, source="import:text",
             source_path=path, index=i, ntests=len(tests), content_hash="text:" + digest,
             env=env_that_matters(nccl_env), messages=_messages(p)))
     return runs
@@ -117,8 +197,9 @@ def _is_json(data: bytes) -> bool:
         return True
     return head.startswith("[") and not _LAUNCHER_TAG.match(head) and _JSON_START.match(head) is not None
 
-def load_file(path: str | os.PathLike) -> list[ImportedRun]:
-    """Parse one nccl-tests text log or JSON file; raise one-line errors for anything else."""
+def load_file(path: str | os.PathLike, collective: str | None = None) -> list[ImportedRun]:
+    """Parse one nccl-tests text log or JSON file; raise one-line errors for anything else.
+    `collective` overrides what the file says or its table suggests (text logs)."""
     p = Path(path)
     name = str(path)
     try:
@@ -142,11 +223,22 @@ def load_file(path: str | os.PathLike) -> list[ImportedRun]:
     if b"\x00" in data[:65536]:
         raise NotImportableError(f"cannot import {name}: binary file, not an nccl-tests text log or "
                            "JSON output")
-    runs = parse_text_log(data.decode("utf-8", errors="replace"), name)
+    text = data.decode("utf-8", errors="replace")
+    if _mostly_binary(text):
+        raise NotImportableError(f"cannot import {name}: binary file, not an nccl-tests text log or "
+                                 "JSON output")
+    runs = parse_text_log(text, name, collective)
     if not runs:
-        raise NotImportableError(f"cannot import {name}: not an nccl-tests text log or JSON file "
-                           "(no result table found)")
+        raise NotImportableError(f"cannot import {name}: not an nccl-tests text log or JSON file (no result "
+                                 "table, nccl-tests banner, device line, failure line or NCCL log line found)")
     return runs
+
+
+def _mostly_binary(text: str) -> bool:
+    """Undecodable or control bytes in more than 1 % of the first 64 KiB: not a text log."""
+    head = text[:65536]
+    bad = sum(1 for ch in head if ch == "\ufffd" or (ord(ch) < 32 and ch not in "\t\r\n\f\x1b"))
+    return bad > max(8, len(head) // 100)
 
 
 __all__ = ["EXTRA_NCCL_LOG", "ImportedRun", "NotImportableError", "load_file", "parse_text_log", "collective_of",

@@ -1,0 +1,168 @@
+"""Why a run failed or hung, from what its log says: NCCL's WARN lines, nccl-tests' failure lines,
+the table's `#wrong` column, and where the log stops.
+
+Each signature is raised as a `traps.Trap` (the same lines, the same cause ids) with the line that
+shows it and the fix.  The messages are NCCL's own (NVIDIA/nccl, every tag v2.4.8-1 .. v2.30.7-1):
+
+* bootstrap.cc `WARN("Bootstrap : no socket interface found")`, `"NET/Socket : No usable listening
+  interface found"`: NCCL_SOCKET_IFNAME names nothing that is up (or no interface has an address);
+* net_ib.cc `"NET/IB : Got completion from peer %s with error %d, opcode %d, len %d, vendor err %d"`
+  (2.12-2.27; `status=%s(%d) ... vendor_err=%u` from 2.28): an ibverbs work completion failed.
+  Error 4 is IBV_WC_LOC_PROT_ERR and vendor error 0x51 (81) a local protection fault: the HCA could not
+  reach the GPU memory it was given -- GPUDirect RDMA blocked by PCIe ACS or the IOMMU (NCCL's
+  troubleshooting guide, "PCI Access Control Services"); error 12 (retry exceeded) a link or peer down;
+* init.cc ncclGetErrorString(ncclRemoteError) = "remote process exited or there was a network error",
+  socket.cc "Net : Connection closed by remote peer", "Connection reset by peer": a peer died or the
+  network dropped it; with GPUDirect RDMA in use this is also ACS/IOMMU's signature;
+* cudawrap.h "Cuda failure %d '%s'", alloc.h "Failed to CUDA calloc", nccl-tests' "Test CUDA failure":
+  CUDA errors, 'out of memory' among them;
+* a log that stops after NCCL set up its P2P connections, with no table and no error: the hang that
+  ACS on PCIe switches causes (P2P writes routed to the root complex and dropped).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ..results import ResultRow
+from .nccl_log import NcclLogFacts
+from .traps import ERROR, WARN, Trap
+
+_BOOTSTRAP = re.compile(r"no socket interface found|No usable listening interface found|"
+                        r"Bootstrap : no socket interface|No interface found in the same subnet", re.IGNORECASE)
+_IB_COMPLETION = re.compile(r"Got completion (?:from peer \S+ )?with (?:error (?P<err>\d+)|status=(?:\w+\()?(?P<st>\d+)\)?)"
+                            r".*?vendor[ _]err(?:or)?[ =]?(?P<vendor>\d+)", re.IGNORECASE)
+_REMOTE = re.compile(r"remote process exited or there was a network error|Connection closed by remote peer|"
+                     r"Connection reset by peer|ncclRemoteError|Net : Call to recv from .* failed", re.IGNORECASE)
+_OOM = re.compile(r"out of memory|Failed to CUDA calloc|cudaMalloc.*failed|Cannot allocate memory|"
+                  r"CUDA_ERROR_OUT_OF_MEMORY|failed to allocate", re.IGNORECASE)
+_CUDA = re.compile(r"Test CUDA failure|Cuda failure|unhandled cuda error|CUDA error|cudaError|CUDA driver version is "
+                   r"insufficient", re.IGNORECASE)
+_VERSION = re.compile(r"version mismatch|mismatched (?:nccl )?version|driver version is insufficient|"
+                      r"undefined symbol: nccl|GLIBC_\S+ not found|requires a newer", re.IGNORECASE)
+_NO_IB_DEVICE = re.compile(r"NET/IB : No device found")
+
+
+def _first(lines: Sequence[str], regex: re.Pattern[str]) -> str | None:
+    return next((ln for ln in lines if regex.search(ln)), None)
+
+
+def _gdr_in_use(log: NcclLogFacts | None) -> bool:
+    if log is None:
+        return False
+    return any(c.gdr for c in log.connections if c.kind == "NET") or bool(log.gdr_in_rings) or any(
+        d.gdr for d in log.net_devices if d.transport != "Socket")
+
+
+def failure_traps(log: NcclLogFacts | None, failure_lines: Sequence[str], rows: Sequence[ResultRow], *,
+                  status: str = "complete", out_of_bounds: int | None = None,
+                  version_note: str | None = None) -> list[Trap]:
+    """The failure signatures in a run's log (module docstring), each with the line that shows it."""
+    warns = list(log.warnings) if log is not None else []
+    text = warns + list(failure_lines)
+    env = dict(log.env) if log is not None else {}
+    traps: list[Trap] = []
+
+    if line := _first(text, _BOOTSTRAP):
+        ifname = env.get("NCCL_SOCKET_IFNAME")
+        traps.append(Trap(
+            "bootstrap-no-interface",
+            f"NCCL found no network interface for its bootstrap: '{line.strip()[:200]}'"
+            + (f" with NCCL_SOCKET_IFNAME={ifname}" if ifname else ""),
+            "set NCCL_SOCKET_IFNAME to an interface that is up and has an address on every host "
+            "(`ip -br addr`; prefix match, '=' exact, '^' excludes), or unset it; in containers check that "
+            "the network namespace has that interface", ERROR))
+        if ifname:
+            traps.append(Trap(
+                "iface-list-empty",
+                f"NCCL_SOCKET_IFNAME={ifname} selects no usable interface (NCCL: '{line.strip()[:120]}')",
+                "name an interface that exists and is up on every host, or unset NCCL_SOCKET_IFNAME", ERROR))
+    if log is not None and log.ib_no_device and env.get("NCCL_IB_HCA"):
+        traps.append(Trap(
+            "hca-list-empty",
+            f"NCCL_IB_HCA={env['NCCL_IB_HCA']} and NCCL's 'NET/IB : No device found.': the list selects no "
+            "active RDMA port, so NCCL falls back to sockets",
+            "fix NCCL_IB_HCA (names from ibv_devices / ibstat; '=' exact, '^' excludes) or unset it", ERROR))
+    ib = None
+    for ln in text:
+        if m := _IB_COMPLETION.search(ln):
+            ib = (ln, int(m.group("err") or m.group("st") or -1), int(m.group("vendor")))
+            break
+    if ib is not None:
+        line, err, vendor = ib
+        traps.append(Trap(
+            "ib-completion-error",
+            f"an InfiniBand work completion failed with error {err}, vendor error {vendor}: '{line.strip()[:220]}'",
+            {12: "error 12 is 'transport retry counter exceeded': a link, switch port or the peer went away; "
+                 "check ibstat / the fabric's error counters on both hosts and the peer's own log"}.get(
+                err, "look the error up in ibv_wc_status_str(); check the HCAs' firmware and the fabric's error "
+                     "counters"), ERROR))
+        if err == 4 or vendor == 81:
+            traps.append(Trap(
+                "acs-iommu",
+                f"IB completion error {err} / vendor error {vendor} (local protection): the NIC could not DMA to "
+                "GPU memory -- GPUDirect RDMA blocked by PCIe ACS or the IOMMU",
+                "disable ACS on the PCIe switches (setpci ... ECAP_ACS+6.w=0 at boot, or the BIOS option) and put "
+                "the IOMMU in passthrough (iommu=pt) or off; in VMs enable ATS; as a stopgap NCCL_NET_GDR_LEVEL=LOC "
+                "(no GDR) confirms it", ERROR))
+    if line := _first(text, _REMOTE):
+        gdr = _gdr_in_use(log)
+        traps.append(Trap(
+            "network-error-remote-exit",
+            f"NCCL lost a peer: '{line.strip()[:200]}'",
+            "find the first rank that failed (its own log: an earlier WARN, a CUDA error, an OOM kill in dmesg); "
+            "if none did, the network dropped the connection: check the NICs' and switches' error counters",
+            ERROR))
+        if gdr and not any(t.name == "acs-iommu" for t in traps):
+            traps.append(Trap(
+                "acs-iommu",
+                "'remote process exited or there was a network error' while NCCL used GPUDirect RDMA: the known "
+                "signature of PCIe ACS or the IOMMU redirecting the NIC's peer-to-peer DMA",
+                "check ACS on the PCIe switches (lspci -vvv | grep ACSCtl: SrcValid- expected) and the IOMMU "
+                "(iommu=pt); NCCL_NET_GDR_LEVEL=LOC (GDR off) confirms it if the error goes away", WARN))
+    if line := _first(text, _OOM):
+        traps.append(Trap(
+            "oom-or-alloc-failure",
+            f"an allocation failed: '{line.strip()[:200]}'",
+            "lower -e (the largest size) or the number of GPUs per process, check for other processes on the "
+            "GPUs (nvidia-smi); for ibv_reg_mr 'Cannot allocate memory' raise the locked-memory limit "
+            "(ulimit -l unlimited)", ERROR))
+    elif line := _first(text, _CUDA):
+        traps.append(Trap(
+            "cuda-error", f"a CUDA call failed: '{line.strip()[:200]}'",
+            "check the driver and CUDA runtime versions (nvidia-smi, the CUDA version nccl-tests was built "
+            "with), the GPU's health (dmesg: Xid) and CUDA_VISIBLE_DEVICES", ERROR))
+    if version_note or (line := _first(text, _VERSION)):
+        traps.append(Trap(
+            "version-mismatch", version_note or f"versions do not fit: '{(line or '').strip()[:200]}'",
+            "build nccl-tests against the NCCL it runs with (make NCCL_HOME=...), and use one NCCL and one "
+            "driver version on every host", ERROR if not version_note else WARN))
+    wrong = [r for r in rows if (r.out_of_place.wrong or 0) > 0 or (r.in_place.wrong or 0) > 0]
+    if wrong or (out_of_bounds or 0) > 0:
+        r0 = wrong[0] if wrong else None
+        traps.append(Trap(
+            "wrong-results",
+            (f"{len(wrong)} row(s) with #wrong > 0, first at {r0.size} B ({r0.out_of_place.wrong} out of place, "
+             f"{r0.in_place.wrong} in place)" if r0 else f"nccl-tests counted {out_of_bounds} out-of-bounds value(s)"),
+            "wrong results are a hardware or driver fault until shown otherwise: run ncclbench health or "
+            "nccl-tests per GPU pair to find the GPU or link, check dmesg for Xid errors", ERROR))
+    if status != "complete" and not rows and not any(t.severity == ERROR for t in traps):
+        after_p2p = log is not None and any(c.kind == "P2P" for c in log.connections)
+        traps.append(Trap(
+            "hang-no-table",
+            "the log stops after the header with no result row and no error"
+            + (" -- after NCCL set up its P2P connections" if after_p2p else ""),
+            "re-run with NCCL_DEBUG=INFO and a timeout (-T 300 / timeout(1)); a hang right after P2P set-up is "
+            "the signature of PCIe ACS (run with NCCL_P2P_DISABLE=1 to confirm)", ERROR))
+        if after_p2p:
+            traps.append(Trap(
+                "acs-iommu",
+                "a hang right after NCCL set up its P2P connections: PCIe ACS routes GPU peer-to-peer writes "
+                "to the root complex, where the IOMMU drops them",
+                "disable ACS on the PCIe switches and check the IOMMU (iommu=pt); NCCL_P2P_DISABLE=1 confirms "
+                "it if the run then completes", WARN))
+    return traps
+
+
+__all__ = ["failure_traps"]

@@ -1,0 +1,276 @@
+"""The topology a log states about its own run, and what public board facts add to it.
+
+An imported nccl-tests log carries no `# Topology` lines, but it says a lot:
+nccl-tests' device lines (`#  Rank  3 Group  0 Pid 1234 on node1 device  3
+[0000:3b:00] NVIDIA H100 80GB HBM3`) give each rank's host, GPU model and PCI
+id; NCCL's own lines give its rank and node counts (`nRanks 16 nNodes 2`),
+the hosts in their prefixes, every channel's transport and the network; a
+pasted launch line gives hosts and NCCL settings.  Each fact keeps its
+source; a fact no line supports stays unknown (the old "single-node run"
+for a 16-rank two-host log came from treating "no topology" as one node).
+
+Link facts (NVLink count and rate, PCIe generation) are never in a log.
+Where the GPU model alone decides the board -- an SXM part only ships on
+NVIDIA's HGX/DGX baseboards with NVSwitch, a PCIe part is a card in a PCIe
+slot -- `assumed_hosts` builds the hosts' facts from NVIDIA's published
+board specifications, marked as an assumption with what it rests on, so a
+ceiling can be computed and the verdict says it is assumed.  Link states
+(a link down, a PCIe link trained low) cannot be assumed: those checks stay
+"not checked".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..results import DeviceInfo
+from .launch_line import LaunchFacts
+from .nccl_log import NcclLogFacts
+from .topology import GpuTopology, HostTopology, NicPort, PcieLink
+
+
+@dataclass(frozen=True)
+class Board:
+    """Published facts of the board a GPU model ships on (NVIDIA's datasheets)."""
+
+    pattern: str  # regex on nccl-tests' GPU name
+    label: str  # what the assumption says
+    cc: str
+    nvswitch_links: int  # 0: no NVSwitch (a PCIe card)
+    nvlink_generation: int | None
+    nvlink_rate: float | None  # GB/s per link per direction
+    pcie_gen: int
+    source: str
+
+
+# NVIDIA datasheets: HGX H100/H200 (18 NVLink4 links per GPU, 900 GB/s bidirectional, NVSwitch), H800 SXM
+# (8 NVLink links, 400 GB/s), H20 (900 GB/s NVLink), HGX A100 (12 NVLink3, 600 GB/s), A800 SXM (400 GB/s:
+# 8 links), DGX-2 / HGX-2 V100 (6 NVLink2 links into NVSwitch), HGX B200 (18 NVLink5, 1.8 TB/s); the PCIe
+# parts' host interface (H100 PCIe Gen5 x16, A100 PCIe / L40S / L4 / A10 / A40 / RTX 3090/4090 Gen4 x16,
+# T4 / V100 PCIe Gen3 x16).  Order matters: the first match wins.
+BOARDS: tuple[Board, ...] = (
+    Board(r"GB200|GB300", "a GB200/GB300 NVL rack (multi-node NVLink)", "10.0", 18, 5, 50.0, 5,
+          "NVIDIA GB200 NVL72 specifications"),
+    Board(r"\bB200|\bB100", "an HGX B200 board: NVSwitch, 18 NVLink5 links x 50 GB/s per GPU", "10.0", 18, 5, 50.0,
+          5, "NVIDIA HGX B200 datasheet (1.8 TB/s NVLink per GPU)"),
+    Board(r"H100 PCIe|H100 NVL|H800 PCIe", "a PCIe card (Gen5 x16), no NVSwitch", "9.0", 0, None, None, 5,
+          "NVIDIA H100 PCIe datasheet"),
+    Board(r"H800", "an HGX H800 board: NVSwitch, 8 NVLink4 links x 25 GB/s per GPU", "9.0", 8, 4, 25.0, 5,
+          "NVIDIA H800 SXM (400 GB/s NVLink)"),
+    Board(r"H100|H200|H20\b|GH200", "an HGX H100/H200 board: NVSwitch, 18 NVLink4 links x 25 GB/s per GPU", "9.0",
+          18, 4, 25.0, 5, "NVIDIA HGX H100/H200 datasheet (900 GB/s NVLink per GPU)"),
+    Board(r"A100.*PCI|A100 80GB PCIe|A800.*PCI", "a PCIe card (Gen4 x16), no NVSwitch", "8.0", 0, None, None, 4,
+          "NVIDIA A100 PCIe datasheet"),
+    Board(r"A800", "an HGX A800 board: NVSwitch, 8 NVLink3 links x 25 GB/s per GPU", "8.0", 8, 3, 25.0, 4,
+          "NVIDIA A800 SXM (400 GB/s NVLink)"),
+    Board(r"A100", "an HGX A100 board: NVSwitch, 12 NVLink3 links x 25 GB/s per GPU", "8.0", 12, 3, 25.0, 4,
+          "NVIDIA HGX A100 datasheet (600 GB/s NVLink per GPU)"),
+    Board(r"V100-SXM3|V100-SXM2-32GB-H|Tesla V100-SXM3", "an HGX-2 / DGX-2 board: NVSwitch, 6 NVLink2 links x 25 GB/s",
+          "7.0", 6, 2, 25.0, 3, "NVIDIA DGX-2 datasheet"),
+    Board(r"L40S|L40\b|L4\b|A10\b|A40|A30|RTX 3090|RTX 4090|RTX A6000|RTX 6000 Ada|A6000",
+          "a PCIe card (Gen4 x16), no NVSwitch", "8.6", 0, None, None, 4, "the card's datasheet (PCIe Gen4 x16)"),
+    Board(r"Tesla T4|\bT4\b|V100-PCIE|V100 PCIe|P100-PCIE", "a PCIe card (Gen3 x16), no NVSwitch", "7.5", 0, None,
+          None, 3, "the card's datasheet (PCIe Gen3 x16)"),
+)
+# Datacenter GPUs: between two hosts of these a fabric of >= 100 Gb/s RDMA per node is the norm
+# (NCCL's own NET_BW default is 12 GB/s, 100 Gb/s); a few GB/s between them is TCP-socket territory.
+DATACENTER = re.compile(r"A100|A800|H100|H800|H200|H20\b|GH200|B200|B100|GB200|GB300|V100|A30|L40S")
+CC_BY_MODEL = ((re.compile(r"A10\b|A40|RTX 3090|A6000|RTX A"), "8.6"), (re.compile(r"L40|L4\b|RTX 4090|Ada"), "8.9"),
+               (re.compile(r"T4\b"), "7.5"), (re.compile(r"V100|P100"), "7.0"))
+
+
+@dataclass
+class LogHost:
+    name: str
+    ranks: list[int] = field(default_factory=list)
+    gpus: list[str] = field(default_factory=list)  # model per rank, as nccl-tests printed it
+    bus_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LogTopology:
+    """What the log says about the job's layout, each count with its source; None: unknown."""
+
+    hosts: list[LogHost] = field(default_factory=list)
+    nranks: int | None = None
+    nranks_source: str = ""
+    nnodes: int | None = None
+    nnodes_source: str = ""
+    gpu_model: str | None = None
+    launch: LaunchFacts | None = None
+    env: dict[str, str] = field(default_factory=dict)  # NCCL_* from NCCL's ENV lines and the launch line
+    env_source: dict[str, str] = field(default_factory=dict)
+    board: Board | None = None
+    assumptions: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+
+    @property
+    def host_names(self) -> list[str]:
+        return [h.name for h in self.hosts]
+
+    @property
+    def ranks_per_host(self) -> int | None:
+        if self.nranks and self.nnodes:
+            return max(1, self.nranks // self.nnodes)
+        return None
+
+    def lines(self) -> list[str]:
+        """`#` lines: the layout and where each part comes from, the assumption, the launch line."""
+        out = []
+        if self.nnodes is not None:
+            names = self.host_names
+            where = f" ({', '.join(names[:4])}{', ...' if len(names) > 4 else ''})" if names else ""
+            per = f", {self.ranks_per_host} rank(s) per host" if self.ranks_per_host else ""
+            out.append(f"# Topology from the log: {self.nnodes} host(s){where}{per}, {self.nranks or '?'} rank(s) "
+                       f"[hosts: {self.nnodes_source}; ranks: {self.nranks_source or 'unknown'}]"
+                       + (f"; GPU {self.gpu_model}" if self.gpu_model else "; GPU model unknown"))
+        else:
+            out.append(f"# Topology from the log: hosts unknown ({'; '.join(self.unknown) or 'no device line'})"
+                       + (f"; {self.nranks} rank(s) [{self.nranks_source}]" if self.nranks else "")
+                       + (f"; GPU {self.gpu_model}" if self.gpu_model else ""))
+        for a in self.assumptions:
+            out.append(f"#   assumed: {a}")
+        if self.launch is not None:
+            out.append(f"#   launch line: {self.launch.describe()}")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"hosts": [h.__dict__ for h in self.hosts], "nranks": self.nranks, "nranks_source": self.nranks_source,
+                "nnodes": self.nnodes, "nnodes_source": self.nnodes_source, "gpu_model": self.gpu_model,
+                "launch": None if self.launch is None else self.launch.__dict__, "env": dict(self.env),
+                "env_source": dict(self.env_source), "board": None if self.board is None else self.board.label,
+                "assumptions": list(self.assumptions), "unknown": list(self.unknown)}
+
+
+def board_of(model: str | None) -> Board | None:
+    if not model:
+        return None
+    return next((b for b in BOARDS if re.search(b.pattern, model)), None)
+
+
+def is_datacenter(model: str | None) -> bool:
+    return bool(model and DATACENTER.search(model))
+
+
+def log_topology(devices: Sequence[DeviceInfo], log: NcclLogFacts | None, launch: LaunchFacts | None = None,
+                 run_env: Mapping[str, str] | None = None) -> LogTopology:
+    """The layout an imported log states (module docstring); nothing the log does not support."""
+    t = LogTopology(launch=launch)
+    first_group = devices[0].group if devices else 0
+    by_host: dict[str, LogHost] = {}
+    for d in devices:
+        if d.group != first_group:
+            continue
+        h = by_host.setdefault(d.hostname, LogHost(d.hostname))
+        h.ranks.append(d.rank)
+        h.gpus.append(d.device_info.strip())
+        h.bus_ids.append(d.device_hex)
+    t.hosts = list(by_host.values())
+    models = list(dict.fromkeys(g for h in t.hosts for g in h.gpus if g))
+    if len(models) == 1:
+        t.gpu_model = models[0]
+    elif models:
+        t.unknown.append(f"GPU models differ between ranks: {', '.join(models)}")
+    # ranks: nccl-tests' device lines list every rank; NCCL's own count; the launch line
+    if devices:
+        t.nranks, t.nranks_source = sum(len(h.ranks) for h in t.hosts), "nccl-tests' device lines"
+    if log is not None and log.nranks:
+        if t.nranks is None:
+            t.nranks, t.nranks_source = log.nranks, "NCCL's comm lines (nRanks)"
+        elif t.nranks != log.nranks:
+            t.unknown.append(f"the device lines list {t.nranks} rank(s), NCCL's comm lines {log.nranks} "
+                             "(several communicators, -g or NCCL_TESTS_SPLIT)")
+    if t.nranks is None and launch is not None and launch.nprocs:
+        t.nranks = launch.nprocs * (launch.ngpus or 1)
+        t.nranks_source = "the launch line (-np" + (" x -g" if launch.ngpus else "") + ")"
+    # hosts: NCCL's nNodes is its own count; else the device lines; else the launch line; else the
+    # distinct hosts in NCCL's line prefixes (a lower bound when only some ranks logged)
+    if log is not None and log.nnodes:
+        t.nnodes, t.nnodes_source = log.nnodes, "NCCL's comm lines (nNodes)"
+        if t.hosts and len(t.hosts) != log.nnodes:
+            t.unknown.append(f"the device lines name {len(t.hosts)} host name(s), NCCL counts {log.nnodes} node(s) "
+                             "(containers with one host name, or NCCL_HOSTID)")
+    elif t.hosts:
+        t.nnodes, t.nnodes_source = len(t.hosts), "nccl-tests' device lines"
+    elif launch is not None and (launch.hosts or launch.nnodes):
+        t.nnodes = launch.nnodes or len(launch.hosts)
+        t.nnodes_source = "the launch line"
+        t.hosts = [LogHost(name) for name in launch.hosts]
+    elif log is not None and len(log.hosts) > 1:
+        t.nnodes, t.nnodes_source = len(log.hosts), "the host names in NCCL's lines (at least)"
+        t.hosts = [LogHost(name) for name in log.hosts]
+    else:
+        t.unknown.append("no device line, no NCCL node count, no launch line naming hosts"
+                         + (f" (NCCL's lines come from {log.hosts[0]} only)" if log is not None and log.hosts else ""))
+    if not t.hosts and log is not None and log.hosts and t.nnodes == len(log.hosts):
+        t.hosts = [LogHost(name) for name in log.hosts]
+    # the environment NCCL read, and what the launch line passed
+    for k, v in (log.env if log is not None else {}).items():
+        t.env[k], t.env_source[k] = v, "NCCL's ENV line"
+    if launch is not None:
+        for k, v in launch.env.items():
+            if k.startswith("NCCL_") and k not in t.env:
+                t.env[k], t.env_source[k] = v, "the launch line"
+    for k, v in (run_env or {}).items():
+        if k.startswith("NCCL_") and k not in t.env:
+            t.env[k], t.env_source[k] = v, "the run's environment"
+    t.board = board_of(t.gpu_model)
+    if t.board is not None:
+        t.assumptions.append(f"{t.gpu_model} -> {t.board.label} ({t.board.source}; the log states no link facts, "
+                             "so link states are not checked)")
+    elif t.gpu_model:
+        t.unknown.append(f"no published board facts for {t.gpu_model!r}: links unknown")
+    return t
+
+
+def assumed_hosts(t: LogTopology, log: NcclLogFacts | None) -> tuple[list[HostTopology], str]:
+    """Host facts for the ceiling, built from the board assumption and the log's NICs; ([], why) where
+    the assumption cannot be made (model unknown, no board facts, hosts unknown, a multi-node NVLink rack)."""
+    b = t.board
+    if b is None:
+        return [], ("the GPU model is unknown" if not t.gpu_model else
+                    f"no published board facts for {t.gpu_model}") + ": no ceiling can be assumed"
+    if t.nnodes is None or not t.nranks:
+        return [], "the number of hosts or ranks is unknown: no ceiling can be assumed"
+    if b.pattern.startswith("GB200"):
+        return [], "GB200/GB300 racks join hosts by NVLink (MNNVL): not modelled from a log"
+    ppn = max(1, t.nranks // t.nnodes)
+    names = t.host_names or [f"host{i}" for i in range(t.nnodes)]
+    hosts = []
+    for i in range(t.nnodes):
+        name = names[i] if i < len(names) else f"host{i}"
+        bus = t.hosts[i].bus_ids if i < len(t.hosts) else []
+        gpus = []
+        for g in range(ppn):
+            gpu = GpuTopology(index=g, name=t.gpu_model, pci_bus_id=bus[g] if g < len(bus) else f"assumed:{g}",
+                              compute_capability=b.cc, pstate=0,
+                              pcie=PcieLink(b.pcie_gen, b.pcie_gen, 16, 16))
+            if b.nvswitch_links:
+                gpu.nvlink_active, gpu.nvlink_remote = b.nvswitch_links, "switch"
+                gpu.nvlink_generation, gpu.nvlink_rate = b.nvlink_generation, b.nvlink_rate
+            else:
+                gpu.nvlink_active, gpu.nvlink_remote = 0, "none"
+            gpus.append(gpu)
+        hosts.append(HostTopology(host=name, gpus=gpus, nics=_nics_from_log(log, name), gpus_in_box=max(ppn, 1)))
+    return hosts, ""
+
+
+def _nics_from_log(log: NcclLogFacts | None, host: str) -> list[NicPort]:
+    """The RDMA devices NCCL listed on `host` (any host when the lines carry none), with the speed only
+    where NCCL printed it (NET lines, 2.26+): a NIC's speed is never assumed."""
+    if log is None:
+        return []
+    devs = [d for d in log.net_devices if d.transport != "Socket" and (d.host in (host, None))]
+    if not devs:
+        devs = [d for d in log.net_devices if d.transport != "Socket"]
+        seen = set()
+        devs = [d for d in devs if not (d.name in seen or seen.add(d.name))]  # type: ignore[func-returns-value]
+    out = []
+    for d in devs:
+        kind = "roce" if d.link_layer == "RoCE" else "ib" if d.transport == "IB" else "efa"
+        out.append(NicPort(name=d.name or f"net{d.index}", port=d.port, kind=kind, state="ACTIVE",
+                           rate_gbps=d.speed_mbps / 1000 if d.speed_mbps else None))
+    return out

@@ -1,0 +1,137 @@
+"""Which collective a table came from, when the log does not name it.
+
+A log cut from a terminal often lacks `# Collective test starting: ...`, yet
+nccl-tests' table decides the collective (src/*.cu of nccl-tests, the same
+rules as `ncclbench.collectives`):
+
+    collective      redop   root   size / (count x type size)   busbw / algbw
+    all_reduce      an op   -1     1                            2(n-1)/n
+    reduce_scatter  an op   -1     n                            (n-1)/n
+    reduce          an op   >= 0   1                            1
+    sendrecv        an op   -1     1                            1        (nccl-tests prints its op)
+    broadcast       none    >= 0   1                            1
+    all_gather      none    -1     n                            (n-1)/n
+    alltoall        none    -1     n                            (n-1)/n
+    gather/scatter  none    >= 0   n                            (n-1)/n
+    hypercube       (empty) -1     n                            (n-1)/n
+
+with n the rank count (the device lines, NCCL's own count, or solved from
+the ratio).  all_gather and alltoall (and all_reduce and sendrecv at n = 2)
+differ in one more place: alltoall and sendrecv never check their in-place
+result (nccl-tests src/alltoall.cu, sendrecv.cu: `reportErrors = in_place ? 0
+: 1`), so with checking on their in-place `#wrong` is `N/A` while the
+out-of-place one is a number.  Where the table still leaves several
+candidates (gather and scatter do not differ at all; `-c 0` hides the
+in-place sign) the answer names them and is not a guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..datatypes import DATATYPE_BY_NAME
+from ..results import ResultRow
+
+
+@dataclass(frozen=True)
+class Inferred:
+    """The collective (None when the table leaves several) and how the table said so."""
+
+    collective: str | None
+    candidates: tuple[str, ...]
+    how: str
+
+
+def _close(a: float, b: float, tol: float = 0.02) -> bool:
+    return abs(a - b) <= tol * max(abs(b), 1e-9)
+
+
+def _evidence_rows(rows: Sequence[ResultRow]) -> list[ResultRow]:
+    """Rows whose printed bandwidths carry enough digits for a ratio (algbw >= 1 GB/s)."""
+    good = [r for r in rows if r.out_of_place.algbw == r.out_of_place.algbw and r.out_of_place.algbw >= 1.0
+            and r.out_of_place.busbw == r.out_of_place.busbw and r.count > 0]
+    return sorted(good, key=lambda r: -r.out_of_place.algbw)[:4]
+
+
+def infer_collective(rows: Sequence[ResultRow], nranks: int | None = None) -> Inferred:
+    """The collective of nccl-tests rows (see the module docstring); `nranks` where the log gives it."""
+    if not rows:
+        return Inferred(None, (), "no result rows")
+    redops = {r.redop for r in rows}
+    rooted = any(r.root >= 0 for r in rows)
+    if redops == {""}:
+        return Inferred("hypercube", ("hypercube",), "the table's op column is empty (hypercube prints none)")
+    reduces = any(op not in ("none", "") for op in redops)
+    evidence = _evidence_rows(rows)
+    ratio = size_ratio = None
+    if evidence:
+        r = evidence[0]
+        ratio = r.out_of_place.busbw / r.out_of_place.algbw
+        dtype = DATATYPE_BY_NAME.get(r.type)
+        if dtype is not None:
+            size_ratio = r.size / (r.count * dtype.itemsize)
+    else:
+        big = max(rows, key=lambda r: r.size)
+        dtype = DATATYPE_BY_NAME.get(big.type)
+        if dtype is not None and big.count:
+            size_ratio = big.size / (big.count * dtype.itemsize)
+    cols = f"op column {'/'.join(sorted(redops))}, root {'>= 0' if rooted else '-1'}"
+    n = nranks
+    if n is None and size_ratio is not None and size_ratio > 1.5:
+        n = round(size_ratio)
+    if n is None and ratio is not None and ratio > 1.02:
+        n = round(2 / (2 - ratio)) if ratio < 1.999 else None
+    if n is None and ratio is not None and ratio < 0.98:
+        n = round(1 / (1 - ratio)) if ratio > 0 else None
+    ntext = f"n = {n}" if n else "n unknown"
+    rtext = f"busbw/algbw {ratio:.3f}" if ratio is not None else "no bandwidth ratio (rows under 1 GB/s)"
+    stext = f"size/(count x type size) {size_ratio:g}" if size_ratio is not None else "type size unknown"
+    how = f"{cols}, {rtext}, {stext}, {ntext}"
+
+    checked_oop = [r for r in rows if r.out_of_place.wrong is not None]
+    in_place_unchecked = bool(checked_oop) and all(r.in_place.wrong is None for r in checked_oop)
+    in_place_checked = any(r.in_place.wrong is not None for r in rows)
+
+    def one(name: str, why: str) -> Inferred:
+        return Inferred(name, (name,), f"the table: {how} ({why})")
+
+    if reduces and rooted:
+        return one("reduce", "an op and a root: only reduce has both")
+    if not reduces and rooted:
+        if size_ratio is not None and _close(size_ratio, 1.0):
+            return one("broadcast", "a root, no op, size = count: broadcast")
+        if size_ratio is not None and size_ratio > 1.5:
+            return Inferred(None, ("gather", "scatter"), f"the table: {how} (gather or scatter: their tables "
+                            "are alike)")
+        return Inferred(None, ("broadcast", "gather", "scatter"), f"the table: {how}")
+    if reduces:
+        if size_ratio is not None and size_ratio > 1.5:
+            return one("reduce_scatter", "an op, no root, size = n x count")
+        if ratio is None:
+            return Inferred(None, ("all_reduce", "sendrecv"), f"the table: {how} (all_reduce or sendrecv)")
+        if n is not None and n >= 2 and _close(ratio, 2 * (n - 1) / n) and not (n == 2):
+            return one("all_reduce", f"busbw/algbw = 2(n-1)/n for n = {n}")
+        if n in (None, 2) and _close(ratio, 1.0):
+            if in_place_unchecked:
+                return one("sendrecv", "busbw = algbw fits sendrecv and all_reduce on 2 ranks; the "
+                           "in-place #wrong is N/A where the out-of-place one is checked: sendrecv")
+            if in_place_checked:
+                return one("all_reduce", "busbw = algbw fits sendrecv and all_reduce on 2 ranks; the "
+                           "in-place result is checked: all_reduce")
+            return Inferred(None, ("all_reduce", "sendrecv"), f"the table: {how} (all_reduce's 2(n-1)/n is 1 on "
+                            "2 ranks, as sendrecv's, and no check to tell them apart)")
+        if _close(ratio, 1.0):
+            return one("sendrecv", "an op, busbw = algbw")
+        if ratio > 1.02:
+            return one("all_reduce", "busbw/algbw above 1: only all_reduce's factor 2(n-1)/n is")
+        return Inferred(None, ("all_reduce", "reduce_scatter", "sendrecv"), f"the table: {how}")
+    # no op, no root: all_gather or alltoall
+    if in_place_unchecked:
+        return one("alltoall", "no op, no root; the in-place #wrong is N/A where the out-of-place one is "
+                   "checked: alltoall (all_gather checks both)")
+    if in_place_checked:
+        return one("all_gather", "no op, no root; the in-place result is checked: all_gather (alltoall "
+                   "checks only out of place)")
+    return Inferred(None, ("all_gather", "alltoall"), f"the table: {how} (all_gather or alltoall: with "
+                    "checking off their tables are alike)")
