@@ -9,9 +9,7 @@ import sqlite3
 import sys
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
-from ncclbench.backends.base import RankSlot, Worker
 from ncclbench.benchmark import run_info
 from ncclbench.collectives import COLLECTIVES
 from ncclbench.config import Backend, BenchOptions
@@ -24,45 +22,15 @@ from ncclbench.store.db import ResultStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from output_helpers import make_info  # noqa: E402
+from plan_helpers import SmallBuffersWorker  # noqa: E402
 
 GiB = 1 << 30
 LIMIT = 26549594794  # nccl-tests' "Reducing maxBytes to" on an 80 GB H100 with -c 1
 REDUCING = f"# Reducing maxBytes to {LIMIT} due to memory limitation"
 
 
-class ClampedWorker(Worker):
-    """Buffers of `capacity` bytes: a backend that lowered -e."""
-
-    def __init__(self, capacity: int):
-        self.slots = [RankSlot(0, None, 0, 0)]  # type: ignore[arg-type]
-        self.nranks, self.max_bytes = 1, capacity
-
-    is_reporter = True  # type: ignore[assignment]
-
-    def wait(self) -> None:
-        pass
-
-    def barrier(self) -> None:
-        pass
-
-    def allreduce_host(self, value: float, op: str) -> float:
-        return value
-
-    def gather_host(self, obj: Any) -> list[Any] | None:
-        return [obj]
-
-    def zero(self, slot, ptr, nbytes):
-        raise AssertionError("not used")
-
-    def fill(self, slot, ptr, fills, dtype, op):
-        raise AssertionError("not used")
-
-    def count_wrong(self, slot, ptr, count, fills, dtype, op):
-        raise AssertionError("not used")
-
-
 def info_of(args: list[str], capacity: int) -> RunInfo:
-    worker = ClampedWorker(capacity)
+    worker = SmallBuffersWorker(capacity)
     plan = make_plan(parse_bench_args("all_reduce_perf", args), COLLECTIVES["all_reduce"], Backend.NCCL, worker)
     return run_info(plan, [worker], SimpleNamespace(size=1), [])  # type: ignore[arg-type]
 

@@ -1,6 +1,8 @@
 """One tune job, on every rank: form the job, build the candidates and the
-backend's switcher, run the interleaved schedule, and (on the reporting
-rank) judge and write the outputs.
+backend's switcher, make the run plan a plain run would make on the same
+workers (`plan.make_plan`: nccl-tests' memory clamp on the sizes, the
+datatype/op check, the root), run the interleaved schedule over the plan's
+sizes, and (on the reporting rank) judge and write the outputs.
 
 A one-rank job has nothing to tune: NCCL runs a one-rank collective as a
 local copy (ncclLaunchOneRank, src/enqueue.cc), and MPI's collective
@@ -16,10 +18,13 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
+from ..backends.base import Worker
 from ..collectives import lookup
-from ..datatypes import DATATYPE_BY_NAME, EMPTY_OP, NO_OP, REDOP_BY_NAME
+from ..config import Backend
 from ..errors import ArgumentError, BenchError, print_error
+from ..launch.detect import LaunchInfo
 from ..launch.hostid import host_label
+from ..plan import RunPlan, make_plan
 from . import nccl_rules
 from .candidates import CandidateSet, mpich_candidates, nccl_candidates, preset_conflicts
 from .options import TuneOptions
@@ -28,7 +33,7 @@ from .schedule import default_rounds, few_rounds_note, iterations_per_round
 
 if TYPE_CHECKING:  # the backends are imported by the rank that uses them
     from .nccl_job import NcclSwitcher
-    from .runner import MpichSwitcher
+    from .runner import MpichSwitcher, Switcher
 
 # A probe or timed call of NCCL that has not completed after this long is a hang
 # (used when the user gave no -T): the candidate is dropped, the job goes on.
@@ -50,11 +55,11 @@ def nccl_conflict_names(topts: TuneOptions) -> list[str]:
     return names
 
 
-def check_environment(topts: TuneOptions, backend: str) -> None:
+def check_environment(topts: TuneOptions, backend: Backend) -> None:
     """One clear line for a variable the user set that tune itself varies."""
     from .mpich import algorithm_cvar
 
-    if str(backend) == "mpi" or getattr(backend, "value", None) == "mpi":
+    if backend is Backend.MPI:
         cvar = algorithm_cvar(topts.bench.collective)
         names = [cvar] if cvar else []
     else:
@@ -64,37 +69,18 @@ def check_environment(topts: TuneOptions, backend: str) -> None:
         raise ArgumentError(lines[0])
 
 
-def _dtype_op_root(topts: TuneOptions, coll):
-    opts = topts.bench
-    dtype = DATATYPE_BY_NAME[opts.datatypes[0]]
-    if coll.reduces:
-        op = REDOP_BY_NAME[opts.ops[0]]
-    else:
-        op = EMPTY_OP if coll.op_label == "" else NO_OP
-    root = max(0, opts.root) if coll.rooted else -1
-    return dtype, op, root
-
-
-def _sizes(opts) -> list[int]:
-    try:
-        from ..plan import sweep_sizes
-    except ImportError:  # before the run-plan refactor
-        from ..harness.sweep import sweep_sizes  # type: ignore[no-redef]
-    return list(sweep_sizes(opts.min_bytes, opts.max_bytes, opts.step_bytes, opts.step_factor))
-
-
-def run_tune_here(topts: TuneOptions, backend, launch, note: str | None) -> int:
+def run_tune_here(topts: TuneOptions, backend: Backend, launch: LaunchInfo, note: str | None) -> int:
     """Run the tune job with this process as one rank; return the exit status."""
     from ..launch.bootstrap import make_host_comm
 
-    is_mpi = str(backend) == "mpi" or getattr(backend, "value", None) == "mpi"
+    is_mpi = backend is Backend.MPI
     opts = topts.bench
     if not is_mpi and not opts.timeout:
         opts = dataclasses.replace(opts, timeout=DEFAULT_TIMEOUT_S)
     host = make_host_comm(launch, opts.timeout or None, prefer_mpi=is_mpi, require_mpi=is_mpi,
                           op_timeout_s=opts.timeout or None)
     switcher: MpichSwitcher | NcclSwitcher | None = None
-    workers: list = []
+    workers: list[Worker] = []
     try:
         if topts.verify and launch.kind != "single":
             raise ArgumentError("tune --verify starts ordinary runs itself: start tune with --nprocs N "
@@ -103,7 +89,6 @@ def run_tune_here(topts: TuneOptions, backend, launch, note: str | None) -> int:
         coll = lookup(opts.collective)
         if coll is None:
             raise ArgumentError(f"unknown collective {opts.collective!r}")
-        dtype, op, root = _dtype_op_root(topts, coll)
         nnodes = len(set(host.allgather(host_label())))  # hosts as NCCL groups them (NCCL_HOSTID)
         reporter = host.rank == 0
         notes = [note] if note else []
@@ -122,14 +107,15 @@ def run_tune_here(topts: TuneOptions, backend, launch, note: str | None) -> int:
             finally:
                 mpit.close()
             cset = mpich_candidates(coll.name, choices, list(topts.algos) if topts.algos else None)
+            assert cvar is not None  # mpich_candidates refused a collective without one
             worker = MpiWorker(opts, host)
             workers = [worker]
             if worker.nranks < 2:
                 if reporter:
                     print(f"# ncclbench tune {coll.name}: {ONE_RANK_MPI}", flush=True)
                 return 0
-            switcher = MpichSwitcher(worker, cvar, choices)  # type: ignore[arg-type]
-            library = worker.library_description() if hasattr(worker, "library_description") else _mpi_library()
+            switcher = MpichSwitcher(worker, cvar, choices)
+            library = worker.library_description()
             version_code = None
         else:
             from ..nccl.binding import get_library
@@ -157,8 +143,9 @@ def run_tune_here(topts: TuneOptions, backend, launch, note: str | None) -> int:
             cset = CandidateSet([c for c in cset.candidates if c.label in nccl_switcher.workers],
                                 cset.skipped + nccl_switcher.dropped)
         library = " ".join(library.split())  # MPICH's "MPICH Version:      5.0.2"
-        return _measure_and_report(topts, opts, coll, dtype, op, root, cset, switcher, library, version_code,
-                                   nnodes, notes, is_mpi, reporter)
+        # Any candidate's worker: they share the world's buffer size (the same options and GPUs).
+        plan = make_plan(opts, coll, backend, switcher.control)
+        return measure_and_report(topts, plan, cset, switcher, library, version_code, nnodes, notes, reporter)
     except BenchError as exc:
         code = print_error(exc)
         if host.size > 1 and not exc.all_ranks and not isinstance(exc, ArgumentError):
@@ -172,44 +159,45 @@ def run_tune_here(topts: TuneOptions, backend, launch, note: str | None) -> int:
         host.close()
 
 
-def _mpi_library() -> str:
-    from mpi4py import MPI
-
-    return MPI.Get_library_version().splitlines()[0].strip()
-
-
 def _tty_progress(size: int) -> None:
     print(f"\rtune: {size} B ...", end="", file=sys.stderr, flush=True)
 
 
-def _measure_and_report(topts, opts, coll, dtype, op, root, cset: CandidateSet, switcher, library: str,
-                        version_code, nnodes: int, notes: list[str], is_mpi: bool, reporter: bool) -> int:
+def measure_and_report(topts: TuneOptions, plan: RunPlan, cset: CandidateSet, switcher: Switcher, library: str,
+                       version_code: int | None, nnodes: int, notes: list[str], reporter: bool) -> int:
+    """Measure `cset` over `plan`'s sizes (after the memory clamp) and its one test (datatype, op,
+    root), then judge and write the outputs on the reporting rank; returns the exit status."""
     from .runner import run_schedule
 
+    opts = plan.options
     rounds = topts.rounds or default_rounds(opts.iters)
     per_round = iterations_per_round(opts.iters, rounds)
     few = few_rounds_note(rounds)
     if few:
         notes = [*notes, few]
-    sizes = _sizes(opts)
+    if plan.sizes.reduced_max_bytes is not None:
+        notes = [*notes, f"Reducing maxBytes to {plan.sizes.reduced_max_bytes} due to memory limitation "
+                         f"(-e {plan.sizes.requested_max_bytes}): the sizes end there, as in a plain run"]
+    sizes = list(plan.sizes.sweep())
     if not sizes:
         raise ArgumentError("tune: the size range -b .. -e holds no size")
+    dtype, op, root = next(plan.tests())  # tune's options name one datatype and one op; one root
     progress = _tty_progress if reporter and sys.stderr.isatty() else None
     start = time.strftime("%Y-%m-%d %H:%M:%S")
-    measured = run_schedule(coll, opts, dtype, op, root, sizes, cset.candidates, switcher, rounds, per_round,
-                            progress)
+    measured = run_schedule(plan.collective, opts, dtype, op, root, sizes, cset.candidates, switcher, rounds,
+                            per_round, progress)
     if progress is not None:
         print("\r", end="", file=sys.stderr, flush=True)
     if not reporter:
         return 0
     result = TuneResult(
-        collective=coll.name, backend="mpi" if is_mpi else "nccl", library=library, version_code=version_code,
+        collective=plan.collective.name, backend=plan.backend.value, library=library, version_code=version_code,
         nranks=switcher.control.nranks, nnodes=nnodes, datatype=dtype.name, op=op.name, rounds=rounds,
         iters_per_round=per_round, candidates=cset.candidates, skipped=cset.skipped, dropped=measured.dropped,
         not_applicable=measured.not_applicable, times_us=measured.times_us, algbw_bytes=measured.algbw_bytes,
         param_counts=measured.param_counts,
         bus_factor=measured.bus_factor, command=["ncclbench", *topts.child_args()], start_time=start,
-        wall_s=measured.wall_s, notes=notes, root=root)
+        wall_s=measured.wall_s, notes=notes, root=root, reduced_max_bytes=plan.sizes.reduced_max_bytes)
     from .outputs import write_outputs
 
     write_outputs(result, topts, opts)

@@ -65,7 +65,7 @@ def candidate_info(result: TuneResult, label: str, group: str) -> RunInfo:
     return RunInfo(program=coll.program if coll else result.collective, argv=list(result.command),
                    backend=result.backend, version=__version__, nccl_version_code=result.version_code,
                    nccl_headers_code=result.version_code, library=result.library, world_size=result.nranks,
-                   nranks=result.nranks, start_time=result.start_time,
+                   nranks=result.nranks, start_time=result.start_time, reduced_max_bytes=result.reduced_max_bytes,
                    notes=[f"tune candidate {label}: {setting}; median of {result.rounds} interleaved rounds, "
                           "out-of-place only"],
                    extra={"tune": {"group": group, "candidate": label, "env": dict(cand.env),

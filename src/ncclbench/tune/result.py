@@ -50,6 +50,7 @@ class TuneResult:
     wall_s: float = 0.0
     notes: list[str] = field(default_factory=list)
     root: int = -1  # rooted collectives: the root measured
+    reduced_max_bytes: int | None = None  # -e lowered by nccl-tests' memory clamp (the plan's), else None
     verify: dict | None = None  # filled by --verify (see verify.py)
 
     # -- derived -------------------------------------------------------------------------
@@ -99,7 +100,8 @@ class TuneResult:
             "algbw_bytes": {str(s): v for s, v in self.algbw_bytes.items()},
             "param_counts": {str(s): v for s, v in self.param_counts.items()},
             "bus_factor": self.bus_factor, "command": self.command, "start_time": self.start_time,
-            "wall_s": self.wall_s, "notes": self.notes, "root": self.root, "verify": self.verify,
+            "wall_s": self.wall_s, "notes": self.notes, "root": self.root,
+            "reduced_max_bytes": self.reduced_max_bytes, "verify": self.verify,
         }
 
     @classmethod
@@ -119,4 +121,4 @@ class TuneResult:
             param_counts={int(s): v for s, v in d.get("param_counts", {}).items()},
             bus_factor=d.get("bus_factor", 1.0), command=d.get("command", []),
             start_time=d.get("start_time", ""), wall_s=d.get("wall_s", 0.0), notes=d.get("notes", []),
-            root=d.get("root", -1), verify=d.get("verify"))
+            root=d.get("root", -1), reduced_max_bytes=d.get("reduced_max_bytes"), verify=d.get("verify"))
