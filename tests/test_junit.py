@@ -75,6 +75,14 @@ def test_check_regression_is_a_failure_and_a_pass_passes():
     assert len(cases(check_junit(same))) == len(same["judgements"])
 
 
+def test_check_unstable_figure_is_skipped_not_passed():
+    base = load_file(str(AR))[0]
+    doc = gate_to_dict(gate(base, base, 5.0, 5.0))
+    doc["judgements"][0]["unstable"] = "unstable candidate: cannot confirm; re-run"
+    got = list(cases(check_junit(doc)).values())
+    assert outcome(got[0]) == "skipped" and "not judged: unstable candidate" in got[0].result[0].message
+
+
 def test_health_faulty_host_fails_with_evidence_others_pass():
     doc = scan_document(run_scan(Fleet.uniform(8, 4), ScanConfig(), FakeFabric(gpu={(3, 2): 0.5},
                                                                                 link={frozenset({0, 1}): 0.7})), {})
@@ -136,12 +144,19 @@ def test_check_command_writes_junit(tmp_path, ncclbench_env):
     env.pop("NCCLBENCH_NO_STORE", None)
     ncb = [sys.executable, "-m", "ncclbench"]
     assert subprocess.run(ncb + ["import", str(AR)], env=env, capture_output=True, timeout=60).returncode == 0
-    xml = tmp_path / "check.xml"
-    p = subprocess.run(ncb + ["check", "latest", "--against", "latest", "--junit", str(xml)], env=env,
-                       capture_output=True, text=True, timeout=60)
+    xml, prom = tmp_path / "check.xml", tmp_path / "check.prom"
+    p = subprocess.run(ncb + ["check", "latest", "--against", "latest", "--junit", str(xml), "--metrics", str(prom)],
+                       env=env, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     got = cases(xml.read_text())
     assert got and {outcome(c) for c in got.values()} == {"passed"}
+    from prometheus_client.parser import text_string_to_metric_families
+
+    fams = {f.name: f for f in text_string_to_metric_families(prom.read_text())}
+    assert fams["ncclbench_check_status"].samples[0].labels["status"] == "ok"
+    assert fams["ncclbench_check_exit_code"].samples[0].value == 0
+    assert len(fams["ncclbench_check_verdict"].samples) == len(got)
+    assert {s.labels["verdict"] for s in fams["ncclbench_check_verdict"].samples} == {"ok"}
     p = subprocess.run(ncb + ["check", "latest", "--against", "latest", "--junit", str(tmp_path / "no" / "x.xml")],
                        env=env, capture_output=True, text=True, timeout=60)
     assert p.returncode == 255 and "cannot write in" in p.stderr

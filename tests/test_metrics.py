@@ -195,6 +195,9 @@ def test_health_metrics_name_the_faulty_gpu_host_and_drain():
     expected = one(m["ncclbench_health_finding_expected_bytes_per_second"], host="node3").value
     assert measured / expected == pytest.approx(0.5, rel=0.02)
     assert one(m["ncclbench_health_exit_code"]).value == 8
+    lone = one(m["ncclbench_health_group_busbw_bytes_per_second"], round="local r1", group="node3 gpu 2")
+    assert lone.value == pytest.approx(1000e9, rel=0.01) and lone.labels["status"] == "slow"  # FakeFabric: 2000 x 0.5
+    assert len([s for s in m["ncclbench_health_group_busbw_bytes_per_second"] if s.labels["round"] == "local r1"]) == 32
 
 
 def test_health_metrics_slow_rail_and_link():

@@ -39,6 +39,8 @@ def add_arguments(parser: CommandParser) -> None:
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--junit", default=None, metavar="FILE",
                         help="also write JUnit XML: one test case per judged figure (output/junit.py)")
+    parser.add_argument("--metrics", default=None, metavar="FILE",
+                        help="also write Prometheus text: the outcome and each figure (output/metrics.py)")
 
 
 def parse_pct(text: str, what: str = "limit") -> float:
@@ -54,12 +56,12 @@ def parse_pct(text: str, what: str = "limit") -> float:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..output.metrics import check_writable
     from ..store.compare import baseline_history, format_gate, gate, gate_to_dict
 
-    if args.junit:
-        from ..output.metrics import check_writable
-
-        check_writable(args.junit, "--junit")
+    for path, option in ((args.junit, "--junit"), (args.metrics, "--metrics")):
+        if path:
+            check_writable(path, option)
     max_drop = parse_pct(args.max_drop, "--max-drop")
     max_rise = parse_pct(args.max_rise, "--max-rise") if args.max_rise else max_drop
     history = []
@@ -80,10 +82,13 @@ def run(args: argparse.Namespace) -> int:
                 history = [store.get_run(r) for r in baseline_history(store, name)[1] if r != checked_id]
     g = gate(checked, baseline, max_drop, max_rise, placement(args), history=history,
              every_size=args.every_size)
-    if args.junit:
-        from ..output.junit import check_junit, write
+    if args.junit or args.metrics:
+        from ..output import junit, metrics
 
-        write(args.junit, check_junit(gate_to_dict(g), args.run))
+        if args.junit:
+            junit.write(args.junit, junit.check_junit(gate_to_dict(g), args.run))
+        if args.metrics:
+            metrics.write_textfile(args.metrics, metrics.check_metrics(gate_to_dict(g), args.run, args.against))
     if args.format == "json":
         print(json.dumps(gate_to_dict(g), indent=1))
     else:

@@ -8,7 +8,8 @@ judged item, carrying `<failure message type>` when it failed or `<skipped
 message>` when it was not judged - a "not judged" item is never a pass.
 
 `check`: one case per judged figure of the gate (`store.compare.gate_to_dict`):
-plateau busbw, latency floor, each size with --every-size.  `health`: one case per
+plateau busbw, latency floor, each size with --every-size; a regression fails, an
+unstable candidate (the gate's exit 9) is skipped as not judged.  `health`: one case per
 host (faulty -> failure with its findings' evidence, not judged -> skipped), and
 one per finding that is no host's own (a link, a rail, a phase not judged).
 """
@@ -86,8 +87,10 @@ def check_cases(gate: Mapping[str, Any]) -> list[Case]:
             case.failure = f"REGRESSION: {j.get('series')} {name}: {text.split(';')[0]}, worse by {worse:.2f}% " \
                            f"(limit {j.get('limit_pct'):.2f}%)"
             case.failure_type = "regression"
+        elif j.get("unstable"):
+            case.skipped = f"{NOT_JUDGED}: {j['unstable']}"
         cases.append(case)
-    if not gate.get("ok", True) and not any(c.failure for c in cases):
+    if not gate.get("ok", True) and not any(c.failure or c.skipped for c in cases):
         cases.append(Case("ncclbench.check", "gate", failure="the gate failed: " + str(gate.get("reason", "see the "
                           "check's text output")), failure_type="regression"))
     if not cases:

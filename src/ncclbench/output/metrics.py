@@ -412,9 +412,54 @@ def health_families(doc: Mapping[str, Any], now: float | None = None) -> list[Fa
             fam_meas.add(None if f.get("measured") is None else float(f["measured"]) * GB, **lab)
             fam_exp.add(None if f.get("expected") is None else float(f["expected"]) * GB, **lab)
         fam_ceil.add(None if f.get("pct_expected") is None else float(f["pct_expected"]) / 100.0, **lab)
+    fam_gbw = Family("ncclbench_health_group_busbw_bytes_per_second", "Each group of each phase's fleet round: "
+                     "its busbw (a lone GPU: algbw), bytes/s; absent when it gave no answer.")
+    fam_glat = Family("ncclbench_health_group_latency_seconds", "Each group of each phase's fleet round: its "
+                      "small-message time, seconds.")
+    for m in doc.get("measurements", ()):
+        if not str(m.get("purpose", "")).startswith("fleet"):
+            continue  # re-measurements are the findings' evidence
+        for g in m.get("groups", ()):
+            lab = {"round": str(m.get("round", "")), "shape": str(g.get("shape", "")), "group": str(g.get("group", "")),
+                   "hosts": "+".join(g.get("hosts", ())), "rail": "" if g.get("rail") is None else str(g["rail"]),
+                   "status": str(g.get("status", ""))}
+            fam_gbw.add(None if g.get("busbw") is None else float(g["busbw"]) * GB, **lab)
+            fam_glat.add(None if g.get("lat_us") is None else float(g["lat_us"]) * US, **lab)
     return [fam_time, fam_wall, fam_exit, fam_hosts, fam_host, fam_drain, fam_gpu, fam_rail, fam_find, fam_meas,
-            fam_exp, fam_ceil]
+            fam_exp, fam_ceil, fam_gbw, fam_glat]
 
 
 def health_metrics(doc: Mapping[str, Any], now: float | None = None) -> str:
     return render(health_families(doc, now))
+
+
+# -- the regression gate ------------------------------------------------------------------------
+
+
+def check_metrics(gate: Mapping[str, Any], run: str, against: str, now: float | None = None) -> str:
+    """`ncclbench check --metrics FILE`: the gate's outcome and each judged figure
+    (`store.compare.gate_to_dict`), labelled by the run and baseline references given."""
+    base = {"run": run, "against": against}
+    fam_time = Family("ncclbench_check_timestamp_seconds", "When the check ran (Unix time).")
+    fam_time.add(time.time() if now is None else now, **base)
+    fam_status = Family("ncclbench_check_status", "The gate's outcome (value 1): ok, regression, or unstable "
+                        "candidate (not judged).")
+    fam_status.add(1, **base, status=str(gate.get("status") or ("ok" if gate.get("ok") else "regression")))
+    fam_exit = Family("ncclbench_check_exit_code", "The check's exit status (0 ok, 7 regression, 9 not judged).")
+    if gate.get("exit_code") is not None:
+        fam_exit.add(int(gate["exit_code"]), **base)
+    fam_worse = Family("ncclbench_check_worse_ratio", "How much worse the figure is than the baseline (0-1; "
+                       "negative: better).")
+    fam_limit = Family("ncclbench_check_limit_ratio", "The figure's effective limit: the larger of the user's "
+                       "limit and the noise's multiple (0-1).")
+    fam_verdict = Family("ncclbench_check_verdict", "One judged figure's verdict (value 1): ok, regression or "
+                         "unstable.")
+    for j in gate.get("judgements", ()):
+        lab = dict(base, series=str(j.get("series", "")), figure=str(j.get("figure", "")),
+                   metric=str(j.get("metric", "")))
+        worse, limit = j.get("worse_pct"), j.get("limit_pct")
+        fam_worse.add(None if worse is None else float(worse) / 100.0, **lab)
+        fam_limit.add(None if limit is None else float(limit) / 100.0, **lab)
+        verdict = j.get("verdict") or ("regression" if j.get("failed") else "ok")
+        fam_verdict.add(1, **lab, verdict=str(verdict))
+    return render([fam_time, fam_status, fam_exit, fam_worse, fam_limit, fam_verdict])
