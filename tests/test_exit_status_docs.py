@@ -18,7 +18,8 @@ def test_readme_lists_every_exit_code():
     sentence = text[text.index("Exit codes are nccl-tests'"):]
     sentence = sentence[: sentence.index("pid.")]
     for code in ("0 ok", "1 internal", "2 CUDA", "3 NCCL", "4 timeout", "5 not supported", "6 invalid usage",
-                 "7 wrong results", "255 a bad option value", "128+N", "exit 0"):
+                 "7 wrong results", "8 `ncclbench health` confirmed a fault",
+                 "9 not judged", "`ncclbench health` confirmed no fault but could not judge", "255 a bad option value", "128+N", "exit 0"):
         assert code in sentence, code
 
 

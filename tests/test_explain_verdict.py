@@ -111,3 +111,38 @@ def test_above_the_nic_line_rate_with_a_predicted_ring_names_a_tree():
     assert (c.algorithm, c.bound, c.line_rate) == ("Ring", "NIC", 200.0)
     v = judge(Plateau(215.0, 4 * GiB, 8 * GiB, 2), c)
     assert v.label == "above the line rate" and "did not use the predicted Ring" in v.text
+
+
+def _flat(busbw):
+    return plateau_busbw([(1 * GiB, busbw), (2 * GiB, busbw), (4 * GiB, busbw)])
+
+
+def test_above_the_model_is_its_own_band_never_as_expected():
+    """117 % of the ceiling and under the line rate (issue 22): "above the model" with the likely
+    reason, not "as expected"; within the 5 % tolerance it stays "as expected"."""
+    from ncclbench.explain.verdict import ABOVE_MODEL_TOLERANCE
+
+    c = Ceiling("all_reduce", 4, 1, algorithm="Ring", algorithm_source="predicted", bound="NVLink",
+                line_rate=450.0, ceiling=370.8)
+    v = judge(_flat(0.17 * 370.8 + 370.8), c)
+    assert v.label == "above the model" and v.fraction == pytest.approx(1.17)
+    assert "117% of the 370.8 GB/s ceiling" in v.text and "NVLink SHARP (NVLS)" in v.text
+    assert "topology facts are wrong" in v.text
+    edge = 370.8 * (1 + ABOVE_MODEL_TOLERANCE)
+    assert judge(_flat(edge * 0.999), c).label == "as expected"
+    assert judge(_flat(edge * 1.001), c).label == "above the model"
+    line = summary_line(_flat(434.0), c, judge(_flat(434.0), c))
+    assert ": above the model (" in line
+
+
+def test_above_the_model_names_the_switch_reduction_the_algorithm_implies():
+    """A confirmed NVLS (from NCCL's log) under the line rate but over the model: NCCL's NVLS;
+    several nodes bound by the NICs with a predicted ring: a tree or SHARP in the network."""
+    c = Ceiling("all_reduce", 8, 1, algorithm="NVLS", algorithm_source="NCCL log", bound="NVLink", line_rate=450.0,
+                ceiling=400.0)
+    v = judge(_flat(440.0), c)
+    assert v.label == "above the model" and "NCCL used NVLink SHARP (NVLS)" in v.text
+    c = Ceiling("all_reduce", 16, 2, algorithm="Ring", algorithm_source="predicted", bound="NIC", line_rate=400.0,
+                ceiling=340.0)
+    v = judge(_flat(380.0), c)
+    assert v.label == "above the model" and "SHARP in the network switches (CollNet)" in v.text

@@ -72,3 +72,39 @@ def test_unreadable_baseline_is_one_clear_error(tmp_path):
     bad.write_text("{not json")
     with pytest.raises(ArgumentError, match=r"health: cannot read baseline .*b\.json"):
         _load_baseline(str(bad))
+
+
+def test_one_host_with_nothing_to_judge_against_is_not_judged_exit_9_unless_accepted(tmp_path):
+    """Issue 22: one host, its intra group alone of its shape, no baseline, no ceiling: the summary
+    counts it "not judged" (never healthy), the exit is 9, --accept-not-judged makes it 0, and the
+    JSON, drain file and a report read back say the same."""
+    from ncclbench.health.output import NOT_JUDGED, drain_text, outcome
+    from ncclbench.health.scan import report_from_json
+
+    rep = run_scan(Fleet.uniform(1, 4), ScanConfig(), FakeFabric())
+    assert rep.host_status == {"node0": "not judged"} and rep.unresolved == ["node0"]
+    assert rep.count()["healthy"] == 0 and rep.count()["not judged"] == 1 and rep.count()["faulty"] == 0
+    assert any("intra r1: node0" in why and "no reference" in why for why in rep.not_judged["node0"])
+    assert exit_code(rep) == NOT_JUDGED == 9 and exit_code(rep, accept_not_judged=True) == 0
+    assert outcome(rep) == "not judged"
+    text = verdict_table(rep)
+    assert "# hosts: 0 healthy, 0 faulty, 1 not judged" in text and "# healthy:" not in text
+    assert "# not judged (no fault seen, nothing to judge against): 1 host(s): node0" in text
+    assert "exit 9" in text and "every host judged healthy" not in text
+    assert "(accepted: --accept-not-judged)" in verdict_table(rep, accept_not_judged=True)
+    assert drain_text(rep) == "# not judged (not drained, not known healthy): node0\n"
+    js = tmp_path / "r.json"
+    with open(tmp_path / "out.txt", "w") as out:
+        assert emit(rep, {"accept_not_judged": True}, str(js), None, out) == 0
+    doc = json.loads(js.read_text())
+    assert doc["outcome"] == "not judged" and doc["exit_code"] == 0 and doc["accept_not_judged"] is True
+    assert doc["summary"]["not judged"] == 1 and doc["not_judged"]["node0"]
+    back = report_from_json(doc)
+    assert back.not_judged == rep.not_judged and exit_code(back) == 9
+
+
+def test_a_fleet_judged_healthy_exits_0_and_counts_every_host_healthy():
+    rep = report()
+    assert rep.count()["healthy"] == 16 and not rep.unresolved and exit_code(rep) == 0
+    assert "# hosts: 16 healthy, 0 faulty, 0 not judged" in verdict_table(rep)
+    assert "# no fault confirmed: every host judged healthy (exit 0)" in verdict_table(rep)

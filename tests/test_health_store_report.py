@@ -110,7 +110,7 @@ def test_history_show_and_report_of_a_stored_scan(tmp_path, capsys):
     assert command(["history", "--health", "--db", db]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:5] == ["ID", "DATE", "HOSTS", "RANKS", "FAULTS"]
-    assert lines[1].split()[:7] == ["health:2", "2026-11-24", "06:00:00", "8", "32", "yes", "3"]
+    assert lines[1].split()[:8] == ["health:2", "2026-11-24", "06:00:00", "8", "32", "yes", "0", "3"]
     assert lines[1].endswith("simulated; drain node1, node5") and lines[2].split()[5] == "no"
     assert command(["history", "--health", "--format", "json", "--db", db]) == 0
     listed = json.loads(capsys.readouterr().out)
@@ -222,3 +222,42 @@ def test_exit_code_8_is_documented():
         [sys.executable, "-m", "ncclbench", "--help"], capture_output=True, text=True,
         timeout=60).stdout
     assert "**8** faults found" in (ROOT / "docs" / "health.md").read_text()
+
+
+def test_a_scan_not_all_judged_is_stored_listed_and_drawn_as_such(tmp_path, capsys):
+    """One host alone (nothing to judge its intra group against): the store keeps its outcome and
+    counts, history lists the host as not judged, the page says so and why - never "healthy"."""
+    db = str(tmp_path / "r.sqlite")
+    rep = run_scan(Fleet.uniform(1, 4), ScanConfig(), FakeFabric())
+    doc = scan_document(rep, META)
+    assert doc["outcome"] == "not judged" and doc["exit_code"] == ExitCode.NOT_JUDGED == 9
+    save_scan(doc, db)
+    with ResultStore(Path(db), create=False) as store:
+        [h] = list_scans(store)
+    assert h.outcome == "not judged" and h.summary == {**h.summary, "healthy": 0, "not judged": 1} and h.exit_code == 9
+    capsys.readouterr()
+    assert command(["history", "--health", "--db", db]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "NOT JUDGED" in lines[0] and lines[1].split()[5:7] == ["no", "1"]
+    page = build_health_page(doc, "health:1")
+    assert "<h2>Not judged</h2>" in page and "no reference" in page and "<td>outcome</td><td>not judged</td>" in page
+    assert "0 healthy, 0 faulty, 1 not judged" in page and "every host was judged healthy" not in page
+
+
+def test_a_store_made_before_outcomes_gets_the_new_columns(tmp_path):
+    """A health_scans table without outcome/summary (an older ncclbench): listing adds them; its
+    scans read as outcome unknown (None), a new scan stores its own."""
+    import sqlite3
+
+    db = tmp_path / "r.sqlite"
+    save_scan(scan_document(healthy(), META), db)
+    with sqlite3.connect(db) as c:  # what the older table looked like
+        c.execute("ALTER TABLE health_scans DROP COLUMN outcome")
+        c.execute("ALTER TABLE health_scans DROP COLUMN summary")
+    with ResultStore(db, create=False) as store:
+        [old] = list_scans(store)
+        assert old.outcome is None and old.summary is None
+    save_scan(scan_document(healthy(), META), db)
+    with ResultStore(db, create=False) as store:
+        new, old = list_scans(store)
+    assert new.outcome == "healthy" and new.summary and new.summary["healthy"] == 8 and old.outcome is None

@@ -26,9 +26,12 @@ class ExitCode(IntEnum):
     # outside nccl-tests' 0-7 and 255, so automation tells "the fabric has a bad part" from
     # "the tool failed"
     FAULTS_FOUND = 8
-    # A verdict could not be reached, and saying "ok" would be a guess: `check` found the checked
-    # run far noisier than its baseline ("unstable candidate: cannot confirm; re-run").  Outside
-    # nccl-tests' codes and not 0, so automation re-runs instead of passing or failing.
+    # A verdict could not be reached, and saying "ok" or "healthy" would be a guess: `check` found the
+    # checked run far noisier than its baseline ("unstable candidate: cannot confirm; re-run"), or
+    # `ncclbench health` confirmed no fault but could not judge everything (a group with no fleet,
+    # baseline or ceiling to compare with, an unconfirmed suspect, a host not tested; its
+    # `--accept-not-judged` makes that 0).  Outside nccl-tests' codes and not 0, so automation
+    # re-runs or looks instead of passing or failing.
     NOT_JUDGED = 9
     ARGUMENT = 255  # bad command-line values
 

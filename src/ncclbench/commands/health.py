@@ -11,7 +11,8 @@ coordinator in the starting process for that reason.
 
 Output: the verdict table on stdout, `--json FILE`, `--drain FILE` (one host
 per line), `--metrics FILE`, `--junit FILE`, `--drain-action` (health/actions.py);
-exit 0 (no fault confirmed) or 8 (faults found).
+exit 8 (faults found), 9 (no fault confirmed, but some host not judged healthy;
+0 with --accept-not-judged) or 0 (every host judged healthy).
 """
 
 from __future__ import annotations
@@ -85,6 +86,9 @@ def add_arguments(parser: CommandParser) -> None:
     parser.add_argument("--ranks", type=int, default=None, help="with --serve: how many ranks will join")
     parser.add_argument("--coordinator", default=None, metavar="HOST:PORT",
                         help=f"join a coordinator started with --serve (token in ${TOKEN_ENV})")
+    parser.add_argument("--accept-not-judged", action="store_true",
+                        help="exit 0 instead of 9 when no fault is confirmed but some host could not be judged "
+                             "(nothing to compare a group with, an unconfirmed suspect, a host not tested)")
     parser.add_argument("--no-store", action="store_true",
                         help="do not keep the scan in the result store (kept by default: history --health)")
     parser.add_argument("--db", metavar="PATH", default=None,
@@ -157,7 +161,8 @@ def _service_options(args: argparse.Namespace):
         raise ArgumentError("health: --dry-run needs --drain-action slurm|kubernetes")
     after.check()
     return ServiceOptions(json_path=args.json_path, drain_path=args.drain_path, save_baseline=args.save_baseline,
-                          store=not args.no_store, db=args.db, round_timeout_s=args.round_timeout,
+                          store=not args.no_store, db=args.db, accept_not_judged=args.accept_not_judged,
+                          round_timeout_s=args.round_timeout,
                           join_timeout_s=args.join_timeout, expected_hosts=hosts, nprocs=args.nprocs,
                           ranks=args.ranks, serve=args.serve, coordinator=args.coordinator, argv=sys.argv[1:],
                           after_scan=after if after.wanted else None)

@@ -101,17 +101,21 @@ def _health_history(path, args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps([{"id": h.label, "created_at": h.created_at, "start_time": h.start_time,
                            "backend": h.backend, "hosts": h.nhosts, "ranks": h.nranks,
-                           "faults_found": h.faults_found, "findings": h.findings, "exit_code": h.exit_code,
+                           "faults_found": h.faults_found, "outcome": h.outcome, "summary": h.summary,
+                           "findings": h.findings, "exit_code": h.exit_code,
                            "drain": h.drain, "wall_s": h.wall_s, "argv": h.argv} for h in scans], indent=1))
         return 0
     if not scans:
         print(f"ncclbench: no health scans recorded in {path}", file=sys.stderr)
         return 0
-    fmt = "%-10s  %-19s  %5s  %5s  %-6s  %8s  %7s  %s"
-    print(fmt % ("ID", "DATE", "HOSTS", "RANKS", "FAULTS", "FINDINGS", "TIME s", "BACKEND / DRAIN"))
+    fmt = "%-10s  %-19s  %5s  %5s  %-6s  %-10s  %8s  %7s  %s"
+    print(fmt % ("ID", "DATE", "HOSTS", "RANKS", "FAULTS", "NOT JUDGED", "FINDINGS", "TIME s", "BACKEND / DRAIN"))
     for h in scans:
         date = (h.start_time or h.created_at).replace("T", " ")[:19]
         extra = (h.backend or "-") + (f"; drain {', '.join(h.drain)}" if h.drain else "")
-        print((fmt % (h.label, date, h.nhosts, h.nranks, "yes" if h.faults_found else "no", h.findings,
+        # hosts not judged: unknown ("-") for a scan stored before they were counted
+        unjudged = "-" if h.summary is None else str(sum(n for k, n in h.summary.items()
+                                                          if k not in ("healthy", "faulty")))
+        print((fmt % (h.label, date, h.nhosts, h.nranks, "yes" if h.faults_found else "no", unjudged, h.findings,
                       "-" if h.wall_s is None else f"{h.wall_s:.1f}", extra)).rstrip())
     return 0

@@ -47,6 +47,7 @@ class Outputs:
     drain_path: str | None = None
     stream: TextIO = field(default_factory=lambda: sys.stdout)
     progress: bool = False  # one line per round on stderr (only on a terminal)
+    accept_not_judged: bool = False  # a scan with no fault but something not judged exits 0, not 9
 
 
 def coordinate(coord: Coordinator, cfg: ScanConfig, spec: GroupSpec, round_timeout_s: float, join_timeout_s: float,
@@ -77,7 +78,7 @@ def coordinate(coord: Coordinator, cfg: ScanConfig, spec: GroupSpec, round_timeo
             "spec": vars(spec), "round_timeout_s": round_timeout_s,
             "ranks": {str(r): str(i) for r, i in sorted(coord.ranks.items())},
             "out_of_scan": {str(r): why for r, why in sorted({**rounds.stuck, **rounds.out()}.items())},
-            **facts}
+            "accept_not_judged": outputs.accept_not_judged, **facts}
     code = emit(report, meta, outputs.json_path, outputs.drain_path, outputs.stream)
     _dismiss(coord, rounds, code)
     if store is not None:

@@ -160,6 +160,20 @@ class PhaseScan:
                          f"{self.thr.min_groups} steady groups of their shape (or host pairs) and no baseline")
         return [Finding(FLEET, (), UNJUDGED_V, f"{self.phase} phase", evidence=lines)]
 
+    def unjudged_hosts(self) -> dict[int, list[str]]:
+        """host -> why each fleet-round group holding it got no verdict (not judged), with
+        the group named: such a host is not called healthy."""
+        out: dict[int, list[str]] = {}
+        for rec in self.records:
+            if not is_fleet(rec.round) or rec.round.purpose.endswith("median of rails"):
+                continue
+            for i, g in enumerate(rec.round.groups):
+                if rec.score.status[i] == UNJUDGED:
+                    why = rec.score.why[i] or "not judged"
+                    for h in g.hosts:
+                        out.setdefault(h, []).append(f"{rec.round.name}: {g.label(self.fleet)}: {why}")
+        return out
+
     def _pct(self, shape: str, value: float | None) -> float | None:
         return None if value is None else percent_of(self.expected, shape, value)
 

@@ -1,11 +1,13 @@
 """What `ncclbench health` writes: the verdict table (stdout), JSON, the drain list.
 
-Exit status: 0 when nothing is confirmed faulty, FAULTS_FOUND (8) when the
-scan confirmed at least one fault - a code of its own, outside nccl-tests'
-0-7 and 255, so a Slurm prolog or a Kubernetes job can tell "the fabric has
-a bad part" from "the tool failed" (4 timeout, 5 not supported, 255 bad
-arguments keep their nccl-tests meaning).  Suspects alone (one bad
-measurement, not confirmed) do not set it; they are listed.
+Exit status: FAULTS_FOUND (8) when the scan confirmed at least one fault - a
+code of its own, outside nccl-tests' 0-7 and 255, so a Slurm prolog or a
+Kubernetes job can tell "the fabric has a bad part" from "the tool failed" (4
+timeout, 5 not supported, 255 bad arguments keep their nccl-tests meaning);
+else NOT_JUDGED (9) when some host could not be called healthy (a group with
+nothing to compare it with, an unconfirmed suspect, a host not or partly
+tested), since an unknown is not "healthy"; 0 only when every host was judged
+healthy (or, with `accept_not_judged`, when no fault was confirmed).
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from typing import Any, TextIO
 
 from ..errors import ExitCode
 from .findings import Finding
-from .scan import HealthReport
+from .scan import HOST_STATUSES, NOT_JUDGED_S, HealthReport
 
 FAULTS_FOUND = int(ExitCode.FAULTS_FOUND)
+NOT_JUDGED = int(ExitCode.NOT_JUDGED)
 EVIDENCE_LINES = 3  # per finding in the table; the JSON keeps all of it
 
 
@@ -29,7 +32,8 @@ def _num(x: float | None, unit: str = "") -> str:
     return f"{x:.4g}{(' ' + unit) if unit else ''}"
 
 
-def verdict_table(report: HealthReport, meta: Mapping[str, Any] | None = None) -> str:
+def verdict_table(report: HealthReport, meta: Mapping[str, Any] | None = None,
+                  accept_not_judged: bool = False) -> str:
     fleet = report.fleet
     lines = []
     head = f"# ncclbench health: {fleet.nhosts} host(s), {fleet.world_size} rank(s)"
@@ -44,7 +48,6 @@ def verdict_table(report: HealthReport, meta: Mapping[str, Any] | None = None) -
         rows.append((f.where, f.component, f.detail or "-", _num(f.measured, f.unit if f.measured else ""),
                      _num(f.expected, f.unit if f.expected else ""), "-" if f.z is None else f"{f.z:+.1f}",
                      f.verdict))
-    healthy = [h for h, s in report.host_status.items() if s == "healthy"]
     if len(rows) > 1:
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         for j, r in enumerate(rows):
@@ -60,21 +63,43 @@ def verdict_table(report: HealthReport, meta: Mapping[str, Any] | None = None) -
                     lines.append(f"      {f.pct_expected:.0f} % of the expected ceiling of its group shape "
                                  "(explain model, large messages)")
     lines.extend(figure_lines(report, meta))
-    untested = [h for h, s in report.host_status.items() if s == "not tested"]
-    partly = [h for h, s in report.host_status.items() if s == "partly tested"]
-    lines.append(f"# healthy: {len(healthy)} host(s)" + (f": {_names(healthy)}" if healthy else ""))
-    if partly:
-        lines.append(f"# partly tested (fine where measured; later rounds did not reach them): {len(partly)} "
-                     f"host(s): {_names(partly)}")
-    if untested:
-        lines.append(f"# not tested: {len(untested)} host(s): {_names(untested)}")
+    lines.extend(summary_lines(report, accept_not_judged))
+    return "\n".join(lines) + "\n"
+
+
+def summary_lines(report: HealthReport, accept_not_judged: bool = False) -> list[str]:
+    """Hosts per status, each counted apart (healthy / faulty / not judged / ...), what
+    was not judged and why, and the scan's outcome with its exit status."""
+    by: dict[str, list[str]] = {}
+    for h, s in report.host_status.items():
+        by.setdefault(s, []).append(h)
+    counts = report.count()
+    lines = ["# hosts: " + ", ".join(f"{counts[k]} {k}" for k in HOST_STATUSES if counts.get(k) or k in (
+        "healthy", "faulty", NOT_JUDGED_S))]
+    for status, text in (("healthy", "healthy"), ("faulty", "faulty"),
+                         (NOT_JUDGED_S, "not judged (no fault seen, nothing to judge against)"),
+                         ("suspect", "suspect (one bad measurement, not confirmed)"),
+                         ("partly tested", "partly tested (fine where measured; later rounds did not reach them)"),
+                         ("not tested", "not tested")):
+        if by.get(status):
+            lines.append(f"# {text}: {len(by[status])} host(s): {_names(by[status])}")
+    for host, whys in list(report.not_judged.items())[:EVIDENCE_LINES]:
+        lines.append(f"#   {host}: {whys[0]}" + (f" (+{len(whys) - 1} more)" if len(whys) > 1 else ""))
+    if len(report.not_judged) > EVIDENCE_LINES:
+        lines.append(f"#   ... {len(report.not_judged) - EVIDENCE_LINES} more host(s) not judged: see the JSON")
+    code = exit_code(report, accept_not_judged)
     confirmed = report.confirmed
     if confirmed:
-        lines.append(f"# faults found: {len(confirmed)} (exit {FAULTS_FOUND}); drain: {', '.join(report.drain) or '-'}")
-    else:
+        lines.append(f"# faults found: {len(confirmed)} (exit {code}); drain: {', '.join(report.drain) or '-'}")
+    elif report.unresolved:
         suspects = [f for f in report.findings if not f.confirmed and f.verdict.startswith("suspect")]
-        lines.append("# no fault confirmed" + (f" ({len(suspects)} unconfirmed suspect(s) listed)" if suspects else ""))
-    return "\n".join(lines) + "\n"
+        more = f", {len(suspects)} unconfirmed suspect(s) listed" if suspects else ""
+        accepted = " (accepted: --accept-not-judged)" if accept_not_judged else ""
+        lines.append(f"# no fault confirmed, but {len(report.unresolved)} host(s) not judged healthy{more}: "
+                     f"exit {code}{accepted}")
+    else:
+        lines.append(f"# no fault confirmed: every host judged healthy (exit {code})")
+    return lines
 
 
 def figure_lines(report: HealthReport, meta: Mapping[str, Any] | None = None) -> list[str]:
@@ -131,8 +156,11 @@ def _names(hosts: list[str], limit: int = 12) -> str:
 
 def scan_document(report: HealthReport, meta: Mapping[str, Any]) -> dict:
     """The scan as plain JSON data: what --json writes, the store keeps and `show`/`report`
-    read back (`scan.report_from_json`); "exit_code" is the command's."""
-    doc = {"ncclbench_health": 1, **meta, **report.to_json(), "exit_code": exit_code(report)}
+    read back (`scan.report_from_json`); "exit_code" is the command's ("accept_not_judged"
+    in `meta` when --accept-not-judged turned a 9 into 0), "outcome" says which case it is."""
+    accept = bool(meta.get("accept_not_judged"))
+    doc = {"ncclbench_health": 1, **meta, **report.to_json(), "outcome": outcome(report),
+           "exit_code": exit_code(report, accept)}
     return json.loads(json.dumps(doc, default=json_default))
 
 
@@ -140,24 +168,49 @@ def write_json(path: str, report: HealthReport, meta: Mapping[str, Any]) -> None
     Path(path).write_text(json.dumps(scan_document(report, meta), indent=1) + "\n")
 
 
+def drain_text(report: HealthReport) -> str:
+    """One host name per line: the hosts a scheduler should take out (maybe none); then,
+    when some host could not be judged, `#` comment lines naming them (not to drain: nothing
+    was found against them, but they are not known healthy either).  A clean scan's file is
+    empty."""
+    text = "".join(f"{h}\n" for h in report.drain)
+    for status in ("not judged", "suspect", "partly tested", "not tested"):
+        hosts = [h for h, s in report.host_status.items() if s == status]
+        if hosts:
+            text += f"# {status} (not drained, not known healthy): {' '.join(hosts)}\n"
+    return text
+
+
 def write_drain(path: str, report: HealthReport) -> None:
-    """One host name per line: the hosts a scheduler should take out (maybe none)."""
-    Path(path).write_text("".join(f"{h}\n" for h in report.drain))
+    Path(path).write_text(drain_text(report))
 
 
-def exit_code(report: HealthReport) -> int:
-    return FAULTS_FOUND if report.faults_found else 0
+def outcome(report: HealthReport) -> str:
+    """"faults found", "not judged" (no fault confirmed, some host not judged healthy) or "healthy"."""
+    if report.faults_found:
+        return "faults found"
+    return NOT_JUDGED_S if report.unresolved else "healthy"
+
+
+def exit_code(report: HealthReport, accept_not_judged: bool = False) -> int:
+    """8 faults found; 9 no fault but something not judged (0 with `accept_not_judged`); 0 healthy."""
+    if report.faults_found:
+        return FAULTS_FOUND
+    if report.unresolved and not accept_not_judged:
+        return NOT_JUDGED
+    return 0
 
 
 def emit(report: HealthReport, meta: Mapping[str, Any], json_path: str | None, drain_path: str | None,
          out: TextIO) -> int:
-    out.write(verdict_table(report, meta))
+    accept = bool(meta.get("accept_not_judged"))
+    out.write(verdict_table(report, meta, accept))
     out.flush()
     if json_path:
         write_json(json_path, report, meta)
     if drain_path:
         write_drain(drain_path, report)
-    return exit_code(report)
+    return exit_code(report, accept)
 
 
 def json_default(obj: Any) -> Any:

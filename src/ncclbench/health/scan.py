@@ -23,6 +23,11 @@ from .localize import RepeatScan
 from .pairs import PairScan
 from .schedule import PAIR_SHAPES, PHASES, Group, Round, intra_groups, local_groups, make_round, rail_groups
 
+# what a host can come out as; all but healthy and faulty leave the scan unresolved (exit 9)
+NOT_JUDGED_S = "not judged"
+HOST_STATUSES = ("healthy", "faulty", NOT_JUDGED_S, "suspect", "partly tested", "not tested")
+UNRESOLVED = (NOT_JUDGED_S, "suspect", "partly tested", "not tested")
+
 
 @dataclass(frozen=True)
 class ScanConfig:
@@ -57,9 +62,11 @@ class HealthReport:
     findings: list[Finding]
     notes: list[str]
     rounds: list[RoundLog]
-    host_status: dict[str, str]  # host -> faulty / suspect / healthy / partly tested / not tested
+    # host -> faulty / suspect / not judged / healthy / partly tested / not tested
+    host_status: dict[str, str]
     references: dict[str, dict] = field(default_factory=dict)
     measurements: list[dict] = field(default_factory=list)  # every group of every round, as judged
+    not_judged: dict[str, list[str]] = field(default_factory=dict)  # host -> why a group of it got no verdict
 
     @property
     def confirmed(self) -> list[Finding]:
@@ -73,6 +80,19 @@ class HealthReport:
     def drain(self) -> list[str]:
         return drain_hosts(self.findings)
 
+    def count(self) -> dict[str, int]:
+        """Hosts per status, every status counted apart: healthy, faulty, not judged, ..."""
+        out = {k: 0 for k in HOST_STATUSES}
+        for st in self.host_status.values():
+            out[st] = out.get(st, 0) + 1
+        return out
+
+    @property
+    def unresolved(self) -> list[str]:
+        """Hosts the scan could not call healthy or faulty: not judged, suspect (one bad
+        measurement, not confirmed), partly or not tested."""
+        return [h for h, st in self.host_status.items() if st in UNRESOLVED]
+
     @property
     def wall_s(self) -> float:
         return sum(r.wall_s for r in self.rounds)
@@ -85,6 +105,8 @@ class HealthReport:
             "drain": self.drain,
             "findings": [f.to_json() for f in self.findings],
             "host_status": self.host_status,
+            "summary": self.count(),
+            "not_judged": self.not_judged,
             "notes": list(self.notes),
             "rounds": [vars(r) for r in self.rounds],
             "references": self.references,
@@ -111,7 +133,8 @@ def report_from_json(doc: Mapping) -> HealthReport:
               for r in doc.get("rounds", ())]
     return HealthReport(Fleet(hosts, tuple(ranks)), findings, list(doc.get("notes", ())), rounds,
                         dict(doc.get("host_status", {})), dict(doc.get("references", {})),
-                        list(doc.get("measurements", ())))
+                        list(doc.get("measurements", ())),
+                        {str(k): list(v) for k, v in dict(doc.get("not_judged", {})).items()})
 
 
 RunRound = Callable[[Round], RoundResult]
@@ -166,15 +189,18 @@ def run_scan(fleet: Fleet, config: ScanConfig, run_round: RunRound,
         dead.setdefault(h, why)
     raw: list[Finding] = []
     tested: set[int] = set()
+    unjudged: dict[int, list[str]] = {}
     for scan in scans:
         raw.extend(scan.findings())
         tested |= scan.tested_hosts()
+        for h, whys in scan.unjudged_hosts().items():
+            unjudged.setdefault(h, []).extend(whys)
     raw.extend(Finding(NO_ANSWER_C, (fleet.hosts[h],), NO_ANSWER_V, evidence=[why]) for h, why in dead.items())
     lost = {h: why for h, why in (lost_hosts() if lost_hosts else {}).items() if h not in dead}
     raw = [f for f in raw if not (f.component == NO_ANSWER_C and f.hosts
                                   and f.hosts[0] in {fleet.hosts[h] for h in lost})]
     findings = merge(raw)
-    status = _host_status(fleet, findings, tested)
+    status = _host_status(fleet, findings, tested, unjudged)
     for h, why in lost.items():
         status[fleet.hosts[h]] = "partly tested"
         notes.append(why)
@@ -187,7 +213,9 @@ def run_scan(fleet: Fleet, config: ScanConfig, run_round: RunRound,
             status.setdefault(name, "not tested")
     refs = {shape: {"busbw": vars(r.busbw) if r.busbw else None, "lat_us": vars(r.lat_us) if r.lat_us else None}
             for scan in scans for shape, r in scan.refs.items()}
-    return HealthReport(fleet, findings, notes, logs, status, refs, _measurements(fleet, scans))
+    not_judged = {fleet.hosts[h]: whys for h, whys in sorted(unjudged.items())
+                  if status.get(fleet.hosts[h]) == NOT_JUDGED_S}
+    return HealthReport(fleet, findings, notes, logs, status, refs, _measurements(fleet, scans), not_judged)
 
 
 def _measurements(fleet: Fleet, scans: list) -> list[dict]:
@@ -255,8 +283,12 @@ def _without_dead(rnd: Round, dead: Mapping[int, str]) -> Round:
     return make_round(rnd.phase, rnd.index, rnd.purpose, groups)
 
 
-def _host_status(fleet: Fleet, findings: list[Finding], tested: set[int]) -> dict[str, str]:
-    status = {name: ("healthy" if h in tested else "not tested") for h, name in enumerate(fleet.hosts)}
+def _host_status(fleet: Fleet, findings: list[Finding], tested: set[int],
+                 unjudged: Mapping[int, list[str]] | None = None) -> dict[str, str]:
+    """Healthy only where every group holding the host got a verdict and none was bad: a host
+    with a group that could not be judged is "not judged", never healthy by default."""
+    status = {name: ((NOT_JUDGED_S if h in (unjudged or {}) else "healthy") if h in tested else "not tested")
+              for h, name in enumerate(fleet.hosts)}
     for f in findings:
         if f.component not in NODE_COMPONENTS:
             continue  # a slow link is between two hosts that work with everyone else

@@ -50,6 +50,7 @@ class ServiceOptions:
     drain_path: str | None = None
     save_baseline: str | None = None
     store: bool = True
+    accept_not_judged: bool = False  # exit 0 instead of 9 when no fault is confirmed but something was not judged
     db: str | None = None
     round_timeout_s: float = 60.0
     join_timeout_s: float = 60.0
@@ -73,7 +74,8 @@ def run_coordinator(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec, coor
     from .baseline import save_baseline
 
     progress = sys.stderr.isatty() or os.environ.get("NCCLBENCH_HEALTH_PROGRESS") == "1"
-    outputs = Outputs(opts.json_path, opts.drain_path, sys.stdout, progress=progress)
+    outputs = Outputs(opts.json_path, opts.drain_path, sys.stdout, progress=progress,
+                      accept_not_judged=opts.accept_not_judged)
     outcome = coordinate(coord, cfg, spec, opts.round_timeout_s, opts.join_timeout_s, outputs, backend,
                          argv=list(opts.argv), expected_hosts=opts.expected_hosts,
                          store=partial(store_scan, opts.db) if opts.store else None)

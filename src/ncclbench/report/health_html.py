@@ -325,7 +325,10 @@ def _findings_table(doc: Mapping) -> str:
                      "-" if pct is None else f"{pct:.0f} %", f.get("verdict"), "\n".join(f.get("evidence", []))])
         classes.append("faulty" if f.get("confirmed") else "suspect" if "suspect" in str(f.get("verdict")) else "")
     if not rows:
-        return '<p class="ok">No finding: every measured component is in line with the fleet.</p>'
+        if doc.get("outcome") == "healthy":
+            return '<p class="ok">No finding: every host was judged healthy.</p>'
+        return ('<p class="suspect">No fault found, but not every host could be judged (see "Not judged"): '
+                'an unknown is not healthy.</p>')
     return _table(["host", "component", "detail", "measured (GB/s)", "expected (GB/s)", "z", "% of ceiling",
                    "verdict", "evidence"], rows, frozenset({3, 4, 5, 6}), classes)
 
@@ -339,17 +342,27 @@ def build_health_page(doc: Mapping, label: str, title: str | None = None) -> str
             ("hosts", len(doc.get("hosts", []))), ("ranks", sum(doc.get("gpus_per_host", []))),
             ("rounds", len(doc.get("rounds", []))),
             ("scan time (s)", _num(sum(r.get("wall_s", 0.0) for r in doc.get("rounds", [])))),
+            ("outcome", doc.get("outcome") or "not recorded (a scan stored before outcomes were kept)"),
             ("exit code", doc.get("exit_code")), ("faults found", doc.get("faults_found")),
             ("drain", ", ".join(doc.get("drain", [])) or "-"), ("NCCL", doc.get("nccl")),
             ("command", " ".join(doc.get("argv", [])) or None), ("tool version", doc.get("version"))]
-    counts: dict[str, int] = defaultdict(int)
+    counts: dict[str, int] = {"healthy": 0, "faulty": 0, "not judged": 0}  # always said, zeros too
     for s in status.values():
-        counts[s] += 1
+        counts[s] = counts.get(s, 0) + 1
     body = [f"<h1>{_e(title)}</h1>",
             f'<p class="note">Generated {_e(now_string())} by ncclbench {_e(__version__)} from the scan\'s record.</p>',
             _table(["", ""], [[k, v] for k, v in meta if v not in (None, "")]),
             "<h2>Verdicts</h2>", _findings_table(doc),
-            '<p class="note">Hosts: ' + _e(", ".join(f"{n} {s}" for s, n in sorted(counts.items()))) + "</p>"]
+            '<p class="note">Hosts: ' + _e(", ".join(f"{n} {s}" for s, n in counts.items())) + "</p>"]
+    unjudged = dict(doc.get("not_judged") or {})
+    unresolved = [h for h, s in status.items() if s not in ("healthy", "faulty")]
+    if unresolved:
+        body += ["<h2>Not judged</h2>",
+                 '<p class="note">Hosts the scan could not call healthy or faulty, and why (exit 9 unless '
+                 "--accept-not-judged).</p>",
+                 _table(["host", "status", "why"],
+                        [[h, status[h], "\n".join(unjudged.get(h, [])) or "-"] for h in unresolved],
+                        classes=["suspect"] * len(unresolved))]
     if doc.get("notes"):
         body.append("<pre>" + _e("\n".join(doc["notes"])) + "</pre>")
     if clipped:

@@ -38,9 +38,14 @@ CREATE TABLE IF NOT EXISTS health_scans (
     drain        TEXT NOT NULL,
     wall_s       REAL,
     argv         TEXT NOT NULL,
-    doc          TEXT NOT NULL
+    doc          TEXT NOT NULL,
+    outcome      TEXT,
+    summary      TEXT
 )
 """
+# columns added after the table first shipped: a store made by an older ncclbench gets them
+# (ALTER TABLE ... ADD COLUMN, NULL for the scans it already holds: their outcome is unknown)
+_ADDED = (("outcome", "TEXT"), ("summary", "TEXT"))
 
 
 @dataclass
@@ -59,6 +64,9 @@ class ScanHeader:
     wall_s: float | None
     argv: list[str]
     findings: int = 0
+    # "faults found" / "not judged" / "healthy"; None for a scan stored before outcomes were kept
+    outcome: str | None = None
+    summary: dict[str, int] | None = None  # hosts per status (healthy, faulty, not judged, ...)
 
     @property
     def label(self) -> str:
@@ -94,6 +102,10 @@ def is_scan_ref(ref: str) -> bool:
 def _ensure(store: ResultStore) -> None:
     with store.transaction() as c:
         c.execute(_TABLE)
+        have = {r[1] for r in c.execute("PRAGMA table_info(health_scans)")}
+        for name, kind in _ADDED:
+            if name not in have:
+                c.execute(f"ALTER TABLE health_scans ADD COLUMN {name} {kind}")
 
 
 def _has_table(store: ResultStore) -> bool:
@@ -109,11 +121,12 @@ def add_scan(store: ResultStore, doc: dict) -> int:
     with store.transaction() as c:
         cur = c.execute(
             "INSERT INTO health_scans (created_at, start_time, backend, nhosts, nranks, faults_found, nfindings, "
-            "exit_code, drain, wall_s, argv, doc) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            "exit_code, drain, wall_s, argv, doc, outcome, summary) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (_now(), doc.get("start_time"), doc.get("backend"), len(doc.get("hosts", [])), nranks,
              int(bool(doc.get("faults_found"))), len(doc.get("findings", [])), doc.get("exit_code"),
              json.dumps(doc.get("drain", [])), wall,
-             json.dumps(list(doc.get("argv", []))), json.dumps(doc, default=str)))
+             json.dumps(list(doc.get("argv", []))), json.dumps(doc, default=str), doc.get("outcome"),
+             json.dumps(doc["summary"]) if doc.get("summary") is not None else None))
         return int(cur.lastrowid or 0)
 
 
@@ -127,14 +140,15 @@ def list_scans(store: ResultStore, limit: int | None = None) -> list[ScanHeader]
     """Newest first."""
     if not _has_table(store):
         return []
+    _ensure(store)  # an older store's table gets the newer columns
     sql = ("SELECT id, created_at, start_time, backend, nhosts, nranks, faults_found, exit_code, drain, wall_s, "
-           "argv, nfindings FROM health_scans ORDER BY id DESC")
+           "argv, nfindings, outcome, summary FROM health_scans ORDER BY id DESC")
     if limit:
         sql += f" LIMIT {int(limit)}"
     out = []
     for r in store.conn.execute(sql):
         out.append(ScanHeader(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]), r[7], json.loads(r[8]), r[9],
-                              json.loads(r[10]), int(r[11] or 0)))
+                              json.loads(r[10]), int(r[11] or 0), r[12], json.loads(r[13]) if r[13] else None))
     return out
 
 
