@@ -118,9 +118,17 @@ def test_unknown_ceiling_writes_no_ratio_and_says_not_judged():
 
 
 def test_label_values_are_escaped():
-    lib = 'lib "quoted" \\ back\nslash'
-    m = parse(run_metrics(make_info(library=lib), BenchOptions(), sweep([8], [0.1]), None))
-    assert one(m["ncclbench_run_info"]).labels["library"] == lib
+    reason = 'the "ceiling" \\ unknown\nhere'
+    rows = sweep([8], [0.1])
+    j = {"ceiling": {"ceiling": None}, "plateau": {"busbw": 0.1}, "verdict": {"label": "unknown", "text": reason}}
+    m = parse(run_metrics(make_info(), BenchOptions(), rows, RunSummary(0, 0.1, None, None, explain={"judgement": j})))
+    assert one(m["ncclbench_run_verdict"], placement="out_of_place").labels["reason"] == "explain judges the plateau " \
+        "only (smaller sizes are latency-bound)"  # 8 B is small, not the plateau
+    rows = sweep([128 * MiB], [0.1])
+    m = parse(run_metrics(make_info(), BenchOptions(), rows, RunSummary(0, 0.1, None, None, explain={"judgement": j})))
+    assert one(m["ncclbench_run_verdict"], placement="out_of_place").labels["reason"] == reason
+    m = parse(run_metrics(make_info(library="MPICH Version:      5.0.2"), BenchOptions(), sweep([8], [0.1]), None))
+    assert one(m["ncclbench_run_info"]).labels["library"] == "MPICH Version: 5.0.2"
     assert one(m["ncclbench_run_complete"]).value == 0  # no summary: the run ended early
     v = one(m["ncclbench_run_verdict"], size_class="small", placement="out_of_place")
     assert v.labels["verdict"] == "not judged"

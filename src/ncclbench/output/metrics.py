@@ -195,7 +195,7 @@ def run_families(info: RunInfo, opts: BenchOptions, rows: Sequence[ResultRow], s
     coll = collective_name(info.program)
     base = {"collective": coll, "backend": info.backend, "nranks": str(info.nranks)}
     fam_info = Family("ncclbench_run_info", "The run: ncclbench version, library, hosts (value 1).")
-    fam_info.add(1, **base, version=info.version, library=info.library, hosts=str(len(info.hosts) or 1),
+    fam_info.add(1, **base, version=info.version, library=" ".join(info.library.split()), hosts=str(len(info.hosts) or 1),
                  ngroups=str(info.ngroups))
     fam_time = Family("ncclbench_run_timestamp_seconds", "When the run ended (Unix time).")
     fam_time.add(time.time() if now is None else now, **base)
