@@ -3,7 +3,7 @@ or one process per visible GPU), or run as one rank of the job here
 (`run_here`): form the job, build the workers, make the run plan, open the
 reporters, run the plan, and turn the outcome into an exit code.  Which of
 the two, for a command line, is decided by the command layer
-(`commands/_benchmark.py`; `commands/tune.py` reuses both)."""
+(`commands/_benchmark.py`; `commands/tune.py` reuses `local_ranks_to_start` and `spawn`)."""
 
 from __future__ import annotations
 
@@ -57,6 +57,21 @@ def self_launch_count(opts: BenchOptions) -> int:
     per_process = max(1, opts.nthreads * opts.ngpus)
     n = gpu_count()
     return n // per_process if n >= 2 * per_process else 1
+
+
+def local_ranks_to_start(opts: BenchOptions, backend: Backend, launch: LaunchInfo) -> tuple[int, bool]:
+    """How many ranks this process starts on this host (0: it runs as one rank itself), and
+    whether ncclbench chose that count (one per visible GPU) rather than the user (--nprocs).
+    Under a launcher nothing is started: the launcher made the ranks."""
+    if launch.kind != "single":
+        return 0, False
+    if opts.nprocs:
+        return opts.nprocs, False
+    if backend is Backend.NCCL and opts.nprocs is None:
+        n = self_launch_count(opts)
+        if n > 1:
+            return n, True
+    return 0, False
 
 
 def spawn(backend: Backend, nprocs: int, child_args: list[str], note: str | None,

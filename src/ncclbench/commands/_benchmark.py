@@ -10,8 +10,7 @@ this same command line, `ncclbench.benchmark.spawn`), or in this process
 from __future__ import annotations
 
 from ..backends.select import choose_backend
-from ..benchmark import run_here, self_launch_count, spawn
-from ..config import Backend
+from ..benchmark import local_ranks_to_start, run_here, spawn
 from ..launch.spawn import strip_nprocs
 from ..options import HelpRequested, parse_bench_args
 
@@ -29,11 +28,8 @@ def run_benchmark(program: str, args: list[str]) -> int:
     from ..launch.detect import detect_launch
 
     launch = detect_launch()
-    child_args = [program, *strip_nprocs(args)]
-    if opts.nprocs and launch.kind == "single":
-        return spawn(backend, opts.nprocs, child_args, note)
-    if backend is Backend.NCCL and launch.kind == "single" and opts.nprocs is None:
-        n = self_launch_count(opts)
-        if n > 1:
-            return spawn(backend, n, child_args, None, self_launched=True)
+    nprocs, one_per_gpu = local_ranks_to_start(opts, backend, launch)
+    if nprocs:
+        child_args = [program, *strip_nprocs(args)]
+        return spawn(backend, nprocs, child_args, None if one_per_gpu else note, self_launched=one_per_gpu)
     return run_here(opts, backend, launch, note)

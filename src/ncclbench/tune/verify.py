@@ -15,6 +15,7 @@ above the median noise, and the setting must have won most of the
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import subprocess
@@ -23,10 +24,12 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ..config import Backend
 from ..errors import BenchError, ExitCode
 from ..output.numfmt import human_size
 from .emit import band_settings, pct
 from .judge import relative_spread
+from .options import TuneOptions
 from .result import TuneResult
 
 RunFn = Callable[[list[str], dict[str, str]], dict[int, float]]
@@ -71,7 +74,7 @@ def judge_band(default: dict[int, list[float]], setting: dict[int, list[float]])
             "confirmed": gain > 0 and gain > noise and wins * 2 > comparisons}
 
 
-def subprocess_runner(program: str, backend: str, nprocs: int | None, log: Callable[[str], None]) -> RunFn:
+def subprocess_runner(program: str, backend: Backend, nprocs: int | None, log: Callable[[str], None]) -> RunFn:
     """Run `python -m ncclbench <program> ARGS [--nprocs N] -J tmp --no-store` with
     an environment; return {size: out-of-place time} from its JSON."""
     from ..store.importers import load_file
@@ -79,7 +82,8 @@ def subprocess_runner(program: str, backend: str, nprocs: int | None, log: Calla
     def run(args: list[str], env: dict[str, str]) -> dict[int, float]:
         with tempfile.TemporaryDirectory(prefix="ncclbench-verify-") as tmp:
             jpath = str(Path(tmp) / "run.json")
-            cmd = [sys.executable, "-m", "ncclbench", program, *args, "--backend", backend, "--no-store", "-J", jpath]
+            cmd = [sys.executable, "-m", "ncclbench", program, *args, "--backend", backend.value, "--no-store",
+                   "-J", jpath]
             if nprocs:
                 cmd += ["--nprocs", str(nprocs)]
             full_env = {**os.environ, **env}
@@ -128,3 +132,26 @@ def verify(result: TuneResult, bench_args: Sequence[str], rounds: int, run: RunF
         say("# verify: nothing to verify (no setting beat the default)")
     return {"rounds": rounds, "bands": bands_out,
             "all_confirmed": bool(bands_out) and all(b["confirmed"] for b in bands_out)}
+
+
+def verify_result_file(topts: TuneOptions, backend: Backend, nprocs: int | None) -> int:
+    """--verify on the tune result the job wrote (PREFIX.json): the ordinary runs, their
+    section added to that file; exit 7 when a won band's gain did not hold, else 0."""
+    path = Path(topts.out_prefix() + ".json")
+    try:
+        doc = json.loads(path.read_text())
+        result = TuneResult.from_json(doc)
+    except (OSError, ValueError) as e:
+        raise BenchError(f"tune --verify: cannot read the tune result {path}: {e}", ExitCode.INTERNAL) from None
+
+    def log(line: str) -> None:
+        print(f"# verify run: {line}", file=sys.stderr, flush=True)
+
+    runner = subprocess_runner(topts.program, backend, nprocs, log)
+    section = verify(result, topts.bench_args, topts.verify_rounds, runner)
+    doc["verify"] = section
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"# verify results added to {path}", flush=True)
+    if section["bands"] and not section["all_confirmed"]:
+        return int(ExitCode.DATA_ERRORS)
+    return 0
