@@ -48,6 +48,10 @@ TOGETHER = ("togethercomputer/together-nccl-tests benchmarks/README.md @274b2f9 
 MLENG = "stas00/ml-engineering network/README.md @744d01e"
 COREWEAVE = ("coreweave/nccl-tests README.md @0120901 (H100 SHARP MPIJob output, 8 GiB) and "
              "mpi-operator/nccl-test-distributed-h100-64-sharp-las1-mpijob.yaml @d3f458a")
+COREWEAVE_GB200 = ("coreweave/nccl-tests README.md @0120901 (Expected Performance, GB200 single rack: 72 GPUs, "
+                   "nccl-tests all_reduce, 8 GiB out-of-place)")
+AZURE_GB200 = ("Azure/AI-benchmarking-guide Azure_Results/ND_GB200_v6_results.md @2a370be (NCCL AllReduce, Ring, "
+               "in-place, 8 GB; one host of 4 GPUs per the maintainers in Azure/AI-benchmarking-guide#7)")
 BASELINE = "shared/reference/baseline-h200.md (our own nccl-tests 2.19.6 runs, 8 GiB, 2026-11-21)"
 
 
@@ -69,6 +73,11 @@ def b200(host: str, **kw) -> S.HostSpec:
 
 def b300(host: str, **kw) -> S.HostSpec:
     return S.hgx_host(host, "NVIDIA B300 SXM6 AC", (10, 3), **kw)
+
+
+def gb200_tray(host: str) -> S.HostSpec:
+    """One GB200 compute tray (4 GPUs, 18 NVLink5 links each, 4x 400G IB) in an NVL72 rack's fabric."""
+    return dataclasses.replace(S.nvl72_rack(trays=1)[0], host=host)
 
 
 def a100(host: str, **kw) -> S.HostSpec:
@@ -106,7 +115,10 @@ SYSTEMS: list[Published] = [
     Published("8x H200", lambda h: h200(h, **NO_NIC), 1, 8, "all_reduce", 365.6,
               MLENG + " (NVLS ramp table, NVLS off)", None, {"NCCL_NVLS_ENABLE": "0"}),
     Published("7 of 8 H200", lambda h: h200(h, **NO_NIC), 1, 7, "all_reduce", 460.0,
-              MLENG + " (NVLS ramp table)", None, {}, algo="NVLS"),
+              MLENG + " (NVLS ramp table)", None, {}, algo="NVLS",
+              note="NCCL's stepped NVLS model: 7 channels must each fit 8 x their speed into 370.8 GB/s, so they "
+                   "plan at 40 GB/s (50 would need 400), 7 x 40 x 0.85 x 6/7 x 2 = 408; the switch does better "
+                   "than NCCL plans. The ceiling stays NCCL's figure: it is also what picks NVLS over Ring"),
     Published("6 of 8 H200", lambda h: h200(h, **NO_NIC), 1, 6, "all_reduce", 435.6,
               MLENG + " (NVLS ramp table)", None, {}, algo="NVLS"),
     Published("5 of 8 H200", lambda h: h200(h, **NO_NIC), 1, 5, "all_reduce", 414.2,
@@ -140,7 +152,16 @@ SYSTEMS: list[Published] = [
     Published("8x B300", lambda h: b300(h, **NO_NIC), 1, 8, "all_reduce", 845.0,
               "NVIDIA/nccl#2140 (NVLS on)", "2.30.4", {"NCCL_NVLS_ENABLE": "1"}, algo="NVLS"),
     Published("8x H800 (8 NVLinks)", lambda h: h800(h, **NO_NIC), 1, 8, "all_reduce", 215.0,
-              "NVIDIA/nccl#1374 (comment by the reporter, NVLS)", None, {}, algo="NVLS"),
+              "NVIDIA/nccl#1374 (comment by the reporter, NVLS)", None, {}, algo="NVLS",
+              note="NCCL's stepped NVLS model: 8 links give 164.8 GB/s, 9 x 20 does not fit, so 8 channels plan "
+                   "at 15 GB/s: 178.5; measured above NCCL's plan, as for 7 of 8 H200"),
+    # -- multi-node NVLink (GB200 NVL72: 18 compute trays of 4 GPUs, one NVLink fabric clique) ---------
+    Published("GB200 NVL72 rack (18 trays x 4)", gb200_tray, 18, 4, "all_reduce", 834.57, COREWEAVE_GB200,
+              "2.26.2", {},
+              note="algorithm not stated (NVLS predicted: 32 channels x 20 GB/s); the rack's 72 GPUs are one NCCL "
+                   "node through the NVLink fabric (NVML clique), not 18 nodes joined by their NICs"),
+    Published("GB200 compute tray (4 GPUs)", gb200_tray, 1, 4, "all_reduce", 679.61, AZURE_GB200, "2.25.1", {},
+              algo="Ring"),
     Published("8x A100 SXM", lambda h: a100(h, **NO_NIC), 1, 8, "all_reduce", 232.54,
               "NVIDIA/nccl-tests#175 (single node, -e 4G)", None, {}),
     Published("8x A100 SXM", lambda h: a100(h, **NO_NIC), 1, 8, "all_reduce", 234.89,

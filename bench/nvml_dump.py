@@ -15,6 +15,16 @@ def _text(v):
     return v.decode() if isinstance(v, bytes) else v
 
 
+def _fabric(nv, h) -> dict:
+    """nvmlDeviceGetGpuFabricInfoV as NCCL calls it (cluster UUID, clique, state, status)."""
+    import ctypes
+
+    info = nv.c_nvmlGpuFabricInfoV_t()
+    nv.nvmlDeviceGetGpuFabricInfoV(h, ctypes.byref(info))
+    return {"uuid": bytes(info.clusterUuid).hex(), "clique": int(info.cliqueId), "state": int(info.state),
+            "status": int(info.status)}
+
+
 def main() -> int:
     try:
         import pynvml as nv
@@ -54,6 +64,7 @@ def main() -> int:
         ask("pstate", nv.nvmlDeviceGetPerformanceState, h)
         ask("memory_bus_width", nv.nvmlDeviceGetMemoryBusWidth, h)
         ask("max_clock_mem", nv.nvmlDeviceGetMaxClockInfo, h, getattr(nv, "NVML_CLOCK_MEM", 2))
+        ask("fabric", _fabric, nv, h)
         links = {}
         for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
             entry = {}

@@ -78,8 +78,9 @@ def test_h100_ring_nvls_off(h100):
 def test_h100_nvls_is_predicted_and_exceeds_the_line_rate(h100):
     c = expected_ceiling([h100], "all_reduce", 8)
     assert (c.algorithm, c.bound) == ("NVLS", "NVLink")
-    assert c.ceiling == pytest.approx(370.8 * 0.85 * 2 * 7 / 9)
+    assert c.ceiling == pytest.approx(8 * 40 * 0.85 * 7 / 8 * 2)  # NCCL's 8 channels x 40 GB/s: 476
     assert c.ceiling > c.line_rate and "switch reduces" in c.reasoning
+    assert "8 channels x 40 GB/s x 0.85" in c.reasoning
     # all_gather does not gain from NVLS on one node: NCCL's model puts Ring first
     assert expected_ceiling([h100], "all_gather", 8).algorithm == "Ring"
 
@@ -156,7 +157,8 @@ def test_point_to_point_collectives(h100):
 
 def test_two_h100_nodes_ib(h100):
     c = expected_ceiling([h100, h100], "all_reduce", 16)
-    assert c.algorithm == "NVLSTree" and c.ceiling == pytest.approx(370.8 * 0.85 * 14 / 9)
+    # the NVLS part is the one NVLS model (8 channels x 40 GB/s), below the NICs x 2 of a 2-node tree
+    assert c.algorithm == "NVLSTree" and c.ceiling == pytest.approx(8 * 40 * 0.85 * 7 / 8 * 2)
     c = expected_ceiling([h100, h100], "all_reduce", 16, env={"NCCL_ALGO": "Ring"})
     assert (c.algorithm, c.bound, c.ceiling) == ("Ring", "NVLink", pytest.approx(370.8))  # 8 x 48 = 384 > 370.8
     assert "8x 400 Gb/s InfiniBand per node over IB = 400 GB/s line rate; NCCL plans 8 x 48 = 384" in c.reasoning
@@ -230,8 +232,11 @@ def test_ceiling_round_trip(h100):
     assert Ceiling.from_dict(c.to_dict()) == c
 
 
-def test_multi_node_nvlink_racks_are_not_modelled():
+def test_gb200_trays_without_a_shared_fabric_are_ordinary_nodes():
+    """GB200 trays whose NVML says the fabric is not supported: NCCL cannot use MNNVL, so its nodes are
+    the hosts and the NICs bind (the model of any multi-node job); the evidence is kept."""
     gb = facts(S.hgx_host("g", "NVIDIA GB200", (10, 0), ngpus=4, nic_kind="ib", nics=4))
-    c = expected_ceiling([gb, gb], "all_reduce", 8)
-    assert c.ceiling is None and "multi-node NVLink" in c.unknown
+    c = expected_ceiling([gb, gb], "all_reduce", 8, env={"NCCL_ALGO": "Ring"})
+    assert c.bound == "NIC" and c.ceiling == pytest.approx(4 * 48)
+    assert "fabric not supported" in c.nvlink_domain
     assert expected_ceiling([gb], "all_reduce", 4).ceiling is not None  # one tray alone is modelled

@@ -17,14 +17,23 @@ NCCL's constants (NVIDIA/nccl):
   most the largest entry of the search's inter-node speed array not above it
   (src/graph/search.cc v2.28.9-1: speedArrayInter tops at 48, sm90 at 48, sm100
   at 96): a 400 Gb/s NIC plans at 48 GB/s, 200 Gb/s at 24, 100 Gb/s at 12.
-* NVLS (src/graph/tuning.cc v2.28.9-1, ncclTopoTuneModel): per-channel bw x
-  nvlsEfficiency (Hopper 0.85, Blackwell 0.74) x (nCh-1)/nCh x 2 for all_reduce
-  ("pipelines two operations").  The NVLS search (search.cc,
-  ncclTopoSearchTryNvls) charges each GPU's switch link (n+1) x the channel bw
-  over n channels, so the continuous form is
-  GPU NVLink bw x efficiency x 2(n-1)/(n+1); NCCL quantises the channel bw to
-  its intra speed array (sm90 {60,50,40,...}, sm100 {90,80,70,...}) and that
-  quantised figure decides whether it picks NVLS over Ring.
+* NVLS, one model (`nvls_model`) that both picks the algorithm and sizes the
+  ceiling, NCCL's own stepped figures: the search (src/graph/search.cc
+  v2.28.9-1, ncclTopoCompute) forces nCh = min(NCCL_MAX_NVLS_ARITY 32, GPUs)
+  channels in one NVLink domain and charges a GPU's switch link (nCh+1) x the
+  channel bw (ncclTopoSearchTryNvls), the channel bw stepping down NCCL's intra
+  speed array (sm90 {60,50,40,...}, sm100 {90,80,70,...}); the model
+  (tuning.cc ncclTopoTuneModel, v2.28.3-1+) is then per channel bw x
+  nvlsEfficiency (Hopper 0.85, Blackwell 0.74) x (nCh-1)/nCh x 2 for
+  all_reduce ("pipelines two operations"), busbw = nCh x that.  Bounded: at
+  most 2 x efficiency x the GPU's NVLink, whatever the GPU count (72 GPUs of an
+  NVL72 rack: 32 channels x 20 GB/s -> 917.6 GB/s).  Left out: the graph's
+  bwInter, which NCCL's search raises after the fact and tuning.cc takes as a
+  second per-channel cap; on 8x B200 it would cap NVLS at 8 x 90 = 720 GB/s,
+  below the 830-845 GB/s published (bench/results/explain-published.md).
+* Multi-node NVLink (GB200/GB300 NVL racks, `explain.mnnvl`): hosts in one
+  NVLink fabric clique are one NCCL node; Ring and NVLS are modelled over all
+  the domain's GPUs as on one NVSwitch host.
 * Tree all_reduce x 0.92 (tuning.cc "busBw*.92"); with 2 nodes a tree's NIC
   traffic is halved (each node is a leaf of one of the two trees), the same
   x2 NCCL applies to NVLSTree on 2 nodes ("Handle 2 node case of NVLSTree").
@@ -37,6 +46,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from .mnnvl import find_domain
 from .nccl_env import ALGORITHMS, NCCL_FUNC, allowed_algorithms, env_set, nccl_list_match
 from .nccl_log import NcclLogFacts, format_bytes, per_size_choices
 from .topology import GpuTopology, HostTopology, NicPort, pcie_line_rate
@@ -51,11 +61,12 @@ _SPEED_INTER_SM100 = (96.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5
                       0.24, 0.12)
 _SPEED_INTRA_SM90 = (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0)
 _SPEED_INTRA_SM100 = (90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0)
+_SPEED_INTRA_SM100_229 = (90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0)  # v2.29.2-1+
 NVLS_EFFICIENCY = {9: 0.85, 10: 0.74}  # by compute-capability major: Hopper, Blackwell
 TREE_ALLREDUCE_EFFICIENCY = 0.92
 PAT_EFFICIENCY = 0.75
 
-MNNVL_PARTS = ("GB200", "GB300")  # GPUs sold in multi-node NVLink racks
+NVLS_MAX_ARITY = 32  # NCCL_MAX_NVLS_ARITY (src/include/device.h, v2.23.4-1 .. v2.30.7-1)
 RING_LIKE = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
 POINT_TO_POINT = ("alltoall", "sendrecv")
 
@@ -99,15 +110,62 @@ def nccl_nic_channel_bw(gbps: float, cc: tuple[int, int] | None) -> float:
     return next((s for s in speeds if s <= raw + 1e-9), speeds[-1])
 
 
-def nvls_channel_bw(gpu_bw: float, n: int, cc: tuple[int, int]) -> float:
-    """NCCL's NVLS channel bw on one node: the largest intra speed whose (n+1)-fold charge fits
-    the GPU's switch link (search.cc ncclTopoSearchTryNvls, ncclTopoCompute)."""
-    speeds = _SPEED_INTRA_SM100 if cc[0] >= 10 else _SPEED_INTRA_SM90
-    total = gpu_bw * n / (n - 1)  # ncclTopoCompute: totalBw *= ngpus/(ngpus-1) for non-ring patterns
+def nvls_channels(n: int) -> int:
+    """NVLS channels NCCL's search asks for in one NVLink domain of `n` GPUs: one per GPU, at most
+    NCCL_MAX_NVLS_ARITY (search.cc ncclTopoCompute: maxChannels = min(32, GPUs), minChannels = max)."""
+    return min(NVLS_MAX_ARITY, n)
+
+
+def nvls_channel_bw(gpu_bw: float, n: int, cc: tuple[int, int], nccl_version: str | None = None) -> float:
+    """NCCL's NVLS channel bw in one NVLink domain of `n` GPUs: the largest intra speed whose
+    (nCh+1)-fold charge fits the GPU's switch link (search.cc ncclTopoSearchTryNvls: each channel
+    crosses every GPU's link once, its head's twice) and whose nCh-fold total fits the box
+    (ncclTopoCompute: totalBw x n/(n-1) for non-ring patterns); 0 when none does."""
+    if n < 2:
+        return 0.0
+    v = _version(nccl_version)
+    speeds = (_SPEED_INTRA_SM90 if cc[0] < 10 else
+              _SPEED_INTRA_SM100_229 if v is None or v >= (2, 29) else _SPEED_INTRA_SM100)
+    ch = nvls_channels(n)
+    total = gpu_bw * n / (n - 1)
     for s in speeds:
-        if s <= gpu_bw and s * n <= total + 1e-6 and (n + 1) * s <= gpu_bw + 1e-6:
+        if s <= gpu_bw and s * ch <= total + 1e-6 and (ch + 1) * s <= gpu_bw + 1e-6:
             return s
     return 0.0
+
+
+@dataclass
+class NvlsModel:
+    """NCCL's NVLS all_reduce figure in one NVLink domain (`nvls_model`), in nccl-tests' busbw units."""
+
+    gpus: int
+    channels: int
+    channel_bw: float  # GB/s per channel from the search's speed array
+    efficiency: float
+    busbw: float
+
+    @property
+    def text(self) -> str:
+        return (f"NVLS: NCCL's model {self.channels} channels x {fmt_gbps(self.channel_bw)} GB/s x {self.efficiency} "
+                f"(NVLS efficiency) x {self.channels - 1}/{self.channels} x 2 = {fmt_gbps(self.busbw)} GB/s")
+
+
+def nvls_model(gpu_bw: float, n: int, cc: tuple[int, int] | None,
+               nccl_version: str | None = None) -> tuple[NvlsModel | None, str]:
+    """The one NVLS model: NCCL's own per-channel figure for all_reduce over `n` GPUs of one NVLink
+    domain whose switch links carry `gpu_bw` GB/s in NCCL's terms (tuning.cc ncclTopoTuneModel, v2.28.3-1+:
+    nCh x bwIntra x nvlsEfficiency x (nCh-1)/nCh x 2).  Used both to pick NVLS over Ring and as NVLS's
+    ceiling, so the two never disagree.  (None, why) where NCCL has no NVLS figure."""
+    if cc is None or cc[0] not in NVLS_EFFICIENCY:
+        return None, "NVLS: no NVLS efficiency for this GPU generation (NCCL: Hopper and Blackwell)"
+    ch = nvls_channels(n)
+    if ch < 2:
+        return None, "NVLS needs at least 2 channels (tuning.cc)"
+    s = nvls_channel_bw(gpu_bw, n, cc, nccl_version)
+    if s <= 0:
+        return None, f"NVLS: no channel speed fits {ch + 1} x the GPU's {fmt_gbps(gpu_bw)} GB/s"
+    eff = NVLS_EFFICIENCY[cc[0]]
+    return NvlsModel(n, ch, s, eff, ch * s * eff * (ch - 1) / ch * 2), ""
 
 
 # -- results ----------------------------------------------------------------------------
@@ -137,6 +195,7 @@ class Ceiling:
     nccl_predicted_text: str = ""
     reasoning: str = ""
     unknown: str = ""  # why `ceiling` is None
+    nvlink_domain: str = ""  # several hosts: whether they share one NVLink domain (MNNVL), and the evidence
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -156,7 +215,7 @@ def fmt_gbps(x: float) -> str:
     return f"{x:.1f}".rstrip("0").rstrip(".")
 
 
-def _ring_over_nvlink(gpus) -> bool:
+def _ring_over_nvlink(gpus: Sequence[GpuTopology]) -> bool:
     """True when the GPUs can be put in a ring that only uses direct NVLinks."""
     ids = [g.pci_bus_id for g in gpus]
     if len(ids) == 2:
@@ -187,14 +246,14 @@ def intra_bound(host: HostTopology, ngpus: int, nccl_version: str | None,
         return None, f"{host.host} GPU{g.index}: NVLink state unknown ({g.unknown.get('nvlink_active', '?')})"
     nv = [g for g in gpus if g.nvlink_active]
     if not p2p_off and len(nv) == len(gpus) and all(g.nvlink_remote == "switch" for g in gpus):
-        active = min(g.nvlink_active for g in gpus)
+        active = min(g.nvlink_active or 0 for g in gpus)  # every one is known and non-zero here (nv)
         per_link = gpus[0].nvlink_rate
         nccl_link = nccl_nvlink_bw(cc, nccl_version)
-        gen = f"NVLink{gpus[0].nvlink_generation}" if gpus[0].nvlink_generation else "NVLink"
+        nvgen = f"NVLink{gpus[0].nvlink_generation}" if gpus[0].nvlink_generation else "NVLink"
         if per_link is None:
             return None, f"{host.host}: NVLink rate unknown ({gpus[0].unknown.get('nvlink_rate', '?')})"
         line = active * per_link
-        text = (f"{ngpus}x {model_name} NVSwitch, {active} {gen} links x {fmt_gbps(per_link)} GB/s = {fmt_gbps(line)} GB/s "
+        text = (f"{ngpus}x {model_name} NVSwitch, {active} {nvgen} links x {fmt_gbps(per_link)} GB/s = {fmt_gbps(line)} GB/s "
                 f"line rate; NCCL's model {active} x {nccl_link:g} = {fmt_gbps(active * nccl_link)} GB/s")
         return Bound("NVLink", line, active * nccl_link, text), ""
     if not p2p_off and len(nv) == len(gpus) and all(g.nvlink_remote == "gpu" for g in gpus) \
@@ -226,6 +285,34 @@ def intra_bound(host: HostTopology, ngpus: int, nccl_version: str | None,
     text = (f"{ngpus}x {model_name} over PCIe ({why}), {best[2]} = {fmt_gbps(best[1])} GB/s line rate; "
             f"NCCL's model {fmt_gbps(best[0])} GB/s")
     return Bound("PCIe", best[1], best[0], text), ""
+
+
+def domain_bound(hosts: Sequence[HostTopology], nranks: int, nccl_version: str | None,
+                 env: Mapping[str, str]) -> tuple[Bound | None, str]:
+    """The per-GPU bound of one NVLink domain that spans `hosts` (GB200/GB300 NVL racks): every GPU's
+    NVSwitch link, the weakest one binding, as NCCL's fused topology sees it (one node of all the
+    domain's GPUs).  (None, why) when a GPU's links are unknown or not on the switch."""
+    gpus = [(h, g) for h in hosts for g in h.gpus]
+    if len(gpus) < nranks:
+        return None, f"facts for {len(gpus)} GPU(s) over {len(hosts)} hosts, {nranks} in use"
+    for h, g in gpus:
+        if g.nvlink_active is None:
+            return None, f"{h.host} GPU{g.index}: NVLink state unknown ({g.unknown.get('nvlink_active', '?')})"
+        if g.nvlink_remote != "switch" or not g.nvlink_active:
+            return None, f"{h.host} GPU{g.index}: not on the NVLink switch ({g.nvlink_remote or 'unknown'})"
+        if g.nvlink_rate is None or g.cc is None:
+            return None, f"{h.host} GPU{g.index}: NVLink rate unknown ({g.unknown.get('nvlink_rate', '?')})"
+    h0, weakest = min(gpus, key=lambda hg: (hg[1].nvlink_active or 0) * (hg[1].nvlink_rate or 0))
+    active, per_link = weakest.nvlink_active or 0, weakest.nvlink_rate or 0.0
+    cc = min(g.cc for _, g in gpus if g.cc is not None)
+    nccl_link = nccl_nvlink_bw(cc, nccl_version)
+    gen = f"NVLink{weakest.nvlink_generation}" if weakest.nvlink_generation else "NVLink"
+    names = sorted({g.name or "GPU" for _, g in gpus})
+    text = (f"{nranks}x {'/'.join(names)} in one NVLink domain over {len(hosts)} hosts (multi-node NVLink), "
+            f"{active} {gen} links x {fmt_gbps(per_link)} GB/s = {fmt_gbps(active * per_link)} GB/s line rate per GPU"
+            f"{f' (weakest: {h0.host} GPU{weakest.index})' if any(g.nvlink_active != active for _, g in gpus) else ''}"
+            f"; NCCL's model {active} x {nccl_link:g} = {fmt_gbps(active * nccl_link)} GB/s")
+    return Bound("NVLink", active * per_link, active * nccl_link, text), ""
 
 
 def memory_bandwidth_bound(gpu: GpuTopology) -> tuple[Bound | None, str]:
@@ -280,7 +367,7 @@ def inter_bound(host: HostTopology, ppn: int, env: Mapping[str, str], net: str |
     line = sum((n.rate_gbps or 0) / 8 for n in used)
     model = sum(nccl_nic_channel_bw(n.rate_gbps or 0, cc) for n in used)
     kinds = {"ib": "InfiniBand", "roce": "RoCE", "efa": "EFA", "slingshot": "Slingshot", "ethernet": "Ethernet"}
-    rates = sorted({n.rate_gbps for n in used})
+    rates = sorted({n.rate_gbps or 0.0 for n in used})  # all rated (checked above)
     rate = "/".join(fmt_gbps(r) for r in rates if r)
     kind = kinds.get(used[0].kind, used[0].kind)
     per_nic = nccl_nic_channel_bw(used[0].rate_gbps or 0, cc)
@@ -371,13 +458,24 @@ def expected_ceiling(hosts: Sequence[HostTopology], collective: str, nranks: int
         return out
     ppn = max(1, nranks // nnodes)
     cc = min((g.cc for h in hosts for g in h.gpus if g.cc), default=None)
-    if nnodes > 1 and any(tag in (g.name or "") for h in hosts for g in h.gpus for tag in MNNVL_PARTS):
-        # GB200/GB300 NVL racks join hosts by NVLink (MNNVL); the hosts' NICs are not the bound there
-        out.unknown = "hosts joined by multi-node NVLink (GB200/GB300 NVL): not modelled"
-        return out
-
     intra: Bound | None = None
-    if ppn > 1:
+    nccl_nodes = nnodes  # NCCL's nodes: hosts, or NVLink domains where hosts share one (MNNVL)
+    if nnodes > 1:
+        domain = find_domain(hosts, nranks, log.mnnvl if log is not None else None, env)
+        out.nvlink_domain = domain.text
+        if domain.kind in ("several", "unknown"):
+            out.unknown = domain.text
+            return out
+        if domain.kind == "one":
+            # GB200/GB300 NVL racks: the hosts' GPUs are one NVSwitch node to NCCL; its NICs are no bound
+            intra, why = domain_bound(hosts, nranks, nccl_version, env)
+            if intra is None:
+                out.unknown = why
+                return out
+            intra.text += f" ({domain.text})"
+            nccl_nodes, ppn = 1, nranks
+
+    if ppn > 1 and intra is None:
         bounds = []
         for h in hosts:
             b, why = intra_bound(h, ppn, nccl_version, env)
@@ -387,7 +485,7 @@ def expected_ceiling(hosts: Sequence[HostTopology], collective: str, nranks: int
             bounds.append(b)
         intra = min(bounds, key=lambda b: b.model)
     inter: Bound | None = None
-    if nnodes > 1:
+    if nccl_nodes > 1:
         bounds = []
         for h in hosts:
             b, why = inter_bound(h, ppn, env, net, cc)
@@ -412,10 +510,11 @@ def expected_ceiling(hosts: Sequence[HostTopology], collective: str, nranks: int
     if algorithm:
         algo, source = _canonical_algo(algorithm), algorithm_source
     else:
-        algo, source = _choose_algorithm(hosts, collective, nranks, nnodes, ppn, intra, inter, env,
+        algo, source = _choose_algorithm(hosts, collective, nranks, nccl_nodes, ppn, intra, inter, env,
                                          nccl_version, cc)
     out.algorithm, out.algorithm_source = algo, source
-    value, kind, line, why = _algorithm_ceiling(algo, collective, nranks, nnodes, ppn, intra, inter, cc)
+    value, kind, line, why = _algorithm_ceiling(algo, collective, nranks, nccl_nodes, ppn, intra, inter, cc,
+                                                nccl_version)
     parts = [b.text for b in (intra, inter) if b is not None]
     if value is None:
         out.unknown = why
@@ -433,7 +532,9 @@ def _canonical_algo(name: str) -> str:
     return name.strip()
 
 
-def _choose_algorithm(hosts, collective, nranks, nnodes, ppn, intra, inter, env, nccl_version, cc) -> tuple[str, str]:
+def _choose_algorithm(hosts: Sequence[HostTopology], collective: str, nranks: int, nnodes: int, ppn: int,
+                      intra: Bound | None, inter: Bound | None, env: Mapping[str, str], nccl_version: str | None,
+                      cc: tuple[int, int] | None) -> tuple[str, str]:
     allowed = allowed_algorithms(env.get("NCCL_ALGO", ""), collective)
     source = "NCCL_ALGO" if allowed is not None else "predicted"
     if collective in POINT_TO_POINT:
@@ -442,11 +543,11 @@ def _choose_algorithm(hosts, collective, nranks, nnodes, ppn, intra, inter, env,
         return "Ring", source
     candidates = ["Ring"]
     nvls_ok, _ = _nvls_capable(hosts, ppn, env, nccl_version)
-    if nnodes == 1 and nvls_ok and intra is not None and cc is not None and cc[0] in NVLS_EFFICIENCY:
-        # NCCL picks NVLS only where its quantised model beats Ring (not on 2-4 Hopper GPUs)
-        ch = nvls_channel_bw(intra.model, ppn, cc)
-        nvls_model = ppn * ch * NVLS_EFFICIENCY[cc[0]] * (ppn - 1) / ppn * 2
-        if nvls_model > intra.model:
+    if nnodes == 1 and nvls_ok and intra is not None:
+        # NCCL picks NVLS only where its stepped model beats Ring (not on 2-4 Hopper GPUs); the same
+        # figure is NVLS's ceiling below (_algorithm_ceiling), so choice and size agree
+        nvls, _ = nvls_model(intra.model, ppn, cc, nccl_version)
+        if nvls is not None and nvls.busbw > intra.model:
             candidates.append("NVLS")
     # Tree is not predicted: whether NCCL prefers it to Ring on several nodes depends on the bandwidths
     # its graph search settles on (tuning.cc lets a 2-node tree plan up to 2x the ring's NIC bandwidth),
@@ -459,14 +560,15 @@ def _choose_algorithm(hosts, collective, nranks, nnodes, ppn, intra, inter, env,
             or ["Ring"]
     best, best_value = candidates[0], -1.0
     for a in candidates:
-        v = _algorithm_ceiling(a, collective, nranks, nnodes, ppn, intra, inter, cc)[0]
+        v = _algorithm_ceiling(a, collective, nranks, nnodes, ppn, intra, inter, cc, nccl_version)[0]
         if v is not None and v > best_value:
             best, best_value = a, v
     return best, source
 
 
-def _algorithm_ceiling(algo, collective, nranks, nnodes, ppn, intra: Bound | None, inter: Bound | None,
-                       cc) -> tuple[float | None, str | None, float | None, str]:
+def _algorithm_ceiling(algo: str, collective: str, nranks: int, nnodes: int, ppn: int, intra: Bound | None,
+                       inter: Bound | None, cc: tuple[int, int] | None,
+                       nccl_version: str | None = None) -> tuple[float | None, str | None, float | None, str]:
     """(ceiling, binding bound's kind, its line rate in the same busbw units, one-line reason)
     for one algorithm."""
     def lower(*bs: tuple[float, Bound]) -> tuple[float, Bound]:
@@ -497,18 +599,21 @@ def _algorithm_ceiling(algo, collective, nranks, nnodes, ppn, intra: Bound | Non
             return intra.model, intra.kind, intra.line_rate, f"{collective}: the GPU's own link, {fmt_gbps(intra.model)} GB/s"
         return v, inter.kind, line, why
     if algo == "NVLS":
-        if intra is None or cc is None or cc[0] not in NVLS_EFFICIENCY or nnodes > 1:
-            return None, None, None, "NVLS: no model for this topology"
-        eff = NVLS_EFFICIENCY[cc[0]]
-        v = intra.model * eff * 2 * (ppn - 1) / (ppn + 1)
-        return v, intra.kind, intra.line_rate, (
-            f"NVLS: {fmt_gbps(intra.model)} x {eff} (NCCL's NVLS efficiency) x 2(n-1)/(n+1) = {fmt_gbps(v)} GB/s; busbw can "
-            f"pass the line rate because the switch reduces")
+        if intra is None or nnodes > 1 or collective != "all_reduce":
+            return None, None, None, "NVLS: no model for this topology" + (
+                "" if collective == "all_reduce" else f" and {collective}")
+        m, why = nvls_model(intra.model, ppn, cc, nccl_version)
+        if m is None:
+            return None, None, None, why
+        return m.busbw, intra.kind, intra.line_rate, (
+            f"{m.text}; busbw can pass the line rate because the switch reduces")
     if algo == "NVLSTree":
-        if intra is None or inter is None or cc is None or cc[0] not in NVLS_EFFICIENCY:
+        if intra is None or inter is None:
             return None, None, None, "NVLSTree: no model for this topology"
-        eff = NVLS_EFFICIENCY[cc[0]]
-        nv = intra.model * eff * 2 * (ppn - 1) / (ppn + 1)
+        m, why = nvls_model(intra.model, ppn, cc, nccl_version)
+        if m is None:
+            return None, None, None, why.replace("NVLS:", "NVLSTree:", 1)
+        nv = m.busbw
         k = 2 if nnodes == 2 else 1
         v, b = lower((nv, intra), (inter.model * k, inter))
         return v, b.kind, b.line_rate, (
@@ -575,5 +680,6 @@ def summarise_bound(c: Ceiling) -> str:
 
 
 __all__ = ["Bound", "Ceiling", "expected_ceiling", "nccl_table_ceiling", "nccl_nvlink_bw", "nccl_pcie_bw",
-           "nccl_nic_channel_bw", "nvls_channel_bw", "intra_bound", "inter_bound", "nics_for_nccl", "memory_bandwidth_bound",
+           "nccl_nic_channel_bw", "nvls_channel_bw", "nvls_channels", "nvls_model", "NvlsModel", "domain_bound",
+           "intra_bound", "inter_bound", "nics_for_nccl", "memory_bandwidth_bound",
            "summarise_bound"]

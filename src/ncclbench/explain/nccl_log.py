@@ -20,8 +20,10 @@ import dataclasses
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..output.nccl_log_line import LogLine, env_setting, read_log_line
+from . import mnnvl
 from . import nccl_log_formats as F
 
 
@@ -113,6 +115,7 @@ class NcclLogFacts:
     unparsed: list[str] = field(default_factory=list)  # lines in a format this reader does not know
     unknown: list[str] = field(default_factory=list)  # what could not be determined, and why
     sources: list[str] = field(default_factory=list)  # "host:pid" of the processes read
+    mnnvl: dict[str, Any] = field(default_factory=dict)  # multi-node NVLink lines, read by explain/mnnvl.py
 
     # ------------------------------------------------------------ serialisation
     def to_dict(self) -> dict:
@@ -189,6 +192,7 @@ class _Reader:
         if ln.level == "WARN":
             if ln.msg not in self.f.warnings:
                 self.f.warnings.append(ln.msg)
+            mnnvl.read_warning(ln.msg, self.f.mnnvl)
             return
         if ln.level == "VERSION":
             self.version(ln.msg)
@@ -196,6 +200,7 @@ class _Reader:
         if ln.level != "INFO":
             return
         msg = ln.msg
+        mnnvl.read_line(msg, self.f.mnnvl)  # the comm line is also read below
         for handler in (self.version, self.network, self.net_devices, self.connection, self.channels,
                         self.table, self.per_call, self.env):
             if handler(msg, ln):
@@ -679,6 +684,7 @@ def merge_facts(parts: list[NcclLogFacts]) -> NcclLogFacts:
             for cell, value in cells.items():
                 row.setdefault(cell, value)
         out.per_call += p.per_call
+        mnnvl.merge(out.mnnvl, p.mnnvl)
         for name, setting in p.env.items():
             if name in out.env and out.env[name] != setting:
                 notes.append(f"ranks report different {name}: {out.env[name]!r}, {setting!r}")

@@ -17,10 +17,15 @@ A lone GPU's ceiling is its memory: the bus width (`nvmlDeviceGetMemoryBusWidth`
 and the maximum memory clock (`nvmlDeviceGetMaxClockInfo(NVML_CLOCK_MEM)`) are
 read per GPU; `GpuTopology.memory_bandwidth` and `ceiling.memory_bandwidth_bound`
 turn them into GB/s.
+
+GPUs on NVSwitch also report their NVLink fabric (cluster UUID, clique id, state):
+hosts whose GPUs share both form one multi-node NVLink domain (GB200/GB300 NVL
+racks), which `explain.mnnvl` turns into one NVLink "node" for the ceiling.
 """
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable
 from typing import Any
 
@@ -157,6 +162,37 @@ def _read_nvlink_fields(nvml: Any, h: Any, gpu: GpuTopology) -> None:
             gpu.unknown[key] = f"NVML field {v.fieldId if hasattr(v, 'fieldId') else '?'}: {name}"
 
 
+_FABRIC_STATES = {0: "not supported", 1: "not started", 2: "in progress", 3: "completed"}  # nvmlGpuFabricState_t
+
+
+def _read_fabric(nvml: Any, h: Any, gpu: GpuTopology) -> None:
+    """The GPU's NVLink fabric as NCCL reads it (init.cc fillInfo, v2.28.9-1: nvmlDeviceGetGpuFabricInfoV
+    into a versioned struct; older drivers have only nvmlDeviceGetGpuFabricInfo).  NOT_SUPPORTED is a
+    fact (no fabric: a PCIe card, or an NVSwitch box without fabric manager support), not an unknown."""
+    for fn_name, struct_name in (("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfoV_t"),
+                                 ("nvmlDeviceGetGpuFabricInfo", "c_nvmlGpuFabricInfo_t")):
+        fn, struct = getattr(nvml, fn_name, None), getattr(nvml, struct_name, None)
+        if fn is None or struct is None:
+            continue
+        info = struct()
+        try:
+            fn(h, ctypes.byref(info))
+        except Exception as exc:
+            if _is_error(nvml, exc, "NVML_ERROR_NOT_SUPPORTED"):
+                gpu.fabric_state = "not supported"
+            elif _is_error(nvml, exc, "NVML_ERROR_FUNCTION_NOT_FOUND") and fn_name.endswith("V"):
+                continue  # a driver older than the V call: try the plain one
+            else:
+                gpu.unknown["fabric_state"] = f"{fn_name}: {_why(nvml, exc)}"
+            return
+        gpu.fabric_state = _FABRIC_STATES.get(int(info.state), f"state {int(info.state)}")
+        gpu.fabric_status = int(info.status)
+        gpu.fabric_cluster_uuid = bytes(info.clusterUuid).hex()
+        gpu.fabric_clique_id = int(info.cliqueId)
+        return
+    gpu.unknown["fabric_state"] = "this nvidia-ml-py has no nvmlDeviceGetGpuFabricInfo(V)"
+
+
 def read_gpus(nvml: Any) -> tuple[list[GpuTopology], list[Locality], str]:
     """(GPUs, GPU-pair PCIe localities, '' or why nothing could be read).  Calls nvmlInit and
     nvmlShutdown itself (NVML counts init calls, so this does not disturb another user)."""
@@ -171,7 +207,8 @@ def read_gpus(nvml: Any) -> tuple[list[GpuTopology], list[Locality], str]:
             count = nvml.nvmlDeviceGetCount()
         except Exception as exc:
             return [], [], f"nvmlDeviceGetCount failed: {_why(nvml, exc)}"
-        handles, gpus = [], []
+        handles: list[Any] = []
+        gpus: list[GpuTopology] = []
         for i in range(count):
             gpu = GpuTopology(index=i)
             try:
@@ -211,6 +248,8 @@ def read_gpus(nvml: Any) -> tuple[list[GpuTopology], list[Locality], str]:
             else:
                 gpu.unknown["nvlink_rate"] = "compute capability unknown"
             _read_nvlinks(nvml, h, gpu, local)
+            if gpu.nvlink_remote == "switch":
+                _read_fabric(nvml, h, gpu)  # only an NVSwitch port can reach another host's GPUs
             if gpu.nvlink_active:
                 _read_nvlink_fields(nvml, h, gpu)
             elif gpu.nvlink_active == 0:

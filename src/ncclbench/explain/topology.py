@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from ..launch.facts import RankFacts
@@ -92,7 +92,15 @@ def normalize_bus_id(bus_id: str | bytes | None) -> str | None:
     return s
 
 
-def _from(cls, d: dict[str, Any]):
+class _Dataclass(Protocol):
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+
+_T = TypeVar("_T", bound=_Dataclass)
+
+
+def _from(cls: type[_T], d: dict[str, Any]) -> _T:
+    """A dataclass from a dict that may carry keys of other versions (stored facts outlive code)."""
     names = {f.name for f in fields(cls)}
     return cls(**{k: v for k, v in d.items() if k in names})
 
@@ -108,7 +116,7 @@ class PcieLink:
     width_max: int | None = None
 
     def describe(self) -> str:
-        def one(g, w):
+        def one(g: int | None, w: int | None) -> str:
             return f"Gen{g if g else '?'} x{w if w else '?'}"
         cur, top = one(self.gen, self.width), one(self.gen_max, self.width_max)
         return cur if cur == top else f"{cur} (max {top})"
@@ -133,6 +141,13 @@ class GpuTopology:
     pstate: int | None = None  # 0 = P0 (busy); idle GPUs drop the PCIe generation to save power
     numa_node: int | None = None
     memory_bus_width: int | None = None  # bits (nvmlDeviceGetMemoryBusWidth)
+    # NVLink fabric (nvmlDeviceGetGpuFabricInfoV): GPUs of several hosts that share a non-zero cluster
+    # UUID and clique id, with the fabric state 'completed', form one NVLink domain (GB200/GB300 NVL racks;
+    # NCCL's ncclMnnvlCheck, src/mnnvl.cc v2.28.9-1).  A zero UUID: NVSwitch in one box, no MNNVL.
+    fabric_cluster_uuid: str | None = None  # 32 hex digits
+    fabric_clique_id: int | None = None
+    fabric_state: str | None = None  # 'not supported', 'not started', 'in progress', 'completed'
+    fabric_status: int | None = None  # NVML return code of the fabric probe (0: success)
     memory_clock_max_mhz: int | None = None  # nvmlDeviceGetMaxClockInfo(NVML_CLOCK_MEM)
     unknown: dict[str, str] = field(default_factory=dict)  # field -> why it is unknown
 
@@ -153,6 +168,15 @@ class GpuTopology:
         if self.nvlink_active is None or self.nvlink_rate is None:
             return None
         return self.nvlink_active * self.nvlink_rate
+
+    @property
+    def fabric_domain(self) -> tuple[str, int] | None:
+        """(cluster UUID, clique id) when this GPU has joined a multi-node NVLink fabric, else None."""
+        if self.fabric_state != "completed" or self.fabric_status not in (None, 0):
+            return None
+        if not self.fabric_cluster_uuid or not self.fabric_cluster_uuid.strip("0-"):
+            return None
+        return self.fabric_cluster_uuid, self.fabric_clique_id or 0
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GpuTopology:
@@ -324,6 +348,10 @@ def _gpu_summary(h: HostTopology) -> tuple[str, list[str]]:
         gen = f"NVLink{g0.nvlink_generation}" if g0.nvlink_generation else "NVLink"
         rate = f" x {g0.nvlink_rate:g} GB/s = {top * g0.nvlink_rate:g} GB/s/GPU" if g0.nvlink_rate else ""
         parts.append(f"{remote}, {gen} {top} links{rate}")
+        domains = {g.fabric_domain for g in h.gpus}
+        if len(domains) == 1 and None not in domains:
+            uuid, clique = next(iter(d for d in domains if d is not None))
+            parts.append(f"NVLink fabric {uuid[:8]}.. clique {clique}")
     pcie = _counts([g.pcie.describe() for g in h.gpus])
     parts.append(f"PCIe {pcie}")
     dev: list[str] = []
@@ -380,11 +408,11 @@ def format_topology_lines(hosts: list[HostTopology]) -> list[str]:
         gpu, dev = _gpu_summary(h)
         groups.setdefault((gpu, _nic_summary(h), tuple(dev)), []).append(h.host)
     lines = []
-    for (gpu, nic, dev), names in groups.items():
+    for (gpu, nic, deviations), names in groups.items():
         who = names[0] if len(names) == 1 else f"{names[0]} and {len(names) - 1} more host(s) alike"
         lines.append(f"# Topology {who}: {gpu}")
         lines.append(f"#   NICs: {nic}")
-        for d in dev:
+        for d in deviations:
             lines.append(f"#   {d}")
     return lines
 
@@ -407,6 +435,11 @@ def format_topology_report(host: HostTopology) -> list[str]:
                    f"NUMA {g.numa_node if g.numa_node is not None else '?'}"
                    + (f"; memory {g.memory_bandwidth:.0f} GB/s ({g.memory_bus_width}-bit x "
                       f"{g.memory_clock_max_mhz} MHz x 2)" if g.memory_bandwidth else ""))
+        if g.fabric_state is not None:
+            fab = g.fabric_domain
+            out.append(f"    NVLink fabric: {g.fabric_state}" + (
+                f", cluster {fab[0]} clique {fab[1]}" if fab else
+                " (no multi-node NVLink domain: zero cluster UUID or not completed)"))
         for k, why in g.unknown.items():
             out.append(f"    unknown {k}: {why}")
     for n in host.nics:
@@ -414,10 +447,10 @@ def format_topology_report(host: HostTopology) -> list[str]:
                    f"{n.state or '?'} {n.rate_gbps if n.rate_gbps is not None else '?'} Gb/s, "
                    f"{n.pci_bus_id or '?'}, PCIe {n.pcie.describe()}, "
                    f"NUMA {n.numa_node if n.numa_node is not None else '?'}")
-    g = host.gdr
-    out.append(f"GPUDirect RDMA: peermem {'loaded' if g.peermem else 'not loaded' if g.peermem is False else 'unknown'}"
-               f"{' (' + g.evidence + ')' if g.evidence else ''}; DMA-BUF "
-               f"{'yes' if g.dmabuf else 'no' if g.dmabuf is False else 'unknown'}")
+    gdr = host.gdr
+    out.append(f"GPUDirect RDMA: peermem {'loaded' if gdr.peermem else 'not loaded' if gdr.peermem is False else 'unknown'}"
+               f"{' (' + gdr.evidence + ')' if gdr.evidence else ''}; DMA-BUF "
+               f"{'yes' if gdr.dmabuf else 'no' if gdr.dmabuf is False else 'unknown'}")
     if host.gpu_nic:
         nic_names = list(dict.fromkeys(x.b for x in host.gpu_nic))
         out.append("GPU\\NIC " + " ".join(f"{n:>8}" for n in nic_names))

@@ -13,6 +13,8 @@ tree has the real layout: class directories with `device` links into
 
 from __future__ import annotations
 
+import ctypes
+import dataclasses
 import os
 import zlib
 from dataclasses import dataclass, field
@@ -45,6 +47,7 @@ class GpuSpec:
     pstate: int = 0
     uuid: str = ""
     memory: tuple[int, int] | None = None  # (bus width bits, max memory clock MHz); None: NOT_SUPPORTED
+    fabric: tuple[str, int, int] | None = None  # NVLink fabric (cluster UUID hex, clique id, state); None: NOT_SUPPORTED
 
 
 @dataclass
@@ -82,6 +85,13 @@ class NVMLError(Exception):
         return _ERROR_TEXT.get(self.value, f"error {self.value}")
 
 
+class FabricInfoV(ctypes.Structure):
+    """nvmlGpuFabricInfo_v2_t, laid out as nvidia-ml-py's c_nvmlGpuFabricInfo_v2_t (nvml.h)."""
+
+    _fields_ = [("version", ctypes.c_uint), ("clusterUuid", ctypes.c_uint8 * 16), ("status", ctypes.c_int),
+                ("cliqueId", ctypes.c_uint32), ("state", ctypes.c_uint), ("healthMask", ctypes.c_uint32)]
+
+
 class FakeNvml:
     """The subset of nvidia-ml-py (`pynvml`) the topology reader calls, answering for a HostSpec."""
 
@@ -103,6 +113,9 @@ class FakeNvml:
     NVML_TOPOLOGY_NODE = 40
     NVML_TOPOLOGY_SYSTEM = 50
     NVML_CLOCK_MEM = 2
+    NVML_GPU_FABRIC_STATE_NOT_SUPPORTED = 0
+    NVML_GPU_FABRIC_STATE_COMPLETED = 3
+    c_nvmlGpuFabricInfoV_t = FabricInfoV
 
     def __init__(self, spec: HostSpec):
         self.spec = spec
@@ -171,6 +184,17 @@ class FakeNvml:
         if g.memory is None:
             raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
         return g.memory[1]
+
+    # -- NVLink fabric (multi-node NVLink) -------------------------------------------------
+    def nvmlDeviceGetGpuFabricInfoV(self, h: int, ref: Any) -> int:
+        g = self._g(h)
+        if g.fabric is None:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        info = getattr(ref, "_obj", ref)  # ctypes.byref(struct), as NCCL and nvidia-ml-py's users pass it
+        uuid, clique, state = g.fabric
+        info.clusterUuid[:] = list(bytes.fromhex(uuid))
+        info.cliqueId, info.state, info.status = clique, state, NVML_SUCCESS
+        return NVML_SUCCESS
 
     # -- NVLink --------------------------------------------------------------------------
     def _link(self, h: int, link: int) -> GpuSpec:
@@ -352,6 +376,24 @@ def hgx_host(host: str, gpu_name: str, cc: tuple[int, int], *, ngpus: int = 8, n
     return spec
 
 
+NVL72_TRAYS = 18  # GB200/GB300 NVL72: 18 compute trays of 4 GPUs on one NVLink switch fabric
+
+
+def nvl72_rack(prefix: str = "tray", gpu_name: str = "NVIDIA GB200", cc: tuple[int, int] = (10, 0), *,
+               trays: int = NVL72_TRAYS, cluster_uuid: str = "4e564c3732000000000000000000a001",
+               clique: int = 1, fabric_state: int = 3) -> list[HostSpec]:
+    """A GB200/GB300 NVL72 rack as its hosts see it: `trays` compute trays (hosts) of 4 GPUs, each GPU
+    with 18 NVLink5 links (50 GB/s per direction each: 900 GB/s, 1.8 TB/s both ways) to the rack's
+    NVLink switch trays, one 400G InfiniBand NIC per GPU; every GPU reports the same fabric cluster UUID
+    and clique (NVIDIA GB200 NVL72 specification: 72 GPUs, 130 TB/s NVLink; fabric state 3 = completed)."""
+    specs = []
+    for t in range(trays):
+        spec = hgx_host(f"{prefix}{t:02d}", gpu_name, cc, ngpus=4, nvlinks=18, nic_kind="ib", nic_gbps=400, nics=4)
+        spec.gpus = [dataclasses.replace(g, fabric=(cluster_uuid, clique, fabric_state)) for g in spec.gpus]
+        specs.append(spec)
+    return specs
+
+
 def pcie_host(host: str, gpu_name: str, cc: tuple[int, int], *, ngpus: int = 4,
               gpu_pcie: tuple[int, int, int, int] = (4, 4, 16, 16), same_switch: bool = True,
               nic_kind: str | None = "ethernet", nic_gbps: float = 100, peermem: bool = False) -> HostSpec:
@@ -438,7 +480,8 @@ class RecordedNvml(FakeNvml):
         if isinstance(v, str):  # recorded as repr: '(9, 0)'
             major, minor = (int(x) for x in v.strip("()[] ").split(","))
             return major, minor
-        return tuple(v)  # type: ignore[return-value]
+        major, minor = (int(x) for x in v)
+        return major, minor
 
     def nvmlDeviceGetCurrPcieLinkGeneration(self, h: int) -> int:
         return self._get(h, "pcie_gen_cur")
@@ -462,6 +505,13 @@ class RecordedNvml(FakeNvml):
         if clock_type != self.NVML_CLOCK_MEM:
             raise _Recorded(NOT_RECORDED)
         return self._get(h, "max_clock_mem")
+
+    def nvmlDeviceGetGpuFabricInfoV(self, h: int, ref: Any) -> int:
+        rec = self._get(h, "fabric")
+        info = getattr(ref, "_obj", ref)
+        info.clusterUuid[:] = list(bytes.fromhex(rec["uuid"]))
+        info.cliqueId, info.state, info.status = rec["clique"], rec["state"], rec.get("status", 0)
+        return NVML_SUCCESS
 
     def _link_entry(self, h: int, link: int, key: str) -> Any:
         links = self._dev(h).get("nvlinks", {})

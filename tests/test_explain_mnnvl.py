@@ -1,0 +1,158 @@
+"""Multi-node NVLink (GB200/GB300 NVL72): the domain found from NVML's fabric info, NCCL's log and the
+GPU model, and Ring/NVLS modelled over the whole domain with one bounded NVLS model.  The racks are
+described as real trays (4 GPUs per compute tray, 18 trays, 18 NVLink5 links per GPU) and read back
+through the real NVML and sysfs readers."""
+
+import dataclasses
+
+import pytest
+from explain_helpers import H100, facts
+
+from ncclbench.explain.ceiling import Ceiling, expected_ceiling, nvls_model
+from ncclbench.explain.mnnvl import find_domain
+from ncclbench.explain.nccl_log import merge_facts, parse_nccl_log
+from ncclbench.explain.topology import HostTopology, format_topology_lines, format_topology_report
+from ncclbench.explain.verdict import Plateau, judge
+from ncclbench.simulation import hosts as S
+
+GiB = 2**30
+NVL72_NVLS = 32 * 20 * 0.74 * 31 / 32 * 2  # NCCL's 32 channels x 20 GB/s: 917.6
+
+
+@pytest.fixture(scope="module")
+def rack():
+    """One GB200 NVL72 rack: 18 hosts of 4 GPUs, one fabric clique."""
+    specs = S.nvl72_rack()
+    first = facts(specs[0])
+    # the trays are alike: read one through the readers, name the others after their hosts
+    return [dataclasses.replace(first, host=s.host) for s in specs]
+
+
+def _log(*msgs, host="tray00"):
+    return "\n".join(f"{host}:100:100 [0] NCCL INFO {m}" for m in msgs)
+
+
+MNNVL_ON = _log("comm 0x5 rank 0 nRanks 72 nNodes 1 localRanks 72 localRank 0 MNNVL 1",
+                "MNNVL 1 cliqueId 1 cliqueSize 72 cliqueRank 0")
+
+
+def test_the_fabric_is_read_from_nvml(rack):
+    g = rack[0].gpus[0]
+    assert (g.name, g.nvlink_active, g.nvlink_remote, g.nvlink_line_rate) == ("NVIDIA GB200", 18, "switch", 900.0)
+    assert g.fabric_state == "completed" and g.fabric_status == 0 and g.fabric_clique_id == 1
+    assert g.fabric_domain == ("4e564c3732000000000000000000a001", 1)
+    back = HostTopology.from_dict(rack[0].to_dict()).gpus[0]  # travels to rank 0 and into the store
+    assert back.fabric_domain == g.fabric_domain
+    assert any("NVLink fabric: completed, cluster 4e564c37" in line for line in format_topology_report(rack[0]))
+    banner = format_topology_lines(rack)
+    assert banner[0].startswith("# Topology tray00 and 17 more host(s) alike: 4x NVIDIA GB200 (sm 10.0)")
+    assert "NVLink fabric 4e564c37.. clique 1" in banner[0]
+
+
+def test_nvl72_rack_is_one_nvswitch_node(rack):
+    d = find_domain(rack, 72)
+    assert d.kind == "one" and d.gpus == 72 and "NCCL's use of it not confirmed" in d.text
+    c = expected_ceiling(rack, "all_reduce", 72)
+    assert (c.algorithm, c.algorithm_source, c.bound) == ("NVLS", "predicted", "NVLink")
+    assert c.ceiling == pytest.approx(NVL72_NVLS) and c.line_rate == 900.0
+    assert "72x NVIDIA GB200 in one NVLink domain over 18 hosts" in c.reasoning
+    assert "32 channels x 20 GB/s x 0.74" in c.reasoning and c.nnodes == 18
+    ring = expected_ceiling(rack, "all_reduce", 72, env={"NCCL_NVLS_ENABLE": "0"})
+    assert (ring.algorithm, ring.ceiling, ring.bound) == ("Ring", pytest.approx(18 * 40.1), "NVLink")
+    ag = expected_ceiling(rack, "all_gather", 72)  # not the trays' 4 x 400G NICs
+    assert (ag.algorithm, ag.bound, ag.ceiling) == ("Ring", "NVLink", pytest.approx(721.8))
+
+
+def test_published_nvl72_rack_is_as_expected(rack):
+    """coreweave/nccl-tests README.md @0120901, GB200 single rack (72 GPUs, NCCL 2.26.2): all_reduce
+    out-of-place busbw 757.78 / 839.16 / 834.57 GB/s at 2 / 4 / 8 GiB."""
+    c = expected_ceiling(rack, "all_reduce", 72, nccl_version="2.26.2")
+    assert c.ceiling == pytest.approx(32 * 20 * 0.74 * 31 / 32 * 2)  # 2.26's 40.0 GB/s links: the same step
+    v = judge(Plateau(834.57, 2 * GiB, 8 * GiB, 3), c)
+    assert v.label == "as expected" and 0.90 <= v.fraction <= 0.93
+
+
+def test_nvls_model_is_bounded_in_the_gpu_count():
+    """One NVLS model, NCCL's stepped figures: never more than 2 x efficiency x the GPU's NVLink, and
+    flat from 32 GPUs (NCCL_MAX_NVLS_ARITY) on - a rack faked as one 72-GPU host gets the same."""
+    for gpu_bw, cc, eff in ((721.8, (10, 0), 0.74), (370.8, (9, 0), 0.85)):
+        values = [m.busbw for n in range(2, 600) if (m := nvls_model(gpu_bw, n, cc)[0]) is not None]
+        assert values and max(values) < 2 * eff * gpu_bw
+        assert len({nvls_model(gpu_bw, n, cc)[0].busbw for n in (32, 72, 576)}) == 1
+    assert nvls_model(721.8, 72, (10, 0))[0].busbw == pytest.approx(NVL72_NVLS)
+    assert nvls_model(370.8, 8, (9, 0))[0].busbw == pytest.approx(476.0)  # 8x H100: NCCL's 8 x 40 GB/s
+    assert nvls_model(721.8, 8, (10, 0))[0].busbw == pytest.approx(8 * 80 * 0.74 * 7 / 8 * 2)  # 8x B200: 828.8
+    assert nvls_model(370.8, 8, (8, 0)) == (None, "NVLS: no NVLS efficiency for this GPU generation "
+                                                  "(NCCL: Hopper and Blackwell)")
+    big = facts(S.hgx_host("big", "NVIDIA GB200", (10, 0), ngpus=72, nic_kind=None))
+    assert expected_ceiling([big], "all_reduce", 72, algorithm="NVLS").ceiling == pytest.approx(NVL72_NVLS)
+
+
+def test_nccl_log_confirms_the_domain(rack):
+    log = parse_nccl_log(MNNVL_ON)
+    assert log.mnnvl["flags"] == [1] and log.mnnvl["nnodes"] == 1 and log.mnnvl["clique_size"] == 72
+    assert log.nnodes == 1  # the comm line is still read by the log reader
+    d = find_domain(rack, 72, log.mnnvl)
+    assert d.kind == "one" and d.text.startswith("NCCL's log: MNNVL 1, nNodes 1, clique size 72")
+    # NCCL said so, NVML could not (no fabric info read): the log is what NCCL did
+    plain = [facts(S.hgx_host(f"t{i}", "NVIDIA GB200", (10, 0), ngpus=4, nics=4)) for i in range(2)]
+    c = expected_ceiling(plain, "all_reduce", 8, log=parse_nccl_log(MNNVL_ON.replace("nRanks 72", "nRanks 8")))
+    assert c.bound == "NVLink" and "one NVLink domain over 2 hosts" in c.reasoning
+
+
+def test_nccl_did_not_use_the_fabric(rack):
+    """NVML shows one clique, but NCCL's log says MNNVL 0 and warns about IMEX: NCCL's nodes are the
+    trays, joined by their NICs - the ceiling says so instead of promising NVLink."""
+    text = _log("comm 0x5 rank 0 nRanks 72 nNodes 18 localRanks 4 localRank 0 MNNVL 0") + (
+        "\ntray00:100:100 [0] mnnvl.cc:67 NCCL WARN MNNVL (cliqueSize 72) is available but not working on this "
+        "system. Check the IMEX channel configuration (/dev/nvidia-caps-imex-channels).")
+    log = parse_nccl_log(text)
+    c = expected_ceiling(rack, "all_reduce", 72, log=log, env={"NCCL_ALGO": "Ring"})
+    assert c.bound == "NIC" and c.ceiling == pytest.approx(4 * 48)
+    assert "MNNVL 0" in c.nvlink_domain and "IMEX" in c.nvlink_domain and "did not use that fabric" in c.nvlink_domain
+    off = find_domain(rack, 72, env={"NCCL_MNNVL_ENABLE": "0"})
+    assert off.kind == "none" and "NCCL_MNNVL_ENABLE=0" in off.text
+
+
+def test_unknown_and_several_domains_are_not_judged(rack):
+    # NCCL: two NVLink domains (2 racks) joined by the network
+    two = parse_nccl_log(MNNVL_ON.replace("nRanks 72 nNodes 1", "nRanks 144 nNodes 2"))
+    c = expected_ceiling(rack + rack, "all_reduce", 144, log=two)
+    assert c.ceiling is None and "2 NVLink domains joined by the network: not modelled" in c.unknown
+    # NVML: the second rack is another clique
+    other = [dataclasses.replace(h, host=f"r2-{h.host}", gpus=[
+        dataclasses.replace(g, fabric_clique_id=2) for g in h.gpus]) for h in rack]
+    assert find_domain(rack + other, 144).kind == "several"
+    # GB200 across hosts, fabric not readable, no NCCL log: unknown, never guessed
+    blind = [dataclasses.replace(h, gpus=[dataclasses.replace(g, fabric_state=None, unknown={
+        "fabric_state": "this nvidia-ml-py has no nvmlDeviceGetGpuFabricInfo(V)"}) for g in h.gpus]) for h in rack]
+    c = expected_ceiling(blind, "all_reduce", 72)
+    assert c.ceiling is None and "whether they share one NVLink domain is unknown" in c.unknown
+    assert "no nvmlDeviceGetGpuFabricInfo" in c.unknown
+    # one tray still joining the fabric: NCCL needs every rank COMPLETED, so no MNNVL
+    late = list(rack)
+    late[5] = dataclasses.replace(late[5], gpus=[dataclasses.replace(late[5].gpus[0], fabric_state="in progress"),
+                                                 *late[5].gpus[1:]])
+    d = find_domain(late, 72)
+    assert d.kind == "none" and "tray05 GPU0: fabric in progress" in d.text
+
+
+def test_ordinary_multi_node_keeps_its_model():
+    """H100 nodes (NVSwitch inside each box: zero cluster UUID) are not an NVLink domain."""
+    spec = S.hgx_host("n1", *H100)
+    spec.gpus = [dataclasses.replace(g, fabric=("0" * 32, 0, 3)) for g in spec.gpus]
+    h = facts(spec)
+    assert h.gpus[0].fabric_state == "completed" and h.gpus[0].fabric_domain is None
+    c = expected_ceiling([h, h], "all_reduce", 16, env={"NCCL_ALGO": "Ring"})
+    assert (c.bound, c.ceiling) == ("NVLink", pytest.approx(370.8)) and "zero cluster UUID" in c.nvlink_domain
+    assert Ceiling.from_dict(c.to_dict()) == c
+
+
+def test_rank_logs_merge_their_mnnvl_lines():
+    a = parse_nccl_log(MNNVL_ON)
+    b = parse_nccl_log(_log("comm 0x5 rank 4 nRanks 72 nNodes 1 localRanks 72 localRank 4 MNNVL 1",
+                            "MNNVL busId 0x1000 fabric UUID 4e564c3732000000.a001 cliqueId 0x1 state 3 healthMask 0x0",
+                            host="tray01"))
+    m = merge_facts([a, b]).mnnvl
+    assert m["flags"] == [1] and m["clique_size"] == 72
+    assert m["fabric"] == {"1000": ["4e564c3732000000000000000000a001", 1, 3]}
