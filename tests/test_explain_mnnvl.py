@@ -156,3 +156,27 @@ def test_rank_logs_merge_their_mnnvl_lines():
     m = merge_facts([a, b]).mnnvl
     assert m["flags"] == [1] and m["clique_size"] == 72
     assert m["fabric"] == {"1000": ["4e564c3732000000000000000000a001", 1, 3]}
+
+
+def test_bench_script_records_model_vs_published(tmp_path, capsys):
+    """bench/mnnvl_model.py (bench/results/mnnvl-model-*.md): the rack judged as expected against its
+    cited figure, multi-rack runs not judged with the reason, the NVLS table bounded."""
+    import importlib.util
+    import json
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "mnnvl_model.py"
+    spec = importlib.util.spec_from_file_location("mnnvl_model", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["mnnvl_model"] = mod
+    spec.loader.exec_module(mod)
+    assert mod.main(["--out", str(tmp_path / "m")]) == 0
+    doc = json.loads((tmp_path / "m.json").read_text())
+    first = doc["cases"][0]
+    assert first["ceiling"]["ceiling"] == pytest.approx(NVL72_NVLS) and first["verdict"]["label"] == "as expected"
+    assert "coreweave/nccl-tests README.md @0120901" in first["source"]
+    multi = [c for c in doc["cases"] if c["nranks"] > 72]
+    assert multi and all(c["ceiling"]["ceiling"] is None and "not modelled" in c["ceiling"]["unknown"] for c in multi)
+    assert all(b["busbw"] is None or b["busbw"] < b["limit"] for b in doc["nvls_bounded"])
+    assert "## What is not modelled" in (tmp_path / "m.md").read_text()
