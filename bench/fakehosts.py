@@ -215,7 +215,8 @@ class FakeHosts:
     namespaces go when it ends.  `hosts` holds the ones that could be made."""
 
     def __init__(self, nhosts: int, gpus_per_host: int, tools: Tools | None, *, ngpus: int | None = None,
-                 subnet: str = SUBNET, netns: bool = True, log: Callable[[str], None] = say):
+                 subnet: str = SUBNET, netns: bool = True, share_gpus: bool = False,
+                 log: Callable[[str], None] = say):
         self.asked, self.gpus_per_host, self.tools, self.netns = nhosts, gpus_per_host, tools, netns
         self.subnet, self.log = subnet, log
         self.tag = f"fh{os.getpid() % 10000}"
@@ -223,11 +224,19 @@ class FakeHosts:
         self.hosts: list[FakeHost] = []
         self._made: list[str] = []
         fit = nhosts if ngpus is None else min(nhosts, ngpus // max(1, gpus_per_host))
-        if fit < nhosts:
+        self.ngpus = ngpus if share_gpus else None
+        if share_gpus and ngpus and fit < nhosts:
+            # NCCL refuses two ranks on one GPU only within one host (same host hash), so fake
+            # hosts may share GPUs: health's fleet statistics need >= 3 host pairs per round
+            per = -(-nhosts * gpus_per_host // ngpus)
+            self.log(f"{nhosts} fake hosts x {gpus_per_host} GPU(s) on {ngpus} GPUs: up to {per} fake hosts per GPU")
+            fit = nhosts
+        elif fit < nhosts:
             self.log(f"{nhosts} fake hosts x {gpus_per_host} GPU(s) need {nhosts * gpus_per_host} GPUs, "
                      f"{ngpus} found: making {fit}")
         self.fit = fit
         self.unshaped: list[str] = []  # why a shaping was skipped
+        self._jobs = 0
 
     def __enter__(self) -> FakeHosts:
         self.up()
@@ -238,8 +247,8 @@ class FakeHosts:
 
     def _host(self, i: int) -> FakeHost:
         g = self.gpus_per_host
-        return FakeHost(i, f"node{i}", f"{self.tag}n{i}", f"fhv{i}", f"{self.tag}p{i}", f"{self.subnet}.{i + 1}",
-                        list(range(i * g, i * g + g)))
+        gpus = [k % self.ngpus if self.ngpus else k for k in range(i * g, i * g + g)]
+        return FakeHost(i, f"node{i}", f"{self.tag}n{i}", f"fhv{i}", f"{self.tag}p{i}", f"{self.subnet}.{i + 1}", gpus)
 
     def up(self) -> None:
         if not self.netns:
@@ -355,12 +364,15 @@ class FakeHosts:
         assert self.tools is not None
         return [self.tools.ip, "netns", "exec", host.ns, *self.tools.child_prefix(), *uts]
 
-    def start(self, argv: Sequence[str], out_dir: str | Path, name: str, *, port: int = 29611,
+    def start(self, argv: Sequence[str], out_dir: str | Path, name: str, *, port: int | None = None,
               extra_env: dict[str, str] | None = None, per_rank_env: Callable[[int], dict[str, str]] | None = None,
               ) -> Job:
         """Every rank of `argv` (env launch), stdout/stderr to OUT/NAME.rank<r>.{out,err}."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
+        if port is None:  # a port of its own per job: a stopped or killed job's socket may linger
+            self._jobs += 1
+            port = 29611 + 2 * (self._jobs % 500)  # +1 is torchrun's, kept free
         place = self.placement()
         procs, hosts = [], []
         for r, (h, lr) in enumerate(place):
@@ -440,6 +452,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--slow-host", type=lambda s: _rate_arg(s, False), default=None, metavar="I=RATE")
     p.add_argument("--slow-link", type=lambda s: _rate_arg(s, True), default=None, metavar="I-J=RATE")
     p.add_argument("--timeout", type=float, default=600.0)
+    p.add_argument("--share-gpus", action="store_true",
+                   help="more fake hosts than GPUs: hosts share GPUs round-robin (NCCL allows it across hosts)")
     p.add_argument("--cpu", action="store_true", help="no GPUs needed (CPU backend runs, tests)")
     p.add_argument("command", nargs=argparse.REMAINDER)
     a = p.parse_args(argv)
@@ -453,7 +467,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SetupError as e:
         say(str(e))
         return 6
-    with FakeHosts(a.hosts, a.gpus_per_host, tools, ngpus=ngpus, netns=netns) as fh:
+    with FakeHosts(a.hosts, a.gpus_per_host, tools, ngpus=ngpus, netns=netns, share_gpus=a.share_gpus) as fh:
         if not fh.hosts:
             say("no fake host could be made: nothing to run")
             return 6

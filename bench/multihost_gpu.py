@@ -4,16 +4,19 @@
     python3 bench/multihost_gpu.py OUT [--nccl-tests DIR] [--iproute2 DIR] [--budget-s 470]
 
 Steps (each writes into OUT/<step>/ and appends its result to OUT/summary.md at once, so a
-later step's failure or the device's time running out loses nothing already measured):
+later step's failure or the device's time running out loses nothing already measured; run in
+the order 1, 3, 2, 1b, each started only while --budget-s leaves it time):
 
 1. explain: all_reduce across 2 fake hosts x 2 GPUs (env launch, sockets over the veths):
    the banner's topology of both hosts, per-size algorithm/protocol/channels, the transport,
    a verdict or its reason; `ncclbench explain latest` on the stored run (the second route).
    With mpirun: the same run under mpirun's fake hosts (UTS + NCCL_HOSTID), and with
    --nccl-tests the nccl-tests binary beside it and `ncclbench explain` on its log.
-2. health on 4 fake hosts x 1 GPU (pairs need >= 3 hosts to tell a host from a link), every
-   link shaped to BASE so the network, not the CPUs, sets the pace (sockets on one box are
-   CPU-bound: judged against the rate set here):
+2. health on 8 fake hosts x 1 GPU, two fake hosts per GPU (fleet statistics need >= 3 groups
+   of a shape per round: 4 host pairs; NCCL allows two ranks on one GPU when their hosts
+   differ, and every GPU carries two hosts, so the local phase is even), every link shaped to
+   BASE so the network, not the CPUs, sets the pace (sockets on one box are CPU-bound: judged
+   against the rate set here):
    a. 5 healthy scans: false alarms counted (any confirmed finding, exit 8);
    b. node2's link at half of BASE: node2's NIC must be named, no other host;
    c. the link node1<->node3 at half: that link named, no host drained;
@@ -225,9 +228,10 @@ def _health(run: Run, fh: fakehosts.FakeHosts, d: Path, name: str,
 def step_health(run: Run, tools: fakehosts.Tools) -> Callable[[Path], dict]:
     def body(d: Path) -> dict:
         out: dict = {}
-        with fakehosts.FakeHosts(4, 1, tools, ngpus=_ngpus()) as fh:
-            if len(fh.hosts) < 3:
-                return {"status": "not run", "why": f"{len(fh.hosts)} fake host(s) made; localization needs 3+"}
+        with fakehosts.FakeHosts(8, 1, tools, ngpus=_ngpus(), share_gpus=True) as fh:
+            if len(fh.hosts) < 6:
+                return {"status": "not run", "why": f"{len(fh.hosts)} fake host(s) made; fleet statistics need 6+"}
+            out["fake hosts"] = ", ".join(f"{h.name}: GPU {h.gpus[0]}" for h in fh.hosts)
             shaped = fh.shape(BASE_RATE)
             out["links"] = f"every link {BASE_RATE}" if shaped else f"unshaped ({'; '.join(fh.unshaped)})"
             alarms = []
@@ -249,6 +253,7 @@ def step_health(run: Run, tools: fakehosts.Tools) -> Callable[[Path], dict]:
             fh.shape(BASE_RATE)
             if run.left() > 60:
                 out["rank 2 (node2) killed mid-scan"] = _health(run, fh, d, "killed", ("SIGKILL", 2), bound_s=90)
+                fh.shape(BASE_RATE)  # a fresh start: the namespaces stay, the shaping is set again
             if run.left() > 60:
                 out["rank 2 (node2) stopped mid-scan"] = _health(run, fh, d, "stopped", ("SIGSTOP", 2), bound_s=120)
         scans = [v for v in out.values() if isinstance(v, dict)]
@@ -275,7 +280,8 @@ def step_tune(run: Run, tools: fakehosts.Tools) -> Callable[[Path], dict]:
                 return {"status": "not run", "why": f"{len(fh.hosts)} fake host(s) made"}
             prefix = d / "tune"
             job = fh.start([*NB, "tune", "all_reduce", "-b", "256K", "-e", "64M", "-f", "4", "-n", "40", "-w", "5",
-                            "--rounds", "5", "--out", str(prefix)], d, "tune", extra_env=_env(run.out))
+                            "--rounds", "5", "--algos", "Ring,Tree", "--protos", "LL,LL128,Simple",
+                            "--out", str(prefix)], d, "tune", extra_env=_env(run.out))
             codes = job.wait(200)
             res["exit codes"] = codes
             res["tune says"] = [ln for ln in job.stdout(0).splitlines() if ln.strip()][-25:]
@@ -343,12 +349,12 @@ def main() -> int:
         run.write(f"fakehosts: {e}: the network-namespace steps (explain, health, tune) are not run")
     if tools is not None and "explain" in steps:
         run.step("1-explain", 40, step_explain(run, tools, a.nccl_tests))
-    if "mpirun" in steps:
-        run.step("1b-mpirun", 40, step_mpirun(run, a.nccl_tests))
-    if tools is not None and "health" in steps:
-        run.step("2-health", 120, step_health(run, tools))
     if tools is not None and "tune" in steps:
         run.step("3-tune", 60, step_tune(run, tools))
+    if tools is not None and "health" in steps:
+        run.step("2-health", 120, step_health(run, tools))
+    if "mpirun" in steps:  # last: the extra route, where time is left
+        run.step("1b-mpirun", 40, step_mpirun(run, a.nccl_tests))
     run.write(f"total {time.monotonic() - run.t0:.0f} s")
     return 0 if all(r.get("status") == "ok" for r in run.results.values()) else 1
 

@@ -96,3 +96,28 @@ def test_mpirun_wrapper_puts_each_rank_in_its_fake_host(tmp_path):
     seen = [subprocess.run([wrapper, *argv[4:]], env={**child_env(), "OMPI_COMM_WORLD_RANK": str(r)},
                            capture_output=True, text=True, timeout=20).stdout.strip() for r in range(4)]
     assert seen == ["node0 node0 0,1 0", "node0 node0 0,1 0", "node1 node1 2,3 0", "node1 node1 2,3 0"]
+
+
+def test_a_namespace_the_machine_refuses_gives_fewer_hosts_and_one_line(tmp_path):
+    """An `ip` that refuses the third namespace (as a machine without room for more would):
+    two fake hosts are made and one line says so; one that refuses namespaces at all: none."""
+    ip = tmp_path / "ip"
+    ip.write_text('#!/bin/sh\ncase "$*" in *"netns add"*n2*) echo "Cannot create namespace: no space" >&2; '
+                  'exit 1;; esac\nexit 0\n')
+    ip.chmod(0o755)
+    lines = []
+    with fakehosts.FakeHosts(3, 1, fakehosts.Tools(str(ip), str(ip)), log=lines.append) as fh:
+        assert [h.name for h in fh.hosts] == ["node0", "node1"]
+    assert lines == ["fake host node2 could not be made (Cannot create namespace: no space): 2 of 3 fake hosts made"]
+    lines.clear()
+    with fakehosts.FakeHosts(3, 1, fakehosts.Tools("false", "false"), log=lines.append) as fh:
+        assert fh.hosts == []
+    assert len(lines) == 1 and lines[0].startswith("the machine refuses network namespaces (")
+
+
+def test_more_fake_hosts_than_gpus_share_them_round_robin_when_asked():
+    lines = []
+    fh = fakehosts.FakeHosts(8, 1, None, ngpus=4, netns=False, share_gpus=True, log=lines.append)
+    fh.up()
+    assert [h.gpus for h in fh.hosts] == [[0], [1], [2], [3], [0], [1], [2], [3]]
+    assert lines == ["8 fake hosts x 1 GPU(s) on 4 GPUs: up to 2 fake hosts per GPU"]

@@ -12,6 +12,7 @@ trap.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -23,6 +24,7 @@ from typing import Any
 from ..errors import BenchError, ExitCode
 from .detect import LaunchInfo
 from .facts import SHM_MIN_BYTES, RankFacts
+from .hostid import local_ranks_by_host
 from .rendezvous import format_ranks
 
 ERROR, WARN, INFO = "error", "warn", "info"
@@ -289,7 +291,10 @@ def run_checks(info: LaunchInfo, *, timeout_s: float | None = None, backend: str
         facts = collect_rank_facts(info, hostcomm=host_comm_name(comm), nccl_lib=nccl_lib,
                                    probe_nccl=None if backend != "mpi" else info.local_rank == 0)
         gathered = comm.gather(facts, 0)
-        more = comm.gather(extra.collect(info), 0) if extra is not None else None
+        more = None
+        if extra is not None:  # collected by each host's first rank as NCCL groups hosts (NCCL_HOSTID)
+            on_host = comm.bcast(local_ranks_by_host([f.host_label for f in gathered]) if gathered else None, 0)
+            more = comm.gather(extra.collect(dataclasses.replace(info, local_rank=on_host[comm.rank])), 0)
         code = 0
         if comm.rank == 0:
             assert gathered is not None
