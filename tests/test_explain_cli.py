@@ -97,9 +97,10 @@ def test_explain_an_imported_real_log(capsys, tmp_path, monkeypatch):
     assert out[3] == "# NCCL 2.28.9 path: network Socket; sockets over eth0; 64 coll channel(s)"
     assert out[4] == ("# all_reduce per size: NCCL's choice unknown (none with one rank (NCCL copies locally, no "
                       "algorithm is chosen))")
-    assert out[5].startswith("# Plateau bus bandwidth: ") and "not judged" in out[5]
-    assert "a single rank moves no data" in out[5]
-    assert out[6].startswith("# Not checked: net-socket-fallback (one host: no traffic between hosts to judge)")
+    assert out[5].startswith("# One rank moves no data: busbw is 0")  # issue 22 item 5
+    assert out[6].startswith("# Plateau bus bandwidth: ") and "not judged" in out[6]
+    assert "a single rank moves no data" in out[6]
+    assert out[7].startswith("# Not checked: net-socket-fallback (one host: no traffic between hosts to judge)")
     assert ncclbench(["explain", str(REAL / "nccl-tests-forced-ring-simple-p2pdisable.txt")]) == 0
     forced = capsys.readouterr().out
     assert "# TRAP WARN p2p-disabled: NCCL's log: P2P disabled (NCCL_P2P_DISABLE=1)" in forced

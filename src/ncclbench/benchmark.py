@@ -32,7 +32,7 @@ from .launch.shutdown import LAUNCHER_PID_ENV, JobInterrupted, RankSignals, end_
 from .launch.spawn import LocalSpawnLauncher, spawn_mpiexec
 from .output import MultiReporter
 from .plan import RunPlan, make_plan
-from .results import DeviceInfo, RunInfo, RunSummary
+from .results import ONE_RANK_LINE, DeviceInfo, RunInfo, RunSummary
 
 if TYPE_CHECKING:  # the store is imported when a run opens it, not at every rank's start
     from .store.reporter import StoreReporter
@@ -130,7 +130,8 @@ def run_info(plan: RunPlan, workers: Sequence[Worker], host: HostComm, notes: li
         library=w0.library_description(), devices=devices, world_size=host.size, nranks=plan.nranks,
         start_time=time.strftime("%Y-%m-%d %H:%M:%S"),
         hosts=sorted({d.hostname for d in devices}),
-        notes=[*notes, *plan.notes, *rounds_note(plan.collective, plan.nranks, len(w0.slots)), *w0.notes],
+        notes=[*notes, *plan.notes, *rounds_note(plan.collective, plan.nranks, len(w0.slots)), *w0.notes,
+               *([ONE_RANK_LINE] if plan.nranks == 1 else [])],
         reduced_max_bytes=plan.sizes.reduced_max_bytes,
     )
 

@@ -158,6 +158,8 @@ def min_bw_verdict(avg_busbw: float, gate: float | None) -> bool | None:
 # Said wherever a run of one rank appears (the banner, explain, the gate's refusal): with one rank
 # nothing crosses a link, so busbw is 0 and algbw times a local copy; it is no benchmark of a fabric.
 ONE_RANK_NOTE = "one rank moves no data"
+ONE_RANK_LINE = (f"{ONE_RANK_NOTE}: busbw is 0 and algbw times a copy inside one process; compare, check and "
+                 "baseline refuse such a run; run 2 or more ranks (--nprocs N or a launcher)")
 
 
 # Key of ncclbench's judgement of a run: in RunInfo.extra (the topology, known at start) and as a

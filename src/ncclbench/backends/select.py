@@ -51,6 +51,23 @@ def choose_backend(requested: str, nccl_lib: str | None = None) -> tuple[Backend
     return Backend.MPI, f"{why}: running the CPU backend (MPI collectives on host memory)"
 
 
+# The CPU backend started by itself (`--backend auto` found no GPU, no launcher, no --nprocs):
+# one rank moves no data (busbw 0, algbw a local copy), so it starts this many ranks, one per
+# core so that they do not share a core, at least 2 and at most CPU_RANKS_MAX.
+CPU_RANKS_MAX = 4
+
+
+def default_cpu_ranks(cores: int | None) -> int:
+    """Ranks the CPU backend starts when nothing says how many (see CPU_RANKS_MAX)."""
+    return max(2, min(CPU_RANKS_MAX, cores or 1))
+
+
+def default_cpu_ranks_note(n: int, cores: int | None) -> str:
+    """The banner's line on why `n` ranks were started."""
+    return (f"started {n} CPU ranks on this host, since one rank moves no data: one per core "
+            f"({cores or 'unknown'} here), at least 2, at most {CPU_RANKS_MAX} (--nprocs N to choose)")
+
+
 def timed_calls_description() -> str:
     """Which binding the timed loop would call libnccl through (nccl/callpath.py)."""
     try:

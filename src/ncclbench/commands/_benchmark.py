@@ -2,16 +2,20 @@
 
 Not an argparse command: the command line is nccl-tests' (getopt quirks
 included, `ncclbench.options`).  This module decides *where* the run happens:
-started here by `--nprocs N` or one process per visible GPU (the children run
+started here by `--nprocs N`, one process per visible GPU, or (the CPU backend
+chosen because there is no GPU) enough CPU ranks to move data (the children run
 this same command line, `ncclbench.benchmark.spawn`), or in this process
 (`ncclbench.benchmark.run_here`).
 """
 
 from __future__ import annotations
 
-from ..backends.select import choose_backend
+import os
+
+from ..backends.select import choose_backend, default_cpu_ranks, default_cpu_ranks_note
 from ..benchmark import local_ranks_to_start, run_here, spawn
-from ..launch.spawn import strip_nprocs
+from ..config import Backend
+from ..launch.spawn import find_mpiexec, strip_nprocs
 from ..options import HelpRequested, parse_bench_args
 
 
@@ -29,7 +33,11 @@ def run_benchmark(program: str, args: list[str]) -> int:
 
     launch = detect_launch()
     nprocs, one_per_gpu = local_ranks_to_start(opts, backend, launch)
+    child_args = [program, *strip_nprocs(args)]
     if nprocs:
-        child_args = [program, *strip_nprocs(args)]
         return spawn(backend, nprocs, child_args, None if one_per_gpu else note, self_launched=one_per_gpu)
+    if backend is Backend.MPI and note is not None and launch.kind == "single" and opts.nprocs is None \
+            and find_mpiexec() is not None:  # chosen by --backend auto: no GPU here, no launcher
+        n = default_cpu_ranks(os.cpu_count())
+        return spawn(backend, n, child_args, f"{note}; {default_cpu_ranks_note(n, os.cpu_count())}")
     return run_here(opts, backend, launch, note)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..datatypes import DATATYPE_BY_NAME
-from ..results import ResultRow
+from ..results import ONE_RANK_LINE, ResultRow
 from .ceiling import Ceiling, expected_ceiling, fmt_gbps
 from .failures import failure_traps
 from .judgement import RunJudgement, judge_run
@@ -330,6 +330,8 @@ def explain_run(f: RunFacts) -> Explained:
     j = judge_facts(f)
     if j.verdict.label == "failed":
         lines.append(f"# Run failed: {j.verdict.text}")
+    if f.nranks == 1:  # nothing crossed a link: said before the plateau is read as a benchmark
+        lines.append(f"# {ONE_RANK_LINE[0].upper()}{ONE_RANK_LINE[1:]}")
     lines += j.lines()
     if not f.hosts and f.backend != "mpi" and f.log_topology is None:
         lines.append(f"# Topology unknown: {f.topology_unknown or 'no topology facts'}")
