@@ -13,7 +13,7 @@ import pytest
 
 from ncclbench.config import BenchOptions
 from ncclbench.errors import BenchError
-from ncclbench.output import MultiReporter, Reporter, open_reporters
+from ncclbench.output import MultiReporter, Reporter, open_output_reporters
 from ncclbench.output.jsonout import JsonReporter
 from ncclbench.output.parse import parse_row, parse_text
 from ncclbench.output.text import (
@@ -342,11 +342,11 @@ def test_multi_reporter_closes_all_and_reraises():
 def test_open_reporters_json_only_for_json_suffix(tmp_path):
     stream = io.StringIO()
     opts = BenchOptions(output_file=str(tmp_path / "run.txt"))
-    multi = open_reporters(opts, stream)
+    multi = open_output_reporters(opts, stream)
     assert [type(r) for r in multi.reporters] == [TextReporter]
     assert list(tmp_path.iterdir()) == []
     opts = BenchOptions(output_file=str(tmp_path / "run.JSON"), argv=["all_reduce_perf"])
-    multi = open_reporters(opts, stream, env={})
+    multi = open_output_reporters(opts, stream, env={})
     jrep = multi.reporters[1]
     assert isinstance(jrep, JsonReporter) and jrep.path == str(tmp_path / "run.JSON")
     multi.begin(make_info(), opts)

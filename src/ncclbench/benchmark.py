@@ -140,11 +140,11 @@ def open_reporters(plan: RunPlan, env: dict[str, str] | None = None) -> tuple[Mu
     """Text (+ JSON with -J), the result store and a progress bar (stderr, only
     on a terminal); opened before the run so an unwritable -J path fails up front.
     `env`: the environment the run's record keeps (default: this process's)."""
-    from .output import open_reporters as open_output
+    from .output import open_output_reporters
     from .report.progress import ProgressReporter
 
     opts = plan.options
-    multi = open_output(opts, env=env)
+    multi = open_output_reporters(opts, env=env)
     store = None
     if opts.store and os.environ.get("NCCLBENCH_NO_STORE") != "1":
         from .store.reporter import StoreReporter

@@ -72,9 +72,10 @@ class MultiReporter:
             raise first
 
 
-def open_reporters(opts: BenchOptions, stream: TextIO | None = None, **json_kwargs) -> MultiReporter:
-    """The reporters for a run: text on `stream` (stdout) plus JSON when -J names a `.json` file,
-    metrics with --metrics, CSV with --csv.
+def open_output_reporters(opts: BenchOptions, stream: TextIO | None = None, **json_kwargs) -> MultiReporter:
+    """The output-file reporters of a run: text on `stream` (stdout) plus JSON when -J names a
+    `.json` file, metrics with --metrics, CSV with --csv.  A benchmark's whole set (these, the
+    result store, the progress bar) is `benchmark.open_reporters(plan)`.
 
     The JSON file is created here, so an unwritable path raises ArgumentError
     before the run starts; the text reporter then announces the path used.
@@ -100,4 +101,4 @@ def open_reporters(opts: BenchOptions, stream: TextIO | None = None, **json_kwar
     return MultiReporter([text] + reporters)
 
 
-__all__ = ["Reporter", "MultiReporter", "open_reporters"]
+__all__ = ["Reporter", "MultiReporter", "open_output_reporters"]
