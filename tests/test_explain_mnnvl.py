@@ -110,6 +110,7 @@ def test_nccl_did_not_use_the_fabric(rack):
     c = expected_ceiling(rack, "all_reduce", 72, log=log, env={"NCCL_ALGO": "Ring"})
     assert c.bound == "NIC" and c.ceiling == pytest.approx(4 * 48)
     assert "MNNVL 0" in c.nvlink_domain and "IMEX" in c.nvlink_domain and "did not use that fabric" in c.nvlink_domain
+    assert "; multi-node NVLink not used: NCCL's log: MNNVL 0" in c.reasoning  # printed on the '#   why:' line
     off = find_domain(rack, 72, env={"NCCL_MNNVL_ENABLE": "0"})
     assert off.kind == "none" and "NCCL_MNNVL_ENABLE=0" in off.text
 

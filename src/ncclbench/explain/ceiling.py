@@ -460,8 +460,11 @@ def expected_ceiling(hosts: Sequence[HostTopology], collective: str, nranks: int
     cc = min((g.cc for h in hosts for g in h.gpus if g.cc), default=None)
     intra: Bound | None = None
     nccl_nodes = nnodes  # NCCL's nodes: hosts, or NVLink domains where hosts share one (MNNVL)
+    unused_fabric = ""  # said after the reasoning: the hosts share an NVLink fabric NCCL did not use
     if nnodes > 1:
         domain = find_domain(hosts, nranks, log.mnnvl if log is not None else None, env)
+        if domain.fabric_unused:
+            unused_fabric = f"; multi-node NVLink not used: {domain.text}"
         out.nvlink_domain = domain.text
         if domain.kind in ("several", "unknown"):
             out.unknown = domain.text
@@ -518,10 +521,10 @@ def expected_ceiling(hosts: Sequence[HostTopology], collective: str, nranks: int
     parts = [b.text for b in (intra, inter) if b is not None]
     if value is None:
         out.unknown = why
-        out.reasoning = "; ".join(parts)
+        out.reasoning = "; ".join(parts) + unused_fabric
         return out
     out.ceiling, out.bound, out.line_rate = value, kind, line
-    out.reasoning = "; ".join(parts) + f" -> {why}"
+    out.reasoning = "; ".join(parts) + f" -> {why}" + unused_fabric
     return out
 
 

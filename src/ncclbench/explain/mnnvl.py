@@ -106,6 +106,7 @@ class NvlDomain:
     kind: str
     evidence: list[str] = field(default_factory=list)
     gpus: int = 0  # GPUs in the job's domain ('one')
+    fabric_unused: bool = False  # NVML shows one fabric over the hosts, but NCCL does not (or will not) use it
 
     @property
     def text(self) -> str:
@@ -178,12 +179,13 @@ def find_domain(hosts: Sequence[HostTopology], nranks: int, log: Mapping[str, An
         if imex:
             why += f"; NCCL WARN: {imex}"
         ev = [why] + ([nvml_text + ": NCCL did not use that fabric"] if nvml_one else [])
-        return NvlDomain("none", ev)
+        return NvlDomain("none", ev, fabric_unused=nvml_one)
     if flags:
         return NvlDomain("unknown", [f"NCCL's log: ranks disagree on MNNVL ({sorted(flags)})"])
     off = _env_off(env)
     if off and domains:
-        return NvlDomain("none", [f"{off}: NCCL does not use the NVLink fabric across hosts", nvml_text])
+        return NvlDomain("none", [f"{off}: NCCL does not use the NVLink fabric across hosts", nvml_text],
+                         fabric_unused=True)
     if nvml_one:
         return NvlDomain("one", [nvml_text + " (NCCL's use of it not confirmed: no NCCL log)"], nranks)
     if outside and not unknown:
