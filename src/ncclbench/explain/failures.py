@@ -57,7 +57,8 @@ def _gdr_in_use(log: NcclLogFacts | None) -> bool:
 
 def failure_traps(log: NcclLogFacts | None, failure_lines: Sequence[str], rows: Sequence[ResultRow], *,
                   status: str = "complete", out_of_bounds: int | None = None,
-                  version_note: str | None = None) -> list[Trap]:
+                  version_note: str | None = None, nnodes: int | None = None,
+                  gpus_per_host: int | None = None) -> list[Trap]:
     """The failure signatures in a run's log (module docstring), each with the line that shows it."""
     warns = list(log.warnings) if log is not None else []
     text = warns + list(failure_lines)
@@ -114,11 +115,15 @@ def failure_traps(log: NcclLogFacts | None, failure_lines: Sequence[str], rows: 
             "find the first rank that failed (its own log: an earlier WARN, a CUDA error, an OOM kill in dmesg); "
             "if none did, the network dropped the connection: check the NICs' and switches' error counters",
             ERROR))
-        if gdr and not any(t.name == "acs-iommu" for t in traps):
+        nets = [c for c in log.connections if c.kind == "NET"] if log is not None else []
+        gdr_unknown = not gdr and not nets and (nnodes or 0) > 1 and not _first(text, _OOM) and not _first(text, _CUDA)
+        if (gdr or gdr_unknown) and not any(t.name == "acs-iommu" for t in traps):
             traps.append(Trap(
                 "acs-iommu",
-                "'remote process exited or there was a network error' while NCCL used GPUDirect RDMA: the known "
-                "signature of PCIe ACS or the IOMMU redirecting the NIC's peer-to-peer DMA",
+                ("'remote process exited or there was a network error' while NCCL used GPUDirect RDMA: the known "
+                 "signature of PCIe ACS or the IOMMU redirecting the NIC's peer-to-peer DMA" if gdr else
+                 f"possible: a peer lost between {nnodes} hosts with no other error named, and the log does not show "
+                 "whether GPUDirect RDMA was in use; with GDR this is the known signature of PCIe ACS or the IOMMU"),
                 "check ACS on the PCIe switches (lspci -vvv | grep ACSCtl: SrcValid- expected) and the IOMMU "
                 "(iommu=pt); NCCL_NET_GDR_LEVEL=LOC (GDR off) confirms it if the error goes away", WARN))
     if line := _first(text, _OOM):
@@ -144,22 +149,25 @@ def failure_traps(log: NcclLogFacts | None, failure_lines: Sequence[str], rows: 
         traps.append(Trap(
             "wrong-results",
             (f"{len(wrong)} row(s) with #wrong > 0, first at {r0.size} B ({r0.out_of_place.wrong} out of place, "
-             f"{r0.in_place.wrong} in place)" if r0 else f"nccl-tests counted {out_of_bounds} out-of-bounds value(s)"),
+             f"{r0.in_place.wrong} in place)" if r0 else "")
+            + (f"{'; ' if r0 else ''}nccl-tests counted {out_of_bounds} out of bounds value(s)" if out_of_bounds else ""),
             "wrong results are a hardware or driver fault until shown otherwise: run ncclbench health or "
             "nccl-tests per GPU pair to find the GPU or link, check dmesg for Xid errors", ERROR))
-    if status != "complete" and not rows and not any(t.severity == ERROR for t in traps):
+    if status not in ("complete", "failed") and not rows and not any(t.severity == ERROR for t in traps):
         after_p2p = log is not None and any(c.kind == "P2P" for c in log.connections)
+        several = (gpus_per_host or 0) > 1
         traps.append(Trap(
             "hang-no-table",
             "the log stops after the header with no result row and no error"
             + (" -- after NCCL set up its P2P connections" if after_p2p else ""),
             "re-run with NCCL_DEBUG=INFO and a timeout (-T 300 / timeout(1)); a hang right after P2P set-up is "
             "the signature of PCIe ACS (run with NCCL_P2P_DISABLE=1 to confirm)", ERROR))
-        if after_p2p:
+        if after_p2p or several:
             traps.append(Trap(
                 "acs-iommu",
-                "a hang right after NCCL set up its P2P connections: PCIe ACS routes GPU peer-to-peer writes "
-                "to the root complex, where the IOMMU drops them",
+                ("possible: a hang right after NCCL set up its P2P connections" if after_p2p else
+                 f"possible: a hang with {gpus_per_host} GPUs on one host, where NCCL uses PCIe/NVLink peer-to-peer")
+                + ": PCIe ACS routes GPU peer-to-peer writes to the root complex, where the IOMMU drops them",
                 "disable ACS on the PCIe switches and check the IOMMU (iommu=pt); NCCL_P2P_DISABLE=1 confirms "
                 "it if the run then completes", WARN))
     return traps

@@ -183,26 +183,47 @@ def log_topology(devices: Sequence[DeviceInfo], log: NcclLogFacts | None, launch
         elif t.nranks != log.nranks:
             t.unknown.append(f"the device lines list {t.nranks} rank(s), NCCL's comm lines {log.nranks} "
                              "(several communicators, -g or NCCL_TESTS_SPLIT)")
-    if t.nranks is None and launch is not None and launch.nprocs:
-        t.nranks = launch.nprocs * (launch.ngpus or 1)
-        t.nranks_source = "the launch line (-np" + (" x -g" if launch.ngpus else "") + ")"
+    launched, partial = None, False
+    if launch is not None and launch.nprocs:
+        launched = (launch.nprocs * (launch.ngpus or 1) * (launch.nthreads or 1),
+                    "the launch line (-np" + (" x -g" if launch.ngpus else "") + ")")
+    elif launch is not None and launch.launcher is None and launch.ngpus:
+        launched = (launch.ngpus * (launch.nthreads or 1), "the launch line (one process, -g)")
+    if launched is not None and (t.nranks is None or launched[0] > t.nranks):
+        if t.nranks is not None:
+            t.unknown.append(f"the device lines show {t.nranks} of the {launched[0]} ranks the launch line starts "
+                             "(the paste lost some): hosts counted from them are a lower bound")
+            partial = True
+        t.nranks, t.nranks_source = launched
     # hosts: NCCL's nNodes is its own count; else the device lines; else the launch line; else the
     # distinct hosts in NCCL's line prefixes (a lower bound when only some ranks logged)
-    if log is not None and log.nnodes:
+    names = set(t.host_names) | set(log.hosts if log is not None else [])
+    split = (log is not None and (log.nnodes or 0) > 1 and len(names) == 1 and bool(log.p2p_disabled)
+             and bool(log.shm_disabled) and "NCCL_HOSTID" not in log.env)
+    if split and log is not None:
+        t.nnodes, t.nnodes_source = 1, "one host name in the device lines and NCCL's own lines"
+        t.unknown.append(f"NCCL counts {log.nnodes} nodes of {log.local_ranks or '?'} rank(s) each on host "
+                         f"{next(iter(names))}: with P2P and SHM both off it treats each process as its own node")
+    elif log is not None and log.nnodes:
         t.nnodes, t.nnodes_source = log.nnodes, "NCCL's comm lines (nNodes)"
         if t.hosts and len(t.hosts) != log.nnodes:
             t.unknown.append(f"the device lines name {len(t.hosts)} host name(s), NCCL counts {log.nnodes} node(s) "
                              "(containers with one host name, or NCCL_HOSTID)")
-    elif t.hosts:
+    elif t.hosts and not partial:
         t.nnodes, t.nnodes_source = len(t.hosts), "nccl-tests' device lines"
     elif launch is not None and (launch.hosts or launch.nnodes):
         t.nnodes = launch.nnodes or len(launch.hosts)
         t.nnodes_source = "the launch line"
-        t.hosts = [LogHost(name) for name in launch.hosts]
+        seen = {h.name: h for h in t.hosts}
+        t.hosts = [seen.get(name, LogHost(name)) for name in launch.hosts] or t.hosts
+    elif launch is not None and launch.launcher is None and launch.ngpus and not devices:
+        t.nnodes, t.nnodes_source = 1, "the launch line (one process)"
+    elif t.hosts:
+        pass  # some ranks' device lines are missing: their hosts are unknown
     elif log is not None and len(log.hosts) > 1:
         t.nnodes, t.nnodes_source = len(log.hosts), "the host names in NCCL's lines (at least)"
         t.hosts = [LogHost(name) for name in log.hosts]
-    else:
+    elif not partial:
         t.unknown.append("no device line, no NCCL node count, no launch line naming hosts"
                          + (f" (NCCL's lines come from {log.hosts[0]} only)" if log is not None and log.hosts else ""))
     if not t.hosts and log is not None and log.hosts and t.nnodes == len(log.hosts):

@@ -64,7 +64,7 @@ PLUGIN_ASSIGNED = re.compile(r"^Assigned NET plugin (?P<name>.+?) to comm")  # 2
 # A plugin NCCL tried and could not use: net.cc "NET/Plugin : Plugin load returned %d : %s." (2.4-2.23),
 # "NET/Plugin: Could not find: %s %s." / "Failed to initialize NET plugin %s" (plugin/net.cc 2.24+),
 # "NET/Plugin : dlerror=%s No plugin found (%s), using internal implementation" (2.19+).
-PLUGIN_FAILED = re.compile(r"^(?:NET/Plugin ?: (?:Plugin load returned|Could not find|Failed to find|dlerror=)|"
+PLUGIN_FAILED = re.compile(r"^(?:NET/Plugin ?: (?:Plugin load returned|Could not find|Failed to find (?!ncclCollNet)|dlerror=)|"
                            r"Failed to initialize NET plugin|External network plugin .* is unsupported)")
 # aws-ofi-nccl's own start line (its src/nccl_ofi_net.c: "Initializing " PACKAGE_STRING), e.g.
 # "NET/OFI Initializing aws-ofi-nccl 1.5.0aws" / "... 1.17.1"; older releases "NET/OFI Using aws-ofi-nccl %s".

@@ -343,6 +343,14 @@ def check_p2p(hosts: Sequence[HostTopology], log: NcclLogFacts | None,
                     f"they exchange through host memory (SHM) ({len(far)} GPU pair(s))",
                     "expected on this topology; NCCL_P2P_LEVEL=SYS enables P2P through the CPU where the "
                     "platform supports it (measure both)", WARN))
+    if not multi and not traps and level is not None and (log is None or not log.sources):
+        # no host facts and no NCCL log: the setting alone (the launch line, the run's environment)
+        name = "p2p-shm-disabled" if shm_off else "p2p-disabled"
+        path = _socket_path_text(None) if shm_off else ("NCCL copies between GPUs of one host through host "
+                                                        "memory (SHM) instead of NVLink or PCIe peer-to-peer")
+        traps.append(Trap(name, f"{setting} was set{' with NCCL_SHM_DISABLE' if shm_off else ''}: {path}",
+                          f"unset {setting.split('=')[0]}" + (" and NCCL_SHM_DISABLE" if shm_off else "")
+                          + " unless it works around a known fault (a common leftover from debugging)", ERROR))
     if log is not None and not traps:
         shm = [c for c in log.connections if c.kind == "SHM"]
         nvlink_host = any(g.nvlink_active for h in multi for g in h.gpus)

@@ -52,8 +52,8 @@ _DEVICE = re.compile(  # Pid since nccl-tests 2.0 (2019), Group since 2.13
 _REDUCING = re.compile(r"^# Reducing maxBytes to (\d+) due to memory limitation")
 _JSON = re.compile(r"^# Writing JSON output to (.*)$")
 _ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\S+)\s+(\S*)\s+(-?\d+)((?:\s+\S+)+)\s*$")
-_OOB = re.compile(r"^# Out of bounds values[^:]*:\s*(-?\d+)")
-_AVG = re.compile(r"^# Avg bus bandwidth[^:]*:\s*(\S+)\s*(OK|FAILED)?")
+_OOB = re.compile(r"^#?\s*Out of bounds values[^:]*:\s*(-?\d+)")  # '#' lost in some pastes
+_AVG = re.compile(r"^#?\s*Avg bus bandwidth[^:]*:\s*(\S+)\s*(OK|FAILED)?")
 _CONCLUDED = re.compile(r"^# Collective test concluded: (.*)$")
 _ERROR = re.compile(r"^# error: (.*)$")
 _TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d$")
@@ -66,7 +66,8 @@ _FAILURE = re.compile(
     r"(?:Test (?:NCCL|CUDA) failure |: Test failure |^\s*\.\. \S+(?: pid \d+)?: Test failure|MPI_ABORT was invoked|"
     r"mpirun noticed that process|exited on signal \d+|Primary job +terminated normally, but|"
     r"^srun: error: .*(?:exit code|Terminated|Killed)|BAD TERMINATION OF ONE OF YOUR APPLICATION|"
-    r"^(?:\S+: )?(?:Segmentation fault|Aborted)(?: \(core dumped\))?$|terminate called after throwing)")
+    r"^(?:\S+: )?(?:Segmentation fault|Aborted)(?: \(core dumped\))?$|terminate called after throwing|"
+    r"^Invalid number of GPUs|No CUDA-capable device|^\S+: Test .* failure)")
 # The command line pasted with the log: a launcher or an nccl-tests binary with options.
 _LAUNCH = re.compile(r"(?:^|[\s$#>])(?:mpirun|mpiexec|orterun|srun|prun|torchrun)\s+-|"
                      r"(?:^|[\s/$>])\w+_perf(?:_mpi)?\s+-[bgetfncdowaNIGTRzmC]\b")
@@ -339,10 +340,8 @@ def _parse_blocking(line: str) -> int:
 
 def _size_header_labels(line: str) -> list[str] | None:
     """The labels of the `size count type ...` column header line, or None."""
-    if not line.startswith("#"):
-        return None
-    toks = line.lstrip("#").split()
-    return toks if toks[:3] == ["size", "count", "type"] else None
+    toks = line.lstrip("#").split()  # a paste that lost the '#' still has the labels
+    return toks if toks[:3] == ["size", "count", "type"] and ("time" in toks or "busbw" in toks) else None
 
 
 def _is_other_header_line(line: str) -> bool:

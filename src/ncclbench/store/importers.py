@@ -87,19 +87,28 @@ def _evidence_of_a_run(p: ParsedText, rows: list[ResultRow]) -> bool:
 def _failure(p: ParsedText, rows: list[ResultRow]) -> dict | None:
     """What says the run failed: nccl-tests' / the launcher's failure lines, `# error:` lines, NCCL WARN
     lines (kept raw; `explain` names the causes).  None when nothing does."""
-    warns = [ln for ln in p.nccl_lines if " NCCL WARN " in ln]
-    if not (p.failure_lines or p.errors or warns):
+    warns = [ln for ln in p.nccl_lines if " NCCL WARN " in ln and not _BENIGN_WARN.search(ln)]
+    wrong = (p.out_of_bounds or 0) > 0 or any((r.out_of_place.wrong or 0) > 0 or (r.in_place.wrong or 0) > 0
+                                             for r in rows)
+    if not (p.failure_lines or p.errors or warns or wrong):
         return None
-    return {"lines": list(dict.fromkeys(p.failure_lines))[:50], "errors": list(p.errors)[:20],
-            "nccl_warn_lines": len(warns), "rows": len(rows)}
+    lines = list(dict.fromkeys(p.failure_lines))[:50]
+    if wrong:
+        lines.append(f"nccl-tests found wrong results: {p.out_of_bounds or 0} out of bounds value(s), "
+                     f"{sum(1 for r in rows if (r.out_of_place.wrong or 0) > 0 or (r.in_place.wrong or 0) > 0)} "
+                     "row(s) with #wrong > 0")
+    return {"lines": lines, "errors": list(p.errors)[:20], "nccl_warn_lines": len(warns), "rows": len(rows)}
 
 
 def _status(p: ParsedText, rows: list[ResultRow], failure: dict | None) -> tuple[str, str]:
     """(status, why) of an imported test: complete, failed (it says so), interrupted (cut or hung)."""
-    if p.avg_busbw is not None and rows:
+    wrong = failure is not None and any(x.startswith("nccl-tests found wrong results") for x in failure["lines"])
+    if p.avg_busbw is not None and rows and not wrong:
         return "complete", ""
-    if failure is not None and (p.failure_lines or p.errors or not rows):
-        what = (failure["lines"] or failure["errors"] or ["NCCL WARN lines and no result row"])[0]
+    if failure is not None and (p.failure_lines or p.errors or not rows or wrong):
+        said = failure["lines"] or failure["errors"] or ["NCCL WARN lines and no result row"]
+        # the most telling line first: nccl-tests' error text over its " .. host pid N: Test failure" trail
+        what = next((x for x in said if not _TRAIL.match(x)), said[0])
         return "failed", f"the log says the run failed: {what.strip()[:200]}"
     if not rows:
         return "interrupted", ("a header and no result row: the run hung or was cut off before its first size "
@@ -137,6 +146,10 @@ def _collective(p: ParsedText, rows: list[ResultRow], path: str, override: str |
     return "unknown_perf", f"unknown: {why}", detail
 
 
+# NCCL WARN lines that do not mean the run failed: an optional library it looked for and went on without.
+_BENIGN_WARN = re.compile(r"Failed to open libibverbs|libnccl-net|Could not find: |is deprecated|"
+                          r"NCCL_\w+ set by environment|Call to ibv_fork_init failed", re.IGNORECASE)
+_TRAIL = re.compile(r"^\s*\.\. \S+(?: pid \d+)?: Test failure")
 _LAUNCH_BINARY = re.compile(r"(?:^|[\s/])(" + "|".join(sorted(COLLECTIVES, key=len, reverse=True)) + r")_perf")
 
 

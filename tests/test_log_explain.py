@@ -1,0 +1,247 @@
+"""Logs as users bring them (issue 26): failed and hung runs imported, the collective read from the table,
+topology from the log itself, causes named from NCCL's lines, and bad input refused in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ncclbench.commands import main as ncclbench
+from ncclbench.explain.failures import failure_traps
+from ncclbench.explain.launch_line import parse_launch_line
+from ncclbench.explain.log_topology import assumed_hosts, log_topology
+from ncclbench.explain.nccl_log import parse_nccl_log
+from ncclbench.explain.run_explain import explain_run
+from ncclbench.explain.stored import run_facts
+from ncclbench.explain.traps import find_traps
+from ncclbench.output.collective_infer import infer_collective
+from ncclbench.output.parse import parse_text
+from ncclbench.store import ResultStore
+from ncclbench.store.importers import NotImportableError, load_file, parse_text_log
+
+FIX = Path(__file__).parent / "fixtures"
+CLEAN = FIX / "nccl_tests_output"
+INPUTS = FIX / "log_inputs"
+CORPUS = FIX / "log_corpus"
+
+
+def explained(path: Path, collective: str | None = None):
+    run, = load_file(path, collective)
+    return run, explain_run(run_facts(run))
+
+
+# -- the collective from the table ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(p.name for p in CLEAN.glob("*.txt")))
+def test_the_table_decides_the_collective_of_every_clean_output(name):
+    info, rows = parse_text((CLEAN / name).read_text())
+    want = info.program.removesuffix("_perf")
+    assert infer_collective(rows, len(info.devices)).collective == want
+    assert infer_collective(rows).collective == want  # the rank count solved from the table itself
+
+
+def test_a_table_cut_from_a_terminal_gets_its_collective_and_says_how(tmp_path):
+    text = (CLEAN / "reduce_scatter_1proc_4gpu.txt").read_text().splitlines()
+    cut = "\n".join(x for x in text if not x.startswith(("# Collective test", "# nccl-tests version"))) + "\n"
+    path = tmp_path / "terminal.txt"
+    path.write_text(cut)
+    run, ex = explained(path)
+    assert run.options.collective == "reduce_scatter"
+    assert run.info.extra["collective_source"].startswith("the table: op column sum, root -1")
+    assert any(x.startswith("# Collective reduce_scatter: from the table:") for x in ex.lines)
+    # --collective overrides what the table says
+    other, = load_file(path, "all_gather")
+    assert other.options.collective == "all_gather" and other.info.extra["collective_source"] == "--collective"
+
+
+def test_gather_and_scatter_tables_are_not_told_apart_by_guessing():
+    info, rows = parse_text((CLEAN / "broadcast_1proc_4gpu.txt").read_text())
+    fake = [r.__class__(r.size, r.count // 4, r.type, r.redop, r.root, r.out_of_place, r.in_place) for r in rows]
+    got = infer_collective(fake, 4)
+    assert got.collective is None and got.candidates == ("gather", "scatter")
+
+
+# -- failed and hung runs ---------------------------------------------------------------------------------
+
+def test_a_failed_run_is_stored_failed_with_its_lines_and_its_causes(tmp_path):
+    path = CORPUS / "h100-socket-ifname-nosuch.log"
+    run, ex = explained(path)
+    assert run.status == "failed" and run.rows == [] and run.options.collective == "all_reduce"
+    assert "'invalid usage" in run.info.extra["end_reason"]
+    assert ex.judgement.verdict.label == "failed"
+    assert ex.judgement.traps.causes()[:2] == ["bootstrap_no_interface", "iface_list_empty"]
+    assert "NCCL_SOCKET_IFNAME=nosuch0" in " ".join(ex.lines)
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        from ncclbench.store import store_imported
+        (_, rid, new), = store_imported(store, [run])
+        back = store.get_run(rid)
+    assert new and back.status == "failed" and back.info.extra["failure"]["nccl_warn_lines"] == 1
+
+
+def test_a_hung_run_is_not_judged_and_names_the_hang():
+    run, ex = explained(CORPUS / "h100-hang-killed.log")
+    assert run.status == "interrupted" and not run.rows
+    assert ex.judgement.verdict.label == "unknown"
+    assert "hang_no_table" in ex.judgement.traps.causes()
+    assert any(x.startswith("# Run did not finish: a header and no result row") for x in ex.lines)
+
+
+def test_wrong_results_fail_the_run_and_are_named():
+    run, ex = explained(CORPUS / "gh-nccl-tests-37-wrong-results.log")
+    assert run.status == "failed" and ex.judgement.verdict.label == "failed"
+    assert ex.judgement.traps.causes() == ["wrong_results"] and "2 out of bounds value(s)" in " ".join(ex.lines)
+
+
+# -- topology from the log ----------------------------------------------------------------------------------
+
+def test_two_hosts_without_nccl_lines_are_two_hosts_and_socket_territory():
+    run, ex = explained(INPUTS / "two_hosts_no_info_socket_speed.log")
+    t = run_facts(run).log_topology
+    assert t is not None and t.nnodes == 2 and t.host_names == ["node0", "node1"]
+    assert t.nnodes_source == "nccl-tests' device lines"
+    j = ex.judgement
+    assert j.verdict.label == "below expected" and "TCP-socket territory" in j.ceiling.reasoning
+    assert "NCCL_DEBUG=INFO" in j.ceiling.reasoning  # what to run next
+    trap, = [x for x in j.traps.raised if x.name == "net-socket-fallback"]
+    assert trap.severity == "warn" and trap.evidence.startswith("likely, from the figures alone")
+
+
+def test_an_nccl_2_4_two_host_log_is_never_called_single_node():
+    """The 16-rank, two-host NCCL 2.4.8 log of the issue: hosts from the device lines, its 2.4-format
+    connection lines read, the EFA plugin and its version named."""
+    lines = ["# nThread 1 nGpus 1 minBytes 8 maxBytes 1073741824 step: 2(factor) warmup iters: 5 iters: 20 "
+             "validation: 1", "#", "# Using devices"]
+    lines += [f"#   Rank {r:2d} Pid {1000 + r:6d} on ip-10-0-0-{1 + r // 8} device {r % 8:2d} [0x{16 + r % 8:02x}] "
+              "Tesla V100-SXM2-32GB" for r in range(16)]
+    lines += ["ip-10-0-0-1:1000:1000 [0] NCCL INFO NET/OFI Initializing aws-ofi-nccl 1.5.0aws",
+              "ip-10-0-0-1:1000:1000 [0] NCCL INFO NET/OFI Selected Provider is efa",
+              "NCCL version 2.4.8+cuda10.0",
+              "ip-10-0-0-1:1000:1020 [7] NCCL INFO Ring 00 : 7 -> 8 [send] via NET/AWS Libfabric/0",
+              "ip-10-0-0-1:1000:1021 [0] NCCL INFO Ring 00 : 0[0] -> 1[1] via P2P/IPC",
+              "ip-10-0-0-1:1000:1000 [0] NCCL INFO comm 0x1 rank 0 nranks 16 cudaDev 0 nvmlDev 0 - Init COMPLETE"]
+    lines += [f"  {s:10d}  {s // 4:10d}   float     sum      -1  {s / 9e3:7.1f}  9.00  16.88  0e+00  {s / 9e3:7.1f}  "
+              "9.00  16.88  0e+00" for s in (268435456, 536870912, 1073741824)]
+    lines += ["# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 16.88"]
+    run, = parse_text_log("\n".join(lines) + "\n", "efa.log")
+    ex = explain_run(run_facts(run))
+    text = "\n".join(ex.lines)
+    assert "single-node" not in text
+    assert "2 host(s) (ip-10-0-0-1, ip-10-0-0-2), 8 rank(s) per host, 16 rank(s)" in text
+    assert "network AWS Libfabric (external plugin aws-ofi-nccl 1.5.0aws, provider efa)" in text
+    facts = run_facts(run).log
+    assert facts is not None and [c.kind for c in facts.connections] == ["NET", "P2P"]
+    assert facts.connections[0].net == "AWS Libfabric" and facts.version == "2.4.8"
+    assert "older than 2.18: its connection, channel and plugin lines were read" in " ".join(facts.unknown)
+
+
+def test_the_launch_line_gives_hosts_ranks_and_settings():
+    f = parse_launch_line("$ mpirun -np 16 -H node0:8,node1:8 -x NCCL_IB_HCA=mlx5 -x NCCL_DEBUG "
+                          "./build/all_reduce_perf -b 8 -e 1G -g 1")
+    assert f is not None and (f.launcher, f.binary, f.nprocs, f.ngpus) == ("mpirun", "all_reduce_perf", 16, 1)
+    assert f.hosts == {"node0": 8, "node1": 8} and f.env == {"NCCL_IB_HCA": "mlx5"}
+    assert f.env_by_name == ["NCCL_DEBUG"]  # passed from the shell: its value is unknown, not guessed
+    s = parse_launch_line("srun -N 2 --ntasks-per-node=8 --mpi=pmix --export=ALL,NCCL_SOCKET_IFNAME=eth0 "
+                          "all_gather_perf -b 1M")
+    assert s is not None and (s.nnodes, s.per_node, s.mpi_plugin) == (2, 8, "pmix")
+    assert s.env == {"NCCL_SOCKET_IFNAME": "eth0"}
+    assert parse_launch_line("python train.py --lr 3e-4") is None
+    t = log_topology([], None, parse_launch_line("mpirun -np 16 -H a:8,b:8 ./all_reduce_perf -g 1"))
+    assert (t.nnodes, t.nranks, t.nnodes_source) == (2, 16, "the launch line")
+
+
+def test_board_facts_are_assumed_only_from_a_known_model_and_said_so():
+    t = log_topology([], None, parse_launch_line("./all_reduce_perf -g 8"))
+    assert t.nnodes == 1 and t.nranks == 8 and t.board is None
+    hosts, why = assumed_hosts(t, None)
+    assert hosts == [] and why == "the GPU model is unknown: no ceiling can be assumed"
+    t.gpu_model = "NVIDIA A100-SXM4-80GB"
+    from ncclbench.explain.log_topology import board_of
+    t.board = board_of(t.gpu_model)
+    hosts, why = assumed_hosts(t, None)
+    assert why == "" and len(hosts[0].gpus) == 8
+    assert {(g.nvlink_active, g.nvlink_remote, g.compute_capability) for g in hosts[0].gpus} == {(12, "switch", "8.0")}
+    assert board_of("NVIDIA A100 80GB PCIe").nvswitch_links == 0  # a PCIe card, not an HGX board
+
+
+# -- causes from the log --------------------------------------------------------------------------------------
+
+def test_p2p_and_shm_off_is_the_socket_path_not_shm():
+    log = parse_nccl_log("\n".join([
+        "vm:1:1 [0] NCCL INFO NCCL_P2P_DISABLE set by environment to 1",
+        "vm:1:1 [0] NCCL INFO NCCL_SHM_DISABLE set by environment to 1",
+        "vm:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0 MNNVL 0",
+        "vm:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] [send] via NET/Socket/0",
+    ]))
+    t, = find_traps([], log, {}, nnodes=1).raised
+    assert t.name == "p2p-shm-disabled" and "via NET/Socket/0" in t.evidence and "SHM)" not in t.evidence
+
+
+def test_channels_capped_by_env_with_what_nccl_did():
+    log = parse_nccl_log("vm:1:1 [0] NCCL INFO NCCL_MAX_NCHANNELS set by environment to 2\n"
+                         "vm:1:1 [0] NCCL INFO 2 coll channels, 2 collnet channels, 0 nvls channels, 2 p2p channels, "
+                         "2 p2p channels per peer\n")
+    r = find_traps([], log, {}, nnodes=1)
+    t, = [x for x in r.raised if x.name == "channels-capped"]
+    assert "NCCL_MAX_NCHANNELS=2" in t.evidence and "2 coll channel(s)" in t.evidence and t.severity == "warn"
+    assert "channels-capped" not in find_traps([], parse_nccl_log(""), {}, nnodes=1).names()
+
+
+@pytest.mark.parametrize("warn,causes", [
+    ("NET/IB : Got completion from peer 10.0.0.2<1234> with error 4, opcode 0, len 0, vendor err 81 (Send)",
+     ["ib_completion_error", "acs_iommu"]),
+    ("NET/IB: Got completion from peer 10.0.0.2<1234> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=Send(0) "
+     "reqSize=0 vendor_err=129 req_type=Send", ["ib_completion_error"]),
+    ("Cuda failure 2 'out of memory'", ["oom_or_alloc_failure"]),
+    ("Cuda failure 999 'unknown error'", ["cuda_error"]),
+])
+def test_warn_signatures(warn, causes):
+    log = parse_nccl_log(f"h:1:1 [0] net_ib.cc:1 NCCL WARN {warn}\n")
+    assert [t.name.replace("-", "_") for t in failure_traps(log, [], [], status="failed")] == causes
+
+
+def test_a_lost_peer_under_gdr_names_acs():
+    log = parse_nccl_log("h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA\n")
+    traps = failure_traps(log, ["h: Test NCCL failure common.cu:1 'remote process exited or there was a network "
+                                "error / '"], [], status="failed", nnodes=2)
+    assert [t.name for t in traps] == ["network-error-remote-exit", "acs-iommu"]
+    assert "while NCCL used GPUDirect RDMA" in traps[1].evidence
+
+
+# -- bad input: one line, never a traceback, never a wrong fact ---------------------------------------------
+
+@pytest.mark.parametrize("content,words", [
+    (bytes(range(256)) * 64, "binary file"),
+    ("\ufffd".join("x" * 40 for _ in range(200)).encode("utf-8", "replace"), "binary file"),
+    (b'{"name": "not nccl-tests", "values": [1, 2, 3]}', "cannot import"),
+    (b"Epoch 1/10\nloss: 0.53 - accuracy: 0.81\nEpoch 2/10\nloss: 0.41 - accuracy: 0.86\n", "not an nccl-tests"),
+    (b"---------------------------------------------------------------------------------------\n"
+     b"                    RDMA_Write BW Test\n #bytes     #iterations    BW peak[Gb/sec]\n"
+     b" 65536      5000             97.52              97.48\n", "not an nccl-tests"),
+])
+def test_bad_input_is_one_clear_line(content, words, tmp_path, capsys):
+    path = tmp_path / "input.log"
+    path.write_bytes(content)
+    with pytest.raises(NotImportableError) as e:
+        load_file(path)
+    assert words in str(e.value) and "\n" not in str(e.value)
+    assert ncclbench(["explain", str(path)]) == 255
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_an_unknown_nccl_version_marks_its_lines_unknown_not_guessed(tmp_path):
+    text = (CLEAN / "all_reduce_1proc_4gpu.txt").read_text().splitlines()
+    text.insert(5, "vm:1:1 [0] NCCL INFO NCCL version 9.1.0+cuda15.0")
+    text.insert(6, "vm:1:1 [0] NCCL INFO Channel 00 ~ 0 => 1 over NVL/quantum")
+    text.insert(7, "vm:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via FOO/bar")
+    path = tmp_path / "future.txt"
+    path.write_text("\n".join(text) + "\n")
+    run, ex = explained(path)
+    facts = run_facts(run).log
+    assert facts is not None and facts.version == "9.1.0" and facts.connections == []
+    assert any("newer than the formats read from its source" in u for u in facts.unknown)
+    assert any("connection line in an unknown format" in u for u in facts.unparsed)
+    doc = json.dumps(ex.data, default=str)
+    assert "FOO" not in json.dumps(ex.data["nccl_log"]["facts"]["connections"]) and "9.1.0" in doc
