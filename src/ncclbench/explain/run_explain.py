@@ -195,7 +195,7 @@ def per_size_unknown(f: RunFacts) -> str:
         return "the collective is unknown"
     if NCCL_FUNC.get(f.collective) is None:
         return f"NCCL logs no algorithm for {f.collective} (point-to-point sends and receives)"
-    if f.nranks == 1:
+    if f.nranks == 1 and (f.log_topology is None or f.log_topology.nranks == 1):
         return "none with one rank (NCCL copies locally, no algorithm is chosen)"
     if f.log is not None:
         why = next((u for u in f.log.unknown if u.startswith("per-call")), None)
