@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..atomic_file import write_atomically
 from ..datatypes import DataType, RedOp
 from ..errors import BenchError, ExitCode
 from ..fill_plan import PARAM_NAMES, make_plan, plan_vector
@@ -143,9 +144,7 @@ def load_or_compile_cubin(arch: str, refresh: bool = False) -> bytes:
     data = compile_cubin(src, arch)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        write_atomically(path, data)  # another rank may be reading the cache meanwhile
     except OSError:
         pass  # a read-only cache only costs a recompile next time
     return data

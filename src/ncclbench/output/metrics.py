@@ -28,12 +28,12 @@ from __future__ import annotations
 import math
 import os
 import statistics
-import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..atomic_file import write_atomically
 from ..config import BenchOptions
 from ..results import ResultRow, RunInfo, RunSummary
 
@@ -118,24 +118,10 @@ def render(families: Iterable[Family]) -> str:
 
 
 def write_textfile(path: str, text: str) -> None:
-    """Write `text` to `path` atomically: a temporary file in the same directory (named
-    so the textfile collector, which reads `*.prom`, skips it), flushed, then renamed
-    over `path`.  Mode 0644: node_exporter often runs as another user."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Write `text` to `path` atomically (`atomic_file.write_atomically`: the textfile
+    collector, which reads `*.prom`, skips the temporary file).  Mode 0644: node_exporter
+    often runs as another user."""
+    write_atomically(path, text, mode=0o644)
 
 
 def check_writable(path: str, option: str = "--metrics") -> None:

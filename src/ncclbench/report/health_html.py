@@ -408,8 +408,8 @@ def write_health_page(doc: Mapping, label: str, output: str, title: str | None =
     """Write the page (atomically, like the run report); returns the path written."""
     from pathlib import Path
 
+    from ..atomic_file import write_atomically
     from ..errors import ArgumentError, BenchError, ExitCode
-    from .html import _atomic_write
 
     out = Path(output)
     if out.is_dir():
@@ -417,7 +417,7 @@ def write_health_page(doc: Mapping, label: str, output: str, title: str | None =
     if not out.parent.exists():
         raise ArgumentError(f"report: directory {out.parent} does not exist")
     try:
-        _atomic_write(out, build_health_page(doc, label, title).encode("utf-8"))
+        write_atomically(out, build_health_page(doc, label, title))
     except OSError as e:
         raise BenchError(f"report: cannot write {e.filename or out}: {e.strerror or e}", ExitCode.ARGUMENT) from None
     return str(out)

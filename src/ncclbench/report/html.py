@@ -12,13 +12,13 @@ import dataclasses
 import html
 import math
 import os
-import tempfile
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
+from ..atomic_file import write_atomically
 from ..config import BenchOptions
 from ..errors import ArgumentError, BenchError, ExitCode, UnsupportedError
 from ..output.numfmt import now_string
@@ -204,23 +204,6 @@ def build_report(runs, *, title: str | None = None, placement: str = "out_of_pla
             + "\n".join(body) + "\n</body></html>\n")
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def write_report(runs, output, *, png: bool = False, title: str | None = None,
                  placement: str = "out_of_place", use_matplotlib: bool | None = None,
                  judged: Mapping[str, RunJudged] | None = None) -> list[Path]:
@@ -235,7 +218,7 @@ def write_report(runs, output, *, png: bool = False, title: str | None = None,
     text = build_report(runs, title=title, placement=placement, use_matplotlib=use_matplotlib, judged=judged)
     written = []
     try:
-        _atomic_write(out, text.encode("utf-8"))
+        write_atomically(out, text)  # mode as open() gives it: a report is meant to be shared
         written.append(out)
         if png:
             stem = out.with_suffix("") if out.suffix.lower() in (".html", ".htm") else out
