@@ -135,3 +135,27 @@ def test_preflight_lets_per_host_settings_differ_between_hosts_only():
     assert warned(inside) == ["NCCL_SOCKET_IFNAME"]  # two interfaces inside one host
     partly = [fact(r, "node1" if r else "", "=fhv0") for r in range(4)]
     assert warned(partly) == ["NCCL_HOSTID"]  # unset on rank 0: it groups by host name instead
+
+
+def test_two_fake_hosts_on_one_box_are_judged_as_two_hosts_over_sockets():
+    """Issue 25: 4 ranks, NCCL_HOSTID node0/node1, one GPU each.  Both hosts' facts reach the
+    ceiling (2 GPUs each, NET between them), not node0's alone ('facts for 2 GPU(s), 4 in use')."""
+    from explain_helpers import H100, facts
+
+    from ncclbench.explain.ceiling import expected_ceiling
+    from ncclbench.explain.topology import hosts_from_gathered
+    from ncclbench.simulation import hosts as S
+
+    spec = S.hgx_host("box", *H100, ngpus=4, nic_kind="ethernet", nic_gbps=100, nics=1)
+    tops = []
+    for name in ("node0", "node1"):  # what each fake host's first rank reads: the same box, its own label
+        t = facts(spec)
+        t.host = name
+        tops.append((t.to_dict(), ""))
+    hosts, whys = hosts_from_gathered([tops[0], None, tops[1], None])
+    ranks = [_facts(r, "box", f"node{r // 2}", [g.pci_bus_id.rsplit(".", 1)[0]]) for r, g in enumerate(hosts[0].gpus)]
+    used = hosts_in_use(hosts, ranks)
+    assert [(h.host, len(h.gpus)) for h in used] == [("node0", 2), ("node1", 2)] and not whys
+    c = expected_ceiling(used, "all_reduce", 4, net="Socket")
+    assert c.nnodes == 2 and "Socket transport is bound by host CPU copies" in c.unknown, c
+    assert c.bound == "NIC" and "over Socket" in c.reasoning  # the NET bound was reached, not stopped at one host
