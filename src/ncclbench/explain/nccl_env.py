@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..nccl.envlist import nccl_list_match  # noqa: F401  (kept here for explain's readers)
+
 ALGORITHMS = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")  # ncclAlgoStr
 NCCL_FUNC = {"all_reduce": "AllReduce", "all_gather": "AllGather", "reduce_scatter": "ReduceScatter",
              "broadcast": "Broadcast", "reduce": "Reduce"}  # ncclFuncStr
@@ -20,29 +22,6 @@ _OLD_LEVELS = ("LOC", "PIX", "PXB", "PHB", "SYS", "SYS")  # src/graph/paths.cc l
 def env_set(env: Mapping[str, str], name: str) -> str | None:
     v = env.get(name)
     return v if v not in (None, "") else None
-
-
-def nccl_list_match(value: str, name: str, port: int | None) -> bool | None:
-    """Does NCCL_IB_HCA / NCCL_SOCKET_IFNAME `value` select device `name` (port `port`)?
-    src/misc/utils.cc parseStringList/matchIfList and their callers: a leading '^' excludes,
-    then '=' asks for exact names, otherwise each item is a prefix; 'dev:port' limits the port.
-    None when `value` is empty (no list: everything is selected)."""
-    if not value:
-        return None
-    neg = value.startswith("^")
-    v = value[1:] if neg else value
-    exact = v.startswith("=")
-    v = v[1:] if exact else v
-    hit = False
-    for item in (x for x in v.split(",") if x):
-        prefix, _, p = item.partition(":")
-        if not prefix:
-            continue
-        ok = name == prefix if exact else name.startswith(prefix)
-        if ok and (not p or port is None or not p.isdigit() or int(p) == port):
-            hit = True
-            break
-    return hit != neg
 
 
 def list_items(value: str) -> tuple[bool, bool, list[str]]:

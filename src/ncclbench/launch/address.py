@@ -22,7 +22,7 @@ import socket
 import struct
 from collections.abc import Callable, Mapping
 
-from ..explain.nccl_env import nccl_list_match
+from ..nccl.envlist import nccl_list_match
 
 ADDR_ENV = "NCCLBENCH_HEALTH_ADDR"
 _SIOCGIFADDR = 0x8915
