@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from ncclbench.backends.threads import ThreadTeam, merge_threads
+from ncclbench.backends.threads import ThreadTeam, merge_threads, on_each_thread
 from ncclbench.launch.hostcomm import HostComm
 
 
@@ -142,3 +142,30 @@ def test_abort_releases_waiting_threads():
     team.abort()
     th.join(timeout=10)
     assert released == [True]
+
+
+def test_on_each_thread_runs_the_calls_at_once_zero_in_the_caller():
+    team = ThreadTeam(3, CountingHost(remote=1.0))
+    names: list[str] = [""] * 3
+
+    def body(i: int) -> float:
+        names[i] = threading.current_thread().name
+        return team.allreduce(float(i), "sum", thread=i)  # meets the others: one at a time would hang
+
+    assert on_each_thread(3, body, name="w") == [4.0, 4.0, 4.0]
+    assert names == [threading.current_thread().name, "w1", "w2"]
+
+
+def test_on_each_thread_joins_all_then_raises_the_first_failure_by_index():
+    done: list[int] = []
+
+    def body(i: int) -> int:
+        if i in (1, 2):
+            raise ValueError(f"thread {i}")
+        done.append(i)
+        return i
+
+    with pytest.raises(ValueError, match="thread 1"):
+        on_each_thread(4, body)
+    assert sorted(done) == [0, 3]
+    assert on_each_thread(1, lambda i: i + 7) == [7]

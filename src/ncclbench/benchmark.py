@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING
 from . import __version__
 from .backends.base import Worker
 from .backends.select import BACKEND_ENV, gpu_count
+from .backends.threads import on_each_thread
 from .collectives import COLLECTIVES
 from .collectives.base import Collective
 from .config import Backend, BenchOptions
@@ -104,20 +104,7 @@ def make_workers(opts: BenchOptions, backend: Backend, host: HostComm, collectiv
 def collect_devices(workers: Sequence[Worker]) -> list[DeviceInfo]:
     """`# Using devices` lines of the whole world (at the reporter).  Gathering is
     collective over every worker, so with -t > 1 each thread gathers at once."""
-    if len(workers) == 1:
-        return workers[0].gather_devices() or []
-    out: list[list[DeviceInfo] | None] = [None] * len(workers)
-
-    def body(i: int) -> None:
-        out[i] = workers[i].gather_devices()
-
-    threads = [threading.Thread(target=body, args=(i,)) for i in range(1, len(workers))]
-    for t in threads:
-        t.start()
-    body(0)
-    for t in threads:
-        t.join()
-    return out[0] or []
+    return on_each_thread(len(workers), lambda i: workers[i].gather_devices())[0] or []
 
 
 def run_info(plan: RunPlan, workers: Sequence[Worker], host: HostComm, notes: list[str]) -> RunInfo:

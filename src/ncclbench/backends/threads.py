@@ -1,4 +1,5 @@
-"""Host-side collectives across the `-t` threads of a process, then across processes.
+"""Host-side collectives across the `-t` threads of a process, then across processes;
+and `on_each_thread`, which runs one call per -t thread at once.
 
 nccl-tests runs T threads per process; its Barrier/Allreduce first meet the
 threads of the process and then let one thread talk to MPI.  `ThreadTeam`
@@ -12,9 +13,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from ..launch.hostcomm import HostComm
+
+R = TypeVar("R")
 
 _OPS: dict[str, Callable[[Sequence[float]], float]] = {"sum": sum, "min": min, "max": max}
 
@@ -36,6 +39,36 @@ def merge_threads(objs: Sequence[Any]) -> Any:
             return [max(col) for col in zip(*objs)]
         return [v for o in objs for v in o]
     return first
+
+
+def on_each_thread(n: int, body: Callable[[int], R], name: str = "ncclbench-t") -> list[R]:
+    """body(0) ... body(n-1) at once, one per -t thread of this process: 0 in the calling
+    thread, the others in threads `name`1 ...; returns their results in order.
+
+    Why at once: the calls meet in the workers' host collectives (`ThreadTeam`), so one
+    thread alone would wait forever.  Every thread is joined before anything is raised; the
+    first failure by index is then raised here, so no thread's error is lost to stderr."""
+    if n == 1:
+        return [body(0)]
+    results: list[Any] = [None] * n
+    failures: list[BaseException | None] = [None] * n
+
+    def run(i: int) -> None:
+        try:
+            results[i] = body(i)
+        except BaseException as exc:  # re-raised in the calling thread below
+            failures[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,), name=f"{name}{i}") for i in range(1, n)]
+    for t in threads:
+        t.start()
+    run(0)
+    for t in threads:
+        t.join()
+    first = next((f for f in failures if f is not None), None)
+    if first is not None:
+        raise first
+    return results
 
 
 class ThreadTeam:

@@ -15,10 +15,10 @@ moment to change NCCL's log settings.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 
 from ..backends.base import Worker
+from ..backends.threads import on_each_thread
 from ..harness.timing import Placement, warm_up
 from ..plan import RunPlan
 
@@ -46,20 +46,6 @@ def probe_sizes(plan: RunPlan, workers: Sequence[Worker], switch: Callable[[int]
     return the number of tests probed.  Collective: every process of the world calls it."""
     if not workers or plan.cycles == 0:
         return 0
-    failures: list[BaseException] = []
-
-    def body(i: int) -> None:
-        try:
-            _probe_one_worker(plan, workers[i], switch if i == 0 else None)
-        except BaseException as exc:  # re-raised in the calling thread
-            failures.append(exc)
-
-    threads = [threading.Thread(target=body, args=(i,), name=f"ncclbench-probe-t{i}") for i in range(1, len(workers))]
-    for t in threads:
-        t.start()
-    body(0)
-    for t in threads:
-        t.join()
-    if failures:
-        raise failures[0]
+    on_each_thread(len(workers), lambda i: _probe_one_worker(plan, workers[i], switch if i == 0 else None),
+                   name="ncclbench-probe-t")
     return sum(1 for _ in plan.tests()) if plan.collective.check_nranks(workers[0].nranks) is None else 0

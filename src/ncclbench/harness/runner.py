@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 import time
 from collections.abc import Sequence
 
 from ..backends.base import Worker
+from ..backends.threads import on_each_thread
 from ..datatypes import DataType, RedOp
 from ..output import Reporter
 from ..plan import RunPlan
@@ -127,26 +127,5 @@ def run_workers(plan: RunPlan, workers: Sequence[Worker], reporter: Reporter | N
     """Run the plan on every worker of this process (one thread each) and return
     the summary seen by the reporting worker (None on other processes)."""
     runs = [WorkerRun(plan, w, reporter) for w in workers]
-    if len(runs) == 1:
-        summary = runs[0].run()
-        return summary if workers[0].is_reporter else None
-    results: list[RunSummary | BaseException | None] = [None] * len(runs)
-
-    def body(i: int) -> None:
-        try:
-            results[i] = runs[i].run()
-        except BaseException as exc:  # re-raised in the main thread below
-            results[i] = exc
-
-    threads = [threading.Thread(target=body, args=(i,), name=f"ncclbench-t{i}")
-               for i in range(1, len(runs))]
-    for t in threads:
-        t.start()
-    body(0)
-    for t in threads:
-        t.join()
-    for r in results:
-        if isinstance(r, BaseException):
-            raise r
-    first = results[0]
-    return first if workers[0].is_reporter and isinstance(first, RunSummary) else None
+    summaries = on_each_thread(len(runs), lambda i: runs[i].run())
+    return summaries[0] if workers[0].is_reporter else None
