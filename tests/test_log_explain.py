@@ -245,3 +245,57 @@ def test_an_unknown_nccl_version_marks_its_lines_unknown_not_guessed(tmp_path):
     assert any("connection line in an unknown format" in u for u in facts.unparsed)
     doc = json.dumps(ex.data, default=str)
     assert "FOO" not in json.dumps(ex.data["nccl_log"]["facts"]["connections"]) and "9.1.0" in doc
+
+
+# -- the same causes in live runs (item 5): NCCL's log capture and the profiler plugin both feed RunFacts --------
+
+def _live_facts(env, log_text="", probe=None):
+    from explain_helpers import H100, facts
+
+    from ncclbench.explain.nccl_log import CallChoice
+    from ncclbench.explain.run_explain import RunFacts
+    from ncclbench.results import HalfResult, ResultRow
+    from ncclbench.simulation import hosts as S
+
+    host = facts(S.hgx_host("n1", *H100, ngpus=4, nic_kind=None))
+    half = HalfResult(1000.0, float("nan"), 25.0, 37.5, 0, None)
+    rows = [ResultRow(s, s // 4, "float", "sum", -1, half, half) for s in (1 << 28, 1 << 29, 1 << 30)]
+    calls = None if probe is None else [[CallChoice("AllReduce", r.size, "Ring", "Simple", probe, "profiler")
+                                         for r in rows]]
+    return RunFacts("all_reduce", 4, rows, hosts=[host], log=parse_nccl_log(log_text) if log_text else None,
+                    env=env, tests=[("float", "sum", -1)], probe=calls)
+
+
+def test_live_p2p_and_shm_off_says_sockets_not_shm():
+    ex = explain_run(_live_facts({"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}))
+    t, = [x for x in ex.judgement.traps.raised if x.name.startswith("p2p")]
+    assert t.name == "p2p-shm-disabled" and "network transport" in t.evidence
+    assert "host memory (SHM)" not in t.evidence and ex.judgement.verdict.label == "below expected"
+
+
+def test_live_channels_capped_with_the_profiler_routes_channels():
+    ex = explain_run(_live_facts({"NCCL_MAX_NCHANNELS": "2"}, probe=2))
+    t, = [x for x in ex.judgement.traps.raised if x.name == "channels-capped"]
+    assert "per call 2 channel(s)" in t.evidence  # what the profiler plugin saw per call
+    assert ex.data["causes"] == ["channels_capped"]
+
+
+def test_live_forced_tree_is_judged_against_the_free_choice():
+    log = "n1:1:1 [0] NCCL INFO AllReduce: 1073741824 Bytes -> Algo TREE proto SIMPLE channel{Lo..Hi}={0..23}\n"
+    ex = explain_run(_live_facts({"NCCL_ALGO": "Tree"}, log_text=log))
+    j = ex.judgement
+    assert j.ceiling.ceiling == 370.8 and "judged against NCCL's free choice" in j.ceiling.reasoning
+    assert j.verdict.label == "below expected" and "algo_forced" in j.traps.causes()
+
+
+def test_a_plugin_that_did_not_load_is_named_only_where_it_matters():
+    lines = ["ip-10-1-1-1:1:1 [0] NCCL INFO NET/Plugin : Plugin load returned 2 : libnccl-net.so: cannot open shared "
+             "object file: No such file or directory.",
+             "ip-10-1-1-1:1:1 [0] NCCL INFO Using network Socket",
+             "ip-10-1-1-1:1:1 [0] NCCL INFO Channel 00/0 : 7[7] -> 8[0] [send] via NET/Socket/0"]
+    log = parse_nccl_log("\n".join(lines) + "\n")
+    two = find_traps([], log, {}, nnodes=2, host_names=["ip-10-1-1-1", "ip-10-1-1-2"])
+    assert two.causes() == ["sockets_between_hosts", "plugin_missing"]
+    t, = [x for x in two.raised if x.name == "plugin-missing"]
+    assert "aws-ofi-nccl" in t.fix and t.severity == "error"
+    assert find_traps([], log, {}, nnodes=1).causes() == []  # one host: sockets carry nothing between hosts

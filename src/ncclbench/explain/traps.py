@@ -528,6 +528,30 @@ def check_socket_between_hosts(log: NcclLogFacts | None, nnodes: int | None,
                  "name) and NET/IB or NET/OFI connections", ERROR)], None
 
 
+def check_plugin(log: NcclLogFacts | None, env: Mapping[str, str], nnodes: int | None) -> list[Trap]:
+    """A network plugin asked for (NCCL_NET_PLUGIN) or needed (sockets between hosts) that did not load.
+    "No plugin found ... using internal implementation" alone is normal on InfiniBand (NCCL's own IB
+    transport needs none), so it counts only with one of those two."""
+    if log is None or not log.plugin_failures:
+        return []
+    asked = env_set(env, "NCCL_NET_PLUGIN") or env_set(env, "NCCL_NET")
+    net = (network_in_use(log) or "").lower()
+    sockets_between = (nnodes or 0) > 1 and net == "socket"
+    if not asked and not sockets_between:
+        return []
+    efa = any(x in " ".join(log.hosts + log.net_plugin_log).lower() for x in ("efa", "ofi", "libfabric", "ip-1"))
+    return [Trap(
+        "plugin-missing",
+        f"NCCL's plugin lines: '{log.plugin_failures[0][:200]}'"
+        + (f" with {'NCCL_NET_PLUGIN' if env_set(env, 'NCCL_NET_PLUGIN') else 'NCCL_NET'}={asked}" if asked else "")
+        + ("; NCCL then used its Socket transport between hosts" if sockets_between else ""),
+        ("install aws-ofi-nccl (libnccl-net-ofi.so / libnccl-net.so) and put it on LD_LIBRARY_PATH or name it with "
+         "NCCL_NET_PLUGIN; its start line 'NET/OFI Initializing aws-ofi-nccl <version>' shows it loaded" if efa else
+         "put the network plugin your fabric needs on LD_LIBRARY_PATH (or NCCL_NET_PLUGIN=<path>), or unset "
+         "NCCL_NET_PLUGIN to use NCCL's own IB transport; check the container has libibverbs and /dev/infiniband"),
+        ERROR if sockets_between else WARN)]
+
+
 TOPOLOGY_CHECKS = ("net-socket-fallback", "pcie-downtrained", "nvlink-down", "nic-env-mismatch")
 
 
@@ -558,6 +582,7 @@ def find_traps(hosts: Sequence[HostTopology], log: NcclLogFacts | None, env: Map
         ("nic-env-mismatch", lambda: check_nic_env(hosts, env)),
         ("algo-forced", lambda: (check_forced(hosts, env), None)),
         ("channels-capped", lambda: (check_channels(env, log, per_call_channels), None)),
+        ("plugin-missing", lambda: (check_plugin(log, env, nnodes), None)),
     ]
     for name, run in checks:
         if not hosts and name in TOPOLOGY_CHECKS and not (name == "net-socket-fallback" and log is not None
