@@ -87,7 +87,7 @@ def test_healthy_gpus_every_group_measured_checked_and_released(tmp_path):
     assert {c.handle for c in children} <= set(lib.destroyed)  # the timed communicators are destroyed
     assert doc["gpus"]["0"].startswith("Fake H100 0000:18:00") and doc["nccl"] == "2.28.9"
     assert doc["expected"]["local:1x1"]["ceiling"] is None  # a lone GPU: unknown, and said why
-    assert "explain model does not cover" in doc["expected"]["local:1x1"]["text"]
+    assert "bounded by its memory bandwidth" in doc["expected"]["local:1x1"]["text"]
     assert "# expected ceiling intra:1x4: unknown: no topology facts from h0" in out
 
 

@@ -88,7 +88,12 @@ def unreferenced_groups(doc: dict) -> dict[str, list[dict]]:
         if not str(rec.get("purpose", "")).startswith("fleet") or str(rec.get("purpose")).endswith("rails"):
             continue
         for g in rec.get("groups", []):
-            if g.get("wrong") or not str(g.get("why") or "").startswith("no reference"):
-                continue
+            if g.get("wrong") or g.get("busbw") is None or str(g.get("why") or "").startswith("not judged:"):
+                continue  # failed, or its cycles disagreed: not a sample of what is normal
+            if "reference" in g:
+                if g["reference"] is not None:
+                    continue  # judged against the fleet or a baseline already
+            elif not str(g.get("why") or "").startswith("no reference"):
+                continue  # a scan written before "reference" was recorded
             out.setdefault(str(g.get("shape")), []).append(g)
     return out

@@ -14,7 +14,7 @@ import dataclasses
 import datetime
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -59,7 +59,7 @@ def coordinate(coord: Coordinator, cfg: ScanConfig, spec: GroupSpec, round_timeo
     fleet = fleet_from(coord)
     try:
         answers = exchange_setup(coord, fleet, join_timeout_s)
-        cfg, facts = apply_facts(fleet, cfg, answers)
+        cfg, facts = apply_facts(fleet, cfg, answers, spec.bw_bytes)
     except BenchError as exc:
         for r in coord.ranks:
             coord.send(r, ("end", int(exc.code), "exit"))
@@ -113,10 +113,13 @@ def exchange_setup(coord: Coordinator, fleet: Fleet, timeout_s: float) -> dict[i
     return answers
 
 
-def apply_facts(fleet: Fleet, cfg: ScanConfig, answers: dict[int, dict]) -> tuple[ScanConfig, dict]:
-    """The ranks' set-up answers -> the scan's configuration (expected ceilings) and what
-    the report records about them.  A rank that could not set up (no GPU for its slot,
-    no libnccl) is a launch problem: one BenchError naming it, with its exit code."""
+def apply_facts(fleet: Fleet, cfg: ScanConfig, answers: dict[int, dict],
+                bw_bytes: int | None = None) -> tuple[ScanConfig, dict]:
+    """The ranks' set-up answers -> the scan's configuration (expected ceilings and, at the
+    scan's bandwidth size `bw_bytes`, their thresholds) and what the report records about
+    them, with explain's trap checks per host over its facts and the ranks' NCCL settings.
+    A rank that could not set up (no GPU for its slot, no libnccl) is a launch problem:
+    one BenchError naming it, with its exit code."""
     failed = sorted((r, a) for r, a in answers.items() if a.get("error"))
     if failed:
         r, a = failed[0]
@@ -127,20 +130,34 @@ def apply_facts(fleet: Fleet, cfg: ScanConfig, answers: dict[int, dict]) -> tupl
     backends = {a["backend"] for a in answers.values() if a.get("backend")}
     if len(backends) == 1:
         facts["backend"] = {"nccl": "NCCL (GPU)", "mpi": "CPU backend (MPI)"}.get(*backends, *backends)
+    envs = host_envs(fleet, answers)
+    if any(envs.values()):
+        facts["nccl_env"] = {h: dict(sorted(e.items())) for h, e in envs.items() if e}
     gpus = {r: a for r, a in answers.items() if a.get("pci")}
     if not gpus:
         return cfg, facts
     from ..explain.topology import HostTopology
+    from .causes import host_causes
     from .expected import expected_map, representative_groups, shape_ceilings
+    from .physics import physics_reference
 
     topologies = {}
     for r, a in answers.items():
         if a.get("topology"):
             topologies[fleet.hosts[fleet.where(r)[0]]] = HostTopology.from_dict(a["topology"])
     version = next((a["nccl"] for a in answers.values() if a.get("nccl")), None)
+    pcis = {r: a["pci"] for r, a in gpus.items()}
+    env0 = next((e for e in envs.values() if e), {})
     ceilings = shape_ceilings(fleet, representative_groups(fleet, cfg.phases, cfg.pair_shape), topologies,
-                              {r: a["pci"] for r, a in gpus.items()}, version)
-    facts["expected"] = {c.shape: c.to_json() for c in ceilings}
+                              pcis, version, env0)
+    physics = {c.shape: physics_reference(c.shape, c.ceiling, c.bound, c.ngpus, bw_bytes, c.algorithm,
+                                          c.algorithm_source, c.nnodes)
+               for c in ceilings if c.ceiling is not None and bw_bytes}
+    facts["expected"] = {c.shape: {**c.to_json(), **({"physics": physics[c.shape].to_json()}
+                                                     if c.shape in physics else {})} for c in ceilings}
+    causes = host_causes(fleet, topologies, pcis, envs)
+    if causes:
+        facts["causes"] = {h: c.to_json() for h, c in causes.items()}
     facts["gpus"] = {str(r): f"{a.get('gpu', '?')} {a['pci']} (cuda device {a.get('device')})"
                      for r, a in sorted(gpus.items())}
     if version:
@@ -148,7 +165,18 @@ def apply_facts(fleet: Fleet, cfg: ScanConfig, answers: dict[int, dict]) -> tupl
     notes = [a["topology_unread"] for a in answers.values() if a.get("topology_unread")]
     if notes:
         facts["topology_unread"] = sorted(set(notes))
-    return dataclasses.replace(cfg, expected=expected_map(ceilings) or None), facts
+    return dataclasses.replace(cfg, expected=expected_map(ceilings) or None, physics=physics or None,
+                               causes=causes or None), facts
+
+
+def host_envs(fleet: Fleet, answers: Mapping[int, dict]) -> dict[str, dict[str, str]]:
+    """host -> the NCCL_* settings its ranks run with (the first rank of the host that said)."""
+    out: dict[str, dict[str, str]] = {}
+    for r, a in sorted(answers.items()):
+        host = fleet.hosts[fleet.where(r)[0]]
+        if host not in out and isinstance(a.get("env"), dict):
+            out[host] = {str(k): str(v) for k, v in a["env"].items()}
+    return out
 
 
 def _dismiss(coord: Coordinator, rounds: LiveRounds, code: int) -> None:

@@ -9,9 +9,11 @@ fleets are expected to be uniform, and the fleet statistics, not this figure,
 decide what is slow).  At the scan's bandwidth size (256 MiB by default on
 GPUs) a healthy group sits near or somewhat below it; the report says so.
 
-A shape whose ceiling the model cannot give is listed with the reason
-(unknown, never guessed): a lone GPU (`local`: a 1-rank all_reduce is a
-device copy, which the model does not cover), missing facts, sockets.
+A lone GPU (`local`: a 1-rank all_reduce is a device copy, each byte read and
+written once) is bounded by its memory: half of NVML's bus width x max memory
+clock x 2 / 8 (explain.ceiling.memory_bandwidth_bound), as algbw.  A shape whose
+ceiling cannot be given is listed with the reason (unknown, never guessed):
+missing facts, an NVML that does not report the memory, sockets.
 """
 
 from __future__ import annotations
@@ -19,24 +21,33 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..explain.ceiling import expected_ceiling
+from ..explain.ceiling import expected_ceiling, memory_bandwidth_bound
 from ..explain.topology import HostTopology
 from .fleet import Fleet
 from .schedule import Group, intra_groups, local_groups, pair_groups, rail_groups
 
 LOCAL_UNKNOWN = ("one GPU alone: its figure is the algbw of a 1-rank all_reduce (a device-to-device copy), "
-                 "which the explain model does not cover")
+                 "bounded by its memory bandwidth, which NVML did not give")
+# NCCL settings that choose the algorithm the platform runs with (NVLS is kept off on some machines:
+# reference/baseline-h200.md) are part of the healthy ceiling; settings that degrade the path
+# (NCCL_P2P_DISABLE, NCCL_MAX_NCHANNELS, NCCL_ALGO, ...) are not: they are causes the traps name.
+PLATFORM_ENV = ("NCCL_NVLS_ENABLE",)
 
 
 @dataclass(frozen=True)
 class ShapeCeiling:
     shape: str
-    ceiling: float | None  # GB/s busbw, large messages
+    ceiling: float | None  # GB/s busbw (algbw for a lone GPU), large messages
     text: str  # the model's reasoning, or why it is unknown
     group: str  # the group it was computed for
+    bound: str = ""  # 'NVLink', 'PCIe', 'NIC', 'memory'
+    ngpus: int = 1  # ranks in the group
+    nnodes: int = 1
+    algorithm: str | None = None
+    algorithm_source: str = ""
 
     def to_json(self) -> dict:
-        return {"ceiling": self.ceiling, "text": self.text, "group": self.group}
+        return {"ceiling": self.ceiling, "text": self.text, "group": self.group, "bound": self.bound or None}
 
 
 def representative_groups(fleet: Fleet, phases: Sequence[str], pair_shape: str) -> list[Group]:
@@ -62,10 +73,11 @@ def shape_ceilings(fleet: Fleet, groups: Sequence[Group], topologies: Mapping[st
     """The ceiling of each group's shape.  `topologies`: host name -> its facts;
     `gpu_pci`: world rank -> its GPU's PCI address (as `HostTopology.only` takes it)."""
     out = []
+    env = {k: v for k, v in (env or {}).items() if k in PLATFORM_ENV}
     for g in groups:
         label = g.label(fleet)
         if g.phase == "local":
-            out.append(ShapeCeiling(g.shape, None, LOCAL_UNKNOWN, label))
+            out.append(_lone_gpu(fleet, g, label, topologies, gpu_pci))
             continue
         hosts: list[HostTopology] = []
         missing = []
@@ -80,14 +92,35 @@ def shape_ceilings(fleet: Fleet, groups: Sequence[Group], topologies: Mapping[st
         if missing:
             out.append(ShapeCeiling(g.shape, None, f"no topology facts from {', '.join(missing)}", label))
             continue
-        c = expected_ceiling(hosts, "all_reduce", len(g.members), nccl_version=nccl_version, env=dict(env or {}))
+        c = expected_ceiling(hosts, "all_reduce", len(g.members), nccl_version=nccl_version, env=env)
         if c.ceiling is None:
             out.append(ShapeCeiling(g.shape, None, c.unknown or "the model gave no ceiling", label))
         else:
             out.append(ShapeCeiling(g.shape, float(c.ceiling),
                                     f"{c.ceiling:.1f} GB/s ({c.bound}, {c.algorithm} {c.algorithm_source}): "
-                                    f"{c.reasoning}", label))
+                                    f"{c.reasoning}", label, c.bound or "", len(g.members), c.nnodes,
+                                    c.algorithm, c.algorithm_source))
     return out
+
+
+def _lone_gpu(fleet: Fleet, g: Group, label: str, topologies: Mapping[str, HostTopology],
+              gpu_pci: Mapping[int, str]) -> ShapeCeiling:
+    """A lone GPU's ceiling: a device copy reads and writes each byte once, so its algbw is
+    at most half of the memory bandwidth (NVML)."""
+    (h, slot), = g.members
+    name = fleet.hosts[h]
+    topo, pci = topologies.get(name), gpu_pci.get(fleet.rank_of(h, slot))
+    if topo is None or pci is None:
+        return ShapeCeiling(g.shape, None, f"{LOCAL_UNKNOWN} (no topology facts from {name})", label)
+    gpus = topo.only([pci]).gpus
+    if not gpus:
+        return ShapeCeiling(g.shape, None, f"{LOCAL_UNKNOWN} (GPU {pci} not in {name}'s facts)", label)
+    bound, why = memory_bandwidth_bound(gpus[0])
+    if bound is None:
+        return ShapeCeiling(g.shape, None, f"{LOCAL_UNKNOWN}: {why}", label)
+    half = bound.model / 2
+    return ShapeCeiling(g.shape, half, f"{half:.1f} GB/s algbw (memory, a device copy reads and writes each byte: "
+                        f"half of {bound.text})", label, "memory", 1, 1, None, "")
 
 
 def expected_map(ceilings: Sequence[ShapeCeiling]) -> dict[str, float]:

@@ -35,6 +35,8 @@ class Finding:
     unit: str = "GB/s"
     evidence: list[str] = field(default_factory=list)
     pct_expected: float | None = None  # % of the expected ceiling (explain model), when known
+    cause: list[str] = field(default_factory=list)  # explain traps that explain it (health/causes.py)
+    setting: bool = False  # explained by the ranks' NCCL settings alone: a fault of the job, not the node
 
     @property
     def confirmed(self) -> bool:
@@ -54,16 +56,18 @@ class Finding:
         return {"component": self.component, "hosts": list(self.hosts), "detail": self.detail,
                 "verdict": self.verdict, "confirmed": self.confirmed, "measured": self.measured,
                 "expected": self.expected, "z": self.z, "unit": self.unit,
-                "pct_expected": self.pct_expected, "evidence": list(self.evidence)}
+                "pct_expected": self.pct_expected, "evidence": list(self.evidence), "cause": list(self.cause),
+                "setting": self.setting}
 
 
 def drain_hosts(findings: Iterable[Finding]) -> list[str]:
     """Hosts a scheduler should take out: confirmed faults of a node's own parts.
     A slow link is the fabric's (a cable, a switch port): both its hosts work
-    with everyone else, so neither is drained; it is reported for the fabric team."""
+    with everyone else, so neither is drained; it is reported for the fabric team.
+    Nor is a fault the job's own NCCL settings explain (`setting`): the node is fine."""
     out: dict[str, None] = {}
     for f in findings:
-        if f.confirmed and f.component in NODE_COMPONENTS:
+        if f.confirmed and f.component in NODE_COMPONENTS and not f.setting:
             for h in f.hosts:
                 out[h] = None
     return list(out)

@@ -18,16 +18,23 @@ bench/results/gpu-h200x4-2026-11-21-session4.md).
 
 A stored baseline for the cluster is a second reference: it is reported
 beside the fleet's (z against the baseline) and, when fewer groups answered
-than a fleet statistic needs, it is the reference.  With neither, a group
-is "not judged" - an unknown is said to be unknown.
+than a fleet statistic needs, it is the reference.  The third is physics
+(`physics.PhysicsRef`): the explain model's ceiling of the group's shape with
+a threshold at the scan's size; it judges every group whose ceiling is known,
+beside the fleet or alone.  With none of the three, a group is "not judged" -
+an unknown is said to be unknown.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .physics import PhysicsRef
 
 MAD_TO_SIGMA = 1.4826  # MAD of a normal distribution times this = its standard deviation
 MAD_SE = 1.16  # relative standard error of the MAD-based sigma is ~1.16/sqrt(n) (37 % efficiency)
@@ -172,6 +179,8 @@ class Score:
     why: list[str]  # one line of evidence per group ("" when ok)
     # per group, what was bad: "bw", "lat", "bw+lat", "no answer", "wrong" ("" when ok)
     symptom: list[str] = field(default_factory=list)
+    # per group, its verdict against the ceiling of its shape ("" where no ceiling is known)
+    physics: list[str] = field(default_factory=list)
 
     def bad(self) -> np.ndarray:
         return np.array([s in (SLOW, NO_ANSWER, WRONG) for s in self.status], dtype=bool)
@@ -184,9 +193,13 @@ def symptoms(text: str) -> set[str]:
     return set(text.split("+")) if text else {"?"}
 
 
-def score(result: RoundResult, refs: References, limit_z: float, gross_fraction: float = 0.0) -> Score:
+def score(result: RoundResult, refs: References, limit_z: float, gross_fraction: float = 0.0,
+          physics: PhysicsRef | None = None) -> Score:
     """Each group against the references: slow when busbw z < -limit, or busbw below
-    gross_fraction x the reference median, or latency z > +limit."""
+    gross_fraction x the reference median, or latency z > +limit; and against physics
+    (the ceiling of its shape, `physics`): slow below its threshold, with or without a
+    fleet.  A group with no fleet or baseline reference is judged by physics alone; above
+    the model (or with no threshold at this size) it is not judged."""
     n = len(result.busbw)
     bw = np.asarray(result.busbw, dtype=float)
     lat = np.asarray(result.lat_us, dtype=float)
@@ -200,6 +213,8 @@ def score(result: RoundResult, refs: References, limit_z: float, gross_fraction:
     if result.unstable:
         unstable[list(result.unstable)] = True
     unstable &= ~no_answer & ~wrong
+    has_ref = refs.busbw is not None
+    threshold = physics.threshold if physics is not None else None
     with np.errstate(invalid="ignore"):
         slow_bw = z_bw < -limit_z
         gross = (bw < gross_fraction * refs.busbw.center) if refs.busbw else np.zeros(n, dtype=bool)
@@ -207,18 +222,25 @@ def score(result: RoundResult, refs: References, limit_z: float, gross_fraction:
         slow_lat = np.isfinite(z_lat) & (z_lat > limit_z)
         if result.unsteady_lat:
             slow_lat[list(result.unsteady_lat)] = False
-    slow = ~no_answer & ~wrong & ~unstable & (slow_bw | slow_lat) if refs.busbw else np.zeros(n, dtype=bool)
+        slow_phys = (bw < threshold) if threshold is not None else np.zeros(n, dtype=bool)
+        above = (bw > physics.above) if physics is not None else np.zeros(n, dtype=bool)
+    if not has_ref:
+        slow_bw[:] = False
+        slow_lat[:] = False
+    judged = np.full(n, has_ref) | ((threshold is not None) & ~above)
+    slow = ~no_answer & ~wrong & ~unstable & judged & (slow_bw | slow_lat | slow_phys)
     status = np.full(n, OK, dtype=object)
-    if refs.busbw is None:
-        status[:] = UNJUDGED
+    status[~judged] = UNJUDGED
     status[unstable] = UNJUDGED
     status[slow] = SLOW
     status[wrong] = WRONG
     status[no_answer] = NO_ANSWER
     why = [""] * n
     symptom = [""] * n
+    phys = [_physics_line(physics, float(bw[i]), bool(slow_phys[i]), bool(above[i])) if np.isfinite(bw[i]) else ""
+            for i in range(n)]
     for i in np.flatnonzero(slow):
-        symptom[i] = "+".join(k for k, on in (("bw", slow_bw[i]), ("lat", slow_lat[i])) if on)
+        symptom[i] = "+".join(k for k, on in (("bw", slow_bw[i] or slow_phys[i]), ("lat", slow_lat[i])) if on)
     for i in np.flatnonzero(wrong):
         symptom[i] = "wrong"
     for i in np.flatnonzero(no_answer):
@@ -231,17 +253,35 @@ def score(result: RoundResult, refs: References, limit_z: float, gross_fraction:
         elif unstable[i]:
             why[i] = f"not judged: {result.unstable[int(i)]}"
         elif status[i] == UNJUDGED:
-            why[i] = "no reference: too few groups of this shape for fleet statistics and no baseline"
+            why[i] = "no reference: too few groups of this shape for fleet statistics and no baseline" + (
+                f"; against the ceiling: {phys[i]}" if phys[i] else "; no ceiling known for its shape")
         else:
-            assert refs.busbw is not None  # a slow status needs a reference
             parts = []
-            if slow_bw[i]:
+            if slow_bw[i] and refs.busbw is not None:
                 share = f" ({100 * bw[i] / refs.busbw.center:.0f} % of it)" if gross[i] else ""
                 parts.append(f"busbw {bw[i]:.4g} GB/s, z {z_bw[i]:+.1f} vs {refs.busbw.describe('GB/s')}{share}")
             if slow_lat[i] and refs.lat_us is not None:
                 parts.append(f"latency {lat[i]:.4g} us, z {z_lat[i]:+.1f} vs {refs.lat_us.describe('us')}")
+            if slow_phys[i]:
+                parts.append(phys[i])
             why[i] = "; ".join(parts)
-    return Score(list(status), z_bw, z_lat, why, symptom)
+    return Score(list(status), z_bw, z_lat, why, symptom, phys)
+
+
+def _physics_line(physics: PhysicsRef | None, value: float, slow: bool, above: bool) -> str:
+    """A group's verdict against the ceiling of its shape, with the threshold and its source."""
+    if physics is None:
+        return ""
+    pct = f"{value:.4g} GB/s = {100 * value / physics.ceiling:.0f} % of the {physics.ceiling:.4g} GB/s " \
+          f"{physics.bound} ceiling"
+    if above:
+        return f"above the model: {pct}, over {physics.above:.4g} GB/s: {physics.above_why}"
+    if physics.threshold is None:
+        return f"not judged against the ceiling: {pct}; {physics.why_not}"
+    prov = ", provisional" if physics.provisional else ""
+    if slow:
+        return f"below the ceiling's threshold: {pct}, under {physics.threshold:.4g} GB/s{prov}"
+    return f"within the ceiling: {pct}, over the {physics.threshold:.4g} GB/s threshold{prov}"
 
 
 def fleet_shift(refs: References, thr: Thresholds, shape: str) -> str | None:

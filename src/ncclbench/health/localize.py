@@ -50,6 +50,7 @@ from .judge import (
     score,
     symptoms,
 )
+from .physics import PhysicsRef
 from .schedule import Group, Round, make_round
 
 BAD = (SLOW, NO_ANSWER, WRONG)
@@ -74,9 +75,10 @@ class PhaseScan:
     """What both scans share: references per shape from the fleet round, scoring, dead hosts."""
 
     def __init__(self, fleet: Fleet, phase: str, thr: Thresholds, baseline: Baseline | None,
-                 expected: Mapping[str, float] | None):
+                 expected: Mapping[str, float] | None, physics: Mapping[str, PhysicsRef] | None = None):
         self.fleet, self.phase, self.thr = fleet, phase, thr
         self.baseline, self.expected = baseline, expected
+        self.physics = dict(physics or {})  # shape -> its ceiling and threshold (physics.py)
         self.records: list[Recorded] = []
         self.refs: dict[str, References] = {}
         self.dead: dict[int, str] = {}  # host -> what the runtime saw (rank, pid)
@@ -103,7 +105,7 @@ class PhaseScan:
         limit = self.thr.suspect_z if is_fleet(rnd) else self.thr.confirm_z
         shapes = [g.shape for g in rnd.groups]
         n = len(rnd.groups)
-        out = Score([UNJUDGED] * n, np.full(n, np.nan), np.full(n, np.nan), [""] * n, [""] * n)
+        out = Score([UNJUDGED] * n, np.full(n, np.nan), np.full(n, np.nan), [""] * n, [""] * n, [""] * n)
         for shape in dict.fromkeys(shapes):
             idx = np.array([i for i, s in enumerate(shapes) if s == shape])
             sub = RoundResult(result.busbw[idx], result.lat_us[idx], result.wrong[idx],
@@ -115,9 +117,10 @@ class PhaseScan:
             refs = self.refs.get(shape) or References(None, None)
             if not self.thr.judge_latency:
                 refs = References(refs.busbw, None, refs.base_busbw, None, refs.notes)
-            sc = score(sub, refs, limit, self.thr.gross_fraction)
+            sc = score(sub, refs, limit, self.thr.gross_fraction, self.physics.get(shape))
             for j, i in enumerate(idx):
                 out.status[i], out.why[i], out.symptom[i] = sc.status[j], sc.why[j], sc.symptom[j]
+                out.physics[i] = sc.physics[j]
                 out.z_bw[i], out.z_lat[i] = sc.z_bw[j], sc.z_lat[j]
         return out
 
@@ -156,8 +159,11 @@ class PhaseScan:
             lines.append(f"{self.phase}: {len(unstable)} group(s) not judged because their timed cycles "
                          f"disagreed (an overloaded or unsteady host); e.g. {unstable[0].removeprefix('not judged: ')}")
         if len(unstable) < len(whys):
-            lines.append(f"{self.phase}: {len(whys) - len(unstable)} group(s) not judged: fewer than "
-                         f"{self.thr.min_groups} steady groups of their shape (or host pairs) and no baseline")
+            rest = [w for w in whys if "timed cycles disagree" not in w]
+            ceiling = next((w.split("; ", 1)[1] for w in rest if "; " in w), "no ceiling known for its shape")
+            lines.append(f"{self.phase}: {len(rest)} group(s) not judged: fewer than "
+                         f"{self.thr.min_groups} steady groups of their shape (or host pairs), no baseline, "
+                         f"and {ceiling}")
         return [Finding(FLEET, (), UNJUDGED_V, f"{self.phase} phase", evidence=lines)]
 
     def unjudged_hosts(self) -> dict[int, list[str]]:
@@ -182,8 +188,9 @@ class RepeatScan(PhaseScan):
     """local / intra / rail: measure every group, then re-run the ones that looked bad."""
 
     def __init__(self, fleet: Fleet, phase: str, groups: Sequence[Group], thr: Thresholds = DEFAULT_THRESHOLDS,
-                 baseline: Baseline | None = None, expected: Mapping[str, float] | None = None):
-        super().__init__(fleet, phase, thr, baseline, expected)
+                 baseline: Baseline | None = None, expected: Mapping[str, float] | None = None,
+                 physics: Mapping[str, PhysicsRef] | None = None):
+        super().__init__(fleet, phase, thr, baseline, expected, physics)
         self.groups = list(groups)
 
     def next_round(self) -> Round | None:

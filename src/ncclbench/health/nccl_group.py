@@ -363,12 +363,15 @@ class GpuRankService:
 
     def setup(self, request: dict) -> dict:
         """("setup", {"slot", "topology"}) -> this rank's GPU, its PCI address, the NCCL
-        version and, when asked, the host's topology facts (explain.gather)."""
+        version, its NCCL_* settings and, when asked, the host's topology facts (explain.gather)."""
+        from .causes import nccl_settings
+
         gpu = self._gpu()
         device = gpu.choose_device(int(request["slot"]))
         props = gpu.props
         answer: dict[str, Any] = {"backend": "nccl", "device": device, "nccl": gpu.lib.version,
-                                  "pci": props.pci_hex if props else None, "gpu": props.name if props else None}
+                                  "pci": props.pci_hex if props else None, "gpu": props.name if props else None,
+                                  "env": nccl_settings()}
         if request.get("topology"):
             if self.read_topology is None:
                 from ..explain.gather import read_topology

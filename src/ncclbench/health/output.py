@@ -131,16 +131,26 @@ def figure_lines(report: HealthReport, meta: Mapping[str, Any] | None = None) ->
         if e.get("ceiling") is not None:
             out.append(f"# expected ceiling {shape}: {e['text']} (a large-message figure; at the scan's "
                        "bandwidth size a healthy group stays below it)")
+            if e.get("physics"):
+                out.append(f"# judged against the ceiling {shape}: {e['physics']['text']}")
         else:
             out.append(f"# expected ceiling {shape}: unknown: {e.get('text', 'no facts')}")
+    for host, c in dict((meta or {}).get("causes") or {}).items():
+        for t in c.get("traps", []):
+            what = " (a setting of this job)" if t.get("setting") else ""
+            out.append(f"# trap {host}: {str(t['severity']).upper()} {t['name']}{what}: {t['evidence']}")
     if report.fleet.world_size == 1:
         ref = (report.references.get("local:1x1") or {}).get("busbw")
-        if ref is None:
-            out.append("# one GPU: nothing to compare its figure with (no fleet of GPUs, no pairs): reported, not "
-                       "judged; judge it against a stored baseline with --baseline FILE (written by --save-baseline "
-                       "on a known-good run)")
+        phys = (expected.get("local:1x1") or {}).get("physics")
+        if ref is not None:
+            out.append(f"# one GPU: judged against {ref['source']} ({_num(ref['center'], 'GB/s')})"
+                       + (" and its ceiling" if phys and phys.get("threshold") else ""))
+        elif phys and phys.get("threshold"):
+            out.append("# one GPU: no fleet to compare with: judged against its memory's ceiling (above)")
         else:
-            out.append(f"# one GPU: judged against {ref['source']} ({_num(ref['center'], 'GB/s')})")
+            out.append("# one GPU: nothing to compare its figure with (no fleet of GPUs, no pairs, no ceiling at "
+                       "this size): reported, not judged; judge it against a stored baseline with --baseline FILE "
+                       "(written by --save-baseline on a known-good run)")
     return out
 
 

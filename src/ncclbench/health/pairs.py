@@ -25,6 +25,7 @@ from .fleet import Fleet
 from .judge import Baseline, References, RoundResult, Thresholds
 from .localize import BAD, DEFAULT_THRESHOLDS, VERDICT, PhaseScan, is_fleet
 from .pair_state import Obs, PairState, is_aggregate, pair_aggregate
+from .physics import PhysicsRef
 from .schedule import Round, disjoint_pairs, make_round, pair_groups, round_robin
 
 
@@ -33,8 +34,9 @@ class PairScan(PhaseScan):
 
     def __init__(self, fleet: Fleet, thr: Thresholds = DEFAULT_THRESHOLDS, shape: str = "rails", max_rounds: int = 3,
                  all_pairs: bool = False, baseline: Baseline | None = None,
-                 expected: Mapping[str, float] | None = None, hosts: Sequence[int] | None = None):
-        super().__init__(fleet, "pairs", thr, baseline, expected)
+                 expected: Mapping[str, float] | None = None, hosts: Sequence[int] | None = None,
+                 physics: Mapping[str, PhysicsRef] | None = None):
+        super().__init__(fleet, "pairs", thr, baseline, expected, physics)
         self.shape, self.max_rounds, self.all_pairs = shape, max_rounds, all_pairs
         self.hosts = list(range(fleet.nhosts)) if hosts is None else list(hosts)
         self.tournament = round_robin(self.hosts) if all_pairs else None

@@ -16,11 +16,13 @@ from typing import Any
 
 import numpy as np
 
+from .causes import HostCauses, attach_causes
 from .findings import NO_ANSWER_C, NO_ANSWER_V, NODE_COMPONENTS, Finding, drain_hosts, merge
 from .fleet import Fleet
 from .judge import Baseline, RoundResult, Thresholds
 from .localize import RepeatScan
 from .pairs import PairScan
+from .physics import PhysicsRef
 from .schedule import PAIR_SHAPES, PHASES, Group, Round, intra_groups, local_groups, make_round, rail_groups
 
 # what a host can come out as; all but healthy and faulty leave the scan unresolved (exit 9)
@@ -38,6 +40,8 @@ class ScanConfig:
     thresholds: Thresholds = Thresholds()
     baseline: Baseline | None = None
     expected: Mapping[str, float] | None = None  # ceiling per group shape (the explain model), when known
+    physics: Mapping[str, PhysicsRef] | None = None  # per shape: its ceiling's threshold at the scan's size
+    causes: Mapping[str, HostCauses] | None = None  # per host: explain's traps (named in the findings)
 
     def __post_init__(self) -> None:
         bad = [p for p in self.phases if p not in PHASES]
@@ -200,6 +204,8 @@ def run_scan(fleet: Fleet, config: ScanConfig, run_round: RunRound,
     raw = [f for f in raw if not (f.component == NO_ANSWER_C and f.hosts
                                   and f.hosts[0] in {fleet.hosts[h] for h in lost})]
     findings = merge(raw)
+    if config.causes:
+        attach_causes(findings, config.causes)
     status = _host_status(fleet, findings, tested, unjudged)
     for h, why in lost.items():
         status[fleet.hosts[h]] = "partly tested"
@@ -229,9 +235,17 @@ def _measurements(fleet: Fleet, scans: list) -> list[dict]:
                                "busbw": _f(rec.result.busbw[i]), "lat_us": _f(rec.result.lat_us[i]),
                                "wrong": int(rec.result.wrong[i]), "status": rec.score.status[i],
                                "z_busbw": _f(rec.score.z_bw[i]), "z_lat": _f(rec.score.z_lat[i]),
-                               "why": rec.score.why[i] or None})
+                               "why": rec.score.why[i] or None,
+                               "reference": _ref_source(scan, g.shape),
+                               "ceiling": (rec.score.physics[i] if rec.score.physics else "") or None})
             out.append({"round": rec.round.name, "purpose": rec.round.purpose, "groups": groups})
     return out
+
+
+def _ref_source(scan, shape: str) -> str | None:
+    """Where a group's busbw reference came from: "fleet", "baseline NAME", or None (none)."""
+    refs = scan.refs.get(shape)
+    return refs.busbw.source if refs is not None and refs.busbw is not None else None
 
 
 def _f(x: float) -> float | None:
@@ -241,17 +255,18 @@ def _f(x: float) -> float | None:
 def _phase_scans(fleet: Fleet, cfg: ScanConfig) -> tuple[list, list[str]]:
     scans: list = []
     skipped: list[str] = []
-    thr, base, exp = cfg.thresholds, cfg.baseline, cfg.expected
+    thr, base, exp, phys = cfg.thresholds, cfg.baseline, cfg.expected, cfg.physics
     for phase in cfg.phases:
         groups = {"local": local_groups, "intra": intra_groups, "rail": rail_groups}.get(phase, lambda f: ())(fleet)
         if phase in ("local", "intra", "rail") and groups:
-            scans.append(RepeatScan(fleet, phase, groups, thr, base, exp))
+            scans.append(RepeatScan(fleet, phase, groups, thr, base, exp, phys))
         elif phase == "intra":
             skipped.append("intra phase skipped: no host has two GPUs or more")
         elif phase == "rail" and fleet.nhosts >= 2:
             skipped.append("rail phase skipped: no GPU slot is present on two hosts")
         elif phase == "pairs" and fleet.nhosts >= 2:
-            scans.append(PairScan(fleet, thr, cfg.pair_shape, cfg.max_pair_rounds, cfg.all_pairs, base, exp))
+            scans.append(PairScan(fleet, thr, cfg.pair_shape, cfg.max_pair_rounds, cfg.all_pairs, base, exp,
+                                  physics=phys))
     return scans, skipped
 
 

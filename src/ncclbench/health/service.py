@@ -192,8 +192,10 @@ def mpi_rank(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec) -> int:
     elif not token:
         raise ArgumentError(f"health: --coordinator needs the coordinator's token in ${TOKEN_ENV}")
     assert where is not None
-    code, how = _join_and_measure(where, token, rank, opts, mpi_measure(world), lambda request: {"backend": "mpi"},
-                                  thread, result)
+    from .causes import nccl_settings
+
+    code, how = _join_and_measure(where, token, rank, opts, mpi_measure(world),
+                                  lambda request: {"backend": "mpi", "env": nccl_settings()}, thread, result)
     if how == "abort":
         world.Abort(code)
     if how == "exit":
