@@ -42,7 +42,9 @@ def run(args: argparse.Namespace) -> int:
     facts = run_facts(stored)
     explained = explain_run(facts)
     info = stored.info
-    print(f"# ncclbench explain: {stored.label} ({info.program}, {info.nranks} rank(s), "
+    topo = facts.log_topology
+    nranks = info.nranks if topo is None else (topo.nranks or "?")  # an import: what its lines say, or unknown
+    print(f"# ncclbench explain: {stored.label} ({info.program}, {nranks} rank(s), "
           f"{len(stored.rows)} row(s), {stored.status}{', ' + info.start_time if info.start_time else ''})")
     for line in format_topology_lines(facts.hosts):
         print(line)

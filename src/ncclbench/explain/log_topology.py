@@ -156,8 +156,9 @@ def is_datacenter(model: str | None) -> bool:
 
 
 def log_topology(devices: Sequence[DeviceInfo], log: NcclLogFacts | None, launch: LaunchFacts | None = None,
-                 run_env: Mapping[str, str] | None = None) -> LogTopology:
-    """The layout an imported log states (module docstring); nothing the log does not support."""
+                 run_env: Mapping[str, str] | None = None, table_nranks: int | None = None) -> LogTopology:
+    """The layout an imported log states (module docstring); nothing the log does not support.
+    `table_nranks`: the rank count the table's busbw/algbw or size/count ratios solve for."""
     t = LogTopology(launch=launch)
     first_group = devices[0].group if devices else 0
     by_host: dict[str, LogHost] = {}
@@ -195,6 +196,8 @@ def log_topology(devices: Sequence[DeviceInfo], log: NcclLogFacts | None, launch
                              "(the paste lost some): hosts counted from them are a lower bound")
             partial = True
         t.nranks, t.nranks_source = launched
+    if t.nranks is None and table_nranks:
+        t.nranks, t.nranks_source = table_nranks, "the table's busbw/algbw and size/count ratios"
     # hosts: NCCL's nNodes is its own count; else the device lines; else the launch line; else the
     # distinct hosts in NCCL's line prefixes (a lower bound when only some ranks logged)
     names = set(t.host_names) | set(log.hosts if log is not None else [])

@@ -76,7 +76,8 @@ def run_facts(run: Any) -> RunFacts:
     f.version_note = _version_note(info.nccl_headers_code, info.nccl_version_code, f.log)
     if not f.hosts and backend == "nccl-tests":
         launch = launch_facts(list(info.extra.get("launch_lines") or []))
-        f.log_topology = log_topology(info.devices, f.log, launch, f.env)
+        table = info.extra.get("collective_table") or {}
+        f.log_topology = log_topology(info.devices, f.log, launch, f.env, table.get("nranks"))
         if f.log_topology.nranks:
             f.nranks = f.log_topology.nranks
     return f

@@ -41,6 +41,7 @@ class Inferred:
     collective: str | None
     candidates: tuple[str, ...]
     how: str
+    nranks: int | None = None  # the rank count the table's ratios give (None: they do not)
 
 
 def _close(a: float, b: float, tol: float = 0.02) -> bool:
@@ -94,7 +95,9 @@ def infer_collective(rows: Sequence[ResultRow], nranks: int | None = None) -> In
     in_place_checked = any(r.in_place.wrong is not None for r in rows)
 
     def one(name: str, why: str) -> Inferred:
-        return Inferred(name, (name,), f"the table: {how} ({why})")
+        solved = n if nranks is None and n and name in ("all_reduce", "reduce_scatter", "all_gather", "alltoall") \
+            else None
+        return Inferred(name, (name,), f"the table: {how} ({why})", solved)
 
     if reduces and rooted:
         return one("reduce", "an op and a root: only reduce has both")

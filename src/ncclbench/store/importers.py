@@ -123,7 +123,8 @@ def _collective(p: ParsedText, rows: list[ResultRow], path: str, override: str |
     inferred = infer_collective(rows, nranks) if rows else None
     detail: dict = {}
     if inferred is not None:
-        detail = {"table": inferred.collective, "candidates": list(inferred.candidates), "how": inferred.how}
+        detail = {"table": inferred.collective, "candidates": list(inferred.candidates), "how": inferred.how,
+                  "nranks": inferred.nranks}
     if override:
         return f"{override}_perf", "--collective", detail
     if p.program:
