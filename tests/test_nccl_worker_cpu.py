@@ -224,3 +224,36 @@ def test_bound_copy_sets_the_ranks_device_when_a_thread_drives_several():
     assert [e for e in cuda.log if e[0] == "copy"] == [("copy", 201, 1), ("copy", 200, 0), ("copy", 201, 1)]
     single = make_worker(CaptureCuda(), FakeLib(), ngpus=1)
     assert single.bind_copy(1, 2, 3, 200, device=0).__name__ == "<lambda>"  # one GPU: the bare bound copy
+
+
+class TeardownCuda(FakeCuda):
+    """Records what close gives back, and on which device."""
+
+    def __init__(self):
+        super().__init__()
+        self.log: list[tuple] = []
+
+    def set_device(self, d):
+        self.log.append(("device", d))
+
+    def stream_synchronize(self, stream):
+        pass
+
+    def stream_destroy(self, stream):
+        self.log.append(("destroy stream", stream))
+
+
+def test_close_releases_each_slots_buffers_and_stream_on_its_device():
+    cuda, lib = TeardownCuda(), FakeLib()
+    destroyed: list[int] = []
+    lib.comm_destroy = destroyed.append  # type: ignore[attr-defined]
+    worker = make_worker(cuda, lib)
+    cuda.free = lambda ptr: cuda.log.append(("free", ptr))  # FakeCuda.free was the free memory
+    worker.close()
+    assert destroyed == [100, 101]
+    released = cuda.log[cuda.log.index(("device", 0), 2):]  # after the synchronize pass
+    assert released == [("device", 0), ("free", 4096), ("free", 8192), ("destroy stream", 200),
+                        ("device", 1), ("free", 8192), ("free", 16384), ("destroy stream", 201)]
+    assert all((s.send_base, s.recv_base, s.handle) == (0, 0, 0) for s in worker.slots)
+    worker.close()  # safe twice: nothing released again
+    assert len(cuda.log) == 2 + len(released)  # the first pass set each device once

@@ -529,9 +529,7 @@ class NcclWorker(Worker):
             slot.handle = 0
         for slot in self.slots:
             try:
-                cuda.set_device(slot.device)
-                _free_buffers(lib, cuda, slot)
-                cuda.stream_destroy(slot.stream)
+                release_memory(lib, cuda, slot)
             except (CudaError, NcclError) as exc:
                 errors.append(exc)
         if errors and not self._aborted:
@@ -549,6 +547,15 @@ def _deregister(lib: NcclLibrary, slot: NcclSlot, mode: int) -> None:
             else:
                 lib.comm_deregister(slot.handle, handle)
             setattr(slot, attr, 0)
+
+
+def release_memory(lib: NcclLibrary, cuda: CudaRuntime, slot: NcclSlot) -> None:
+    """Give back the slot's buffers and its stream, on its device: what `close` and a
+    failed set-up (nccl_setup) release after the communicator is gone."""
+    cuda.set_device(slot.device)
+    _free_buffers(lib, cuda, slot)
+    cuda.stream_destroy(slot.stream)
+    slot.stream = NULL_STREAM
 
 
 def _free_buffers(lib: NcclLibrary, cuda: CudaRuntime, slot: NcclSlot) -> None:

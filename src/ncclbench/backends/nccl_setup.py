@@ -27,7 +27,7 @@ from ..nccl.binding import NCCL_WIN_COLL_SYMMETRIC, NcclError, get_library, shor
 from ..nccl.callpath import CALL_PATH_ENV, timed_call_path, timed_calls_text
 from ..nccl.communicator import NcclCommunicator
 from ..nccl.native_loop import NATIVE_ENV
-from .nccl_gpu import NcclSlot, NcclWorker, ProcessSetup, _free_buffers
+from .nccl_gpu import NcclSlot, NcclWorker, ProcessSetup, release_memory
 from .nccl_native import open_native_loop
 from .threads import ThreadTeam
 
@@ -163,10 +163,7 @@ def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Collecti
                     pass
                 slot.handle = 0
             try:
-                cuda.set_device(slot.device)
-                _free_buffers(lib, cuda, slot)
-                cuda.stream_destroy(slot.stream)
-                slot.stream = NULL_STREAM
+                release_memory(lib, cuda, slot)
             except (CudaError, NcclError):
                 pass
         raise
