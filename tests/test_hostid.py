@@ -64,7 +64,11 @@ def test_address_order():
         == "10.0.0.9"
     # an env launch: the source address toward the master (loopback when the master is here)
     assert advertised_address({"MASTER_ADDR": "10.99.0.1"}, _never, _never, lambda d: "10.99.0.2") == "10.99.0.2"
-    assert advertised_address({"MASTER_ADDR": "127.0.0.1"}, _never, _never, lambda d: "127.0.0.1") == "127.0.0.1"
+    one_host = {"MASTER_ADDR": "127.0.0.1", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4"}
+    assert advertised_address(one_host, _never, _never, lambda d: "127.0.0.1") == "127.0.0.1"
+    # MASTER_ADDR=$(hostname) on rank 0's own host, resolving to 127.0.1.1 there: not what others reach
+    env = {"MASTER_ADDR": "head", "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", "NCCL_SOCKET_IFNAME": "eth"}
+    assert advertised_address(env, addrs, names, lambda d: "127.0.1.1", lambda: "127.0.1.1") == "192.168.1.5"
     # NCCL_SOCKET_IFNAME's interface, before a host name that resolves to loopback (Debian's 127.0.1.1)
     env = {"NCCL_SOCKET_IFNAME": "veth"}
     assert advertised_address(env, addrs, names, _never, lambda: "127.0.1.1") == "10.99.0.2"

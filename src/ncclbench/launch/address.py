@@ -7,7 +7,8 @@ namespace), so it is the last resort, not the first.  In order:
 
 1. NCCLBENCH_HEALTH_ADDR (the user's word);
 2. the local address the kernel routes from toward MASTER_ADDR (an env launch: torchrun,
-   a Kubernetes job, ranks started by hand), loopback when the master is this host;
+   a Kubernetes job, ranks started by hand); loopback only when every rank is on this host
+   (LOCAL_WORLD_SIZE = WORLD_SIZE), since a host name may resolve to 127.0.1.1 on its own host;
 3. the address of the interface NCCL_SOCKET_IFNAME names (NCCL's own choice of network);
 4. what the host name resolves to, when it is not a loopback address;
 5. the first interface that is up and not loopback (NCCL's default skips lo and docker*);
@@ -74,8 +75,11 @@ def advertised_address(environ: Mapping[str, str] | None = None,
     master = env.get("MASTER_ADDR", "").strip()
     if master:
         src = route(master)
-        if src:
-            return src  # loopback too: the master is this host, and so are the ranks it reaches
+        one_host = env.get("WORLD_SIZE") is not None and env.get("LOCAL_WORLD_SIZE") == env.get("WORLD_SIZE")
+        if src and (not _loopback(src) or one_host):
+            return src
+        # loopback toward a master on this host (MASTER_ADDR=$(hostname), which Debian's /etc/hosts
+        # maps to 127.0.1.1) says nothing of how the other hosts reach it: the rules below do
     spec = env.get("NCCL_SOCKET_IFNAME", "").strip()
     if spec:
         for name in (n for n in ifnames() if nccl_list_match(spec, n, None)):
