@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from ..output.numfmt import human_size
 from . import nccl_rules
+from .candidates import DEFAULT
 from .judge import Band, plugin_ranges
 from .result import TuneResult
 
@@ -52,13 +53,19 @@ def band_settings(result: TuneResult) -> list[dict]:
     return out
 
 
+def won_bands(result: TuneResult) -> list[dict]:
+    """The band settings a candidate won: the ones that get env lines, a tuner-config line and
+    a --verify (the default keeps the others)."""
+    return [s for s in band_settings(result) if s["winner"] != DEFAULT.label]
+
+
 def env_file(result: TuneResult) -> str:
     """Shell-sourceable lines, one block per band that beat the default."""
     lines = [f"# ncclbench tune {result.collective}: {result.library}, {result.nranks} ranks, "
              f"{result.nnodes} node(s)",
              "# An environment variable holds for every message size: use the block of the",
              "# size range that matters to you (the tuner config sets each range on its own)."]
-    wins = [s for s in band_settings(result) if s["winner"] != "default"]
+    wins = won_bands(result)
     if not wins:
         lines.append("# no setting beat the library's default by more than the measured noise")
     for s in wins:
@@ -84,9 +91,7 @@ def tuner_config(result: TuneResult) -> tuple[str, list[str]]:
     if result.backend != "nccl" or result.collective not in nccl_rules.PLUGIN_COLLECTIVE:
         return "", [f"no tuner config: it is NCCL's, for {', '.join(nccl_rules.PLUGIN_COLLECTIVE)} only"]
     body = []
-    for s in band_settings(result):
-        if s["winner"] == "default":
-            continue
+    for s in won_bands(result):
         c = result.candidate(s["winner"])
         if c.algo is None or c.proto is None:
             notes.append(f"{human_size(s['lo'])} .. {human_size(s['hi'])}: {c.label} leaves the "

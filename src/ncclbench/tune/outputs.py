@@ -22,7 +22,7 @@ from ..config import BenchOptions
 from ..errors import ArgumentError, BenchError, ExitCode
 from ..results import HalfResult, ResultRow, RunInfo
 from ..store.db import StoredRun
-from .emit import env_file, report_lines, result_json, tuner_config
+from .emit import env_file, report_lines, result_json, tuner_config, won_bands
 from .result import TuneResult
 
 _EMPTY = HalfResult(math.nan, math.nan, math.nan, math.nan, None)
@@ -162,7 +162,7 @@ def write_outputs(result: TuneResult, topts, opts: BenchOptions) -> dict[str, st
     for kind, path in written.items():
         print(f"# wrote {kind}: {path}")
     print("# environment lines (see the .env file for which size band each holds for):")
-    wins = [b for b in doc["bands"] if b["winner"] != "default"]
+    wins = won_bands(result)
     for band in wins:
         for line in band["env"]:
             print(line)

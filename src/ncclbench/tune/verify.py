@@ -27,7 +27,7 @@ from pathlib import Path
 from ..config import Backend
 from ..errors import BenchError, ExitCode
 from ..output.numfmt import human_size
-from .emit import band_settings, pct
+from .emit import pct, won_bands
 from .judge import relative_spread
 from .options import TuneOptions
 from .result import TuneResult
@@ -105,9 +105,7 @@ def verify(result: TuneResult, bench_args: Sequence[str], rounds: int, run: RunF
            say: Callable[[str], None] = print) -> dict:
     """Check every band won by a setting; returns the `verify` section of the result."""
     bands_out = []
-    for band in band_settings(result):
-        if band["winner"] == "default":
-            continue
+    for band in won_bands(result):
         cand = result.candidate(band["winner"])
         env = dict(cand.process_env())
         args = band_args(bench_args, band["lo"], band["hi"])
