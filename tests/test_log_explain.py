@@ -299,3 +299,24 @@ def test_a_plugin_that_did_not_load_is_named_only_where_it_matters():
     t, = [x for x in two.raised if x.name == "plugin-missing"]
     assert "aws-ofi-nccl" in t.fix and t.severity == "error"
     assert find_traps([], log, {}, nnodes=1).causes() == []  # one host: sockets carry nothing between hosts
+
+
+def test_mpirun_over_an_nccl_tests_built_without_mpi_is_said_and_not_judged():
+    """Each process printed its own banner and rank 0 (NVIDIA/nccl-tests#107's paste): every process ran alone."""
+    run, ex = explained(INPUTS / "mpirun_without_mpi_build.log")
+    t = run_facts(run).log_topology
+    assert t is not None and t.nranks == 1 and "each ran alone (nccl-tests built without MPI=1" in t.nranks_source
+    assert run.options.collective == "all_reduce" and ex.judgement.verdict.label == "unknown"
+    assert any(x.startswith("# One rank moves no data") for x in ex.lines)
+
+
+def test_a_paste_that_lost_every_hash_still_reads(tmp_path):
+    """Some forums eat the leading '#': banner, device lines, header and footer still read."""
+    text = (CLEAN / "all_reduce_1proc_4gpu.txt").read_text().splitlines()
+    path = tmp_path / "nohash.txt"
+    path.write_text("\n".join(x[1:] if x.startswith("#") else x for x in text) + "\n")
+    run, = load_file(path)
+    clean, = load_file(CLEAN / "all_reduce_1proc_4gpu.txt")
+    assert run.options.collective == "all_reduce" and run.status == "complete"
+    assert len(run.info.devices) == len(clean.info.devices) == 4 and len(run.rows) == len(clean.rows)
+    assert run.summary is not None and run.summary.avg_busbw == clean.summary.avg_busbw

@@ -113,7 +113,7 @@ class LogTopology:
 
     @property
     def ranks_per_host(self) -> int | None:
-        if self.nranks and self.nnodes:
+        if self.nranks and self.nnodes and self.nranks >= self.nnodes:
             return max(1, self.nranks // self.nnodes)
         return None
 
@@ -176,6 +176,18 @@ def log_topology(devices: Sequence[DeviceInfo], log: NcclLogFacts | None, launch
     elif models:
         t.unknown.append(f"GPU models differ between ranks: {', '.join(models)}")
     # ranks: nccl-tests' device lines list every rank; NCCL's own count; the launch line
+    firsts = [(d.rank, d.hostname, d.pid) for d in devices if d.group == first_group]
+    twice = sorted({r for r, _, _ in firsts if sum(1 for x in firsts if x[0] == r) > 1})
+    if twice and len({(h, p) for r, h, p in firsts if r == twice[0]}) > 1:
+        # every process printed its own banner and rank 0: an nccl-tests built without MPI=1 under a
+        # launcher runs one independent job per process
+        t.nranks, t.nranks_source = len({(h, p) for r, h, p in firsts if r == twice[0]}) and 1, (
+            f"rank {twice[0]} printed by {len([x for x in firsts if x[0] == twice[0]])} processes: each ran "
+            "alone (nccl-tests built without MPI=1, started by a launcher); every figure is one process's own")
+        t.nnodes, t.nnodes_source = len(t.hosts), "nccl-tests' device lines (each process ran alone)"
+        t.unknown.append(t.nranks_source)
+        t.board = board_of(t.gpu_model)
+        return t
     if devices:
         t.nranks, t.nranks_source = sum(len(h.ranks) for h in t.hosts), "nccl-tests' device lines"
     if log is not None and log.nranks:

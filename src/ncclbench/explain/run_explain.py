@@ -357,7 +357,8 @@ def _judge_from_log(f: RunFacts, rows: Sequence[tuple[int, float]]) -> RunJudgem
         ceiling, verdict = free.ceiling, free.verdict
     net = (f.log.net_plugin or "") if f.log is not None else ""
     if (verdict.label == "unknown" and ceiling.ceiling is None and plateau.busbw is not None and not plateau.reason
-            and (t.nnodes or 0) > 1 and is_datacenter(t.gpu_model) and plateau.busbw < 0.9 * RDMA_FLOOR_GBPS):
+            and (t.nnodes or 0) > 1 and t.ranks_per_host is not None and is_datacenter(t.gpu_model)
+            and plateau.busbw < 0.9 * RDMA_FLOOR_GBPS):
         ceiling.ceiling, ceiling.bound, ceiling.line_rate = RDMA_FLOOR_GBPS, "NIC, the least RDMA fabric (assumed)", 12.5
         ceiling.reasoning = (f"{t.nnodes} hosts of {t.gpu_model}: such hosts are joined by RDMA of >= 100 Gb/s per "
                              f"node; NCCL plans the slowest at {fmt_gbps(RDMA_FLOOR_GBPS)} GB/s (its NET_BW); "

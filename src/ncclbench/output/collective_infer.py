@@ -108,6 +108,11 @@ def infer_collective(rows: Sequence[ResultRow], nranks: int | None = None) -> In
             return Inferred(None, ("gather", "scatter"), f"the table: {how} (gather or scatter: their tables "
                             "are alike)")
         return Inferred(None, ("broadcast", "gather", "scatter"), f"the table: {how}")
+    if ratio is not None and ratio < 0.02 and (size_ratio is None or _close(size_ratio, 1.0)):
+        # busbw 0 with algbw > 0: a bus factor of 0, i.e. one rank (sendrecv's factor is 1 whatever n is)
+        if reduces:
+            return Inferred("all_reduce", ("all_reduce",), f"the table: {how} (busbw 0 with algbw > 0: one rank, "
+                            "whose bus factor 2(n-1)/n is 0; an op and size = count: all_reduce)", 1)
     if reduces:
         if size_ratio is not None and size_ratio > 1.5:
             return one("reduce_scatter", "an op, no root, size = n x count")

@@ -33,9 +33,10 @@ from ncclbench.output.demux import untangle
 from ncclbench.output.text import BLOCKING_BANNERS
 from ncclbench.results import DeviceInfo, HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
 
-_VERSION = re.compile(r"^# nccl-tests version (\S+)(?: nccl-headers=(-?\d+))?(?: nccl-library=(-?\d+))?")
+# '#' is optional where a paste lost it (a terminal or a forum that ate the comment marks).
+_VERSION = re.compile(r"^#? ?nccl-tests version (\S+)(?: nccl-headers=(-?\d+))?(?: nccl-library=(-?\d+))?")
 _NCCLBENCH = re.compile(r"^# ncclbench (\S+) backend=(\S+) library=(.*)$")
-_STARTING = re.compile(r"^# Collective test starting: (.*)$")
+_STARTING = re.compile(r"^#? ?Collective test starting: (.*)$")
 # banner keys one by one, so that older nccl-tests banners (no `agg iters`, `graph`, `unalign`) read too
 _PARAM_KEYS = (
     ("nthreads", r"nThread"), ("ngpus", r"nGpus"), ("min_bytes", r"minBytes"),
@@ -43,18 +44,19 @@ _PARAM_KEYS = (
     ("iters", r"(?<!warmup )(?<!agg )iters:"), ("agg_iters", r"agg iters:"),
     ("validation", r"validation:"), ("graph", r"graph:"), ("unalign", r"unalign:"),
 )
-_PARAM_RES = tuple((name, re.compile(r"(?:^#|\s)" + key + r"\s+(-?\d+)")) for name, key in _PARAM_KEYS)
+_PARAM_RES = tuple((name, re.compile(r"(?:^#|^|\s)" + key + r"\s+(-?\d+)")) for name, key in _PARAM_KEYS)
+_BANNER = re.compile(r"^#?\s*nThread -?\d+ nGpus -?\d+ ")
 _STEP = re.compile(r"step:\s+(-?\d+)\((factor|bytes)\)")
 _PER_ITER_SKIP = re.compile(r"; summary skips first (\d+) iterations")
 _DEVICE = re.compile(  # Pid since nccl-tests 2.0 (2019), Group since 2.13
-    r"^#\s+Rank\s*(-?\d+)(?: Group\s*(-?\d+))?(?: Pid\s*(-?\d+))? on\s+(\S+) device\s*(-?\d+) \[([^\]]*)\] ?(.*)$"
+    r"^#?\s+Rank\s*(-?\d+)(?: Group\s*(-?\d+))?(?: Pid\s*(-?\d+))? on\s+(\S+) device\s*(-?\d+) \[([^\]]*)\] ?(.*)$"
 )
 _REDUCING = re.compile(r"^# Reducing maxBytes to (\d+) due to memory limitation")
 _JSON = re.compile(r"^# Writing JSON output to (.*)$")
 _ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\S+)\s+(\S*)\s+(-?\d+)((?:\s+\S+)+)\s*$")
 _OOB = re.compile(r"^#?\s*Out of bounds values[^:]*:\s*(-?\d+)")  # '#' lost in some pastes
 _AVG = re.compile(r"^#?\s*Avg bus bandwidth[^:]*:\s*(\S+)\s*(OK|FAILED)?")
-_CONCLUDED = re.compile(r"^# Collective test concluded: (.*)$")
+_CONCLUDED = re.compile(r"^#? ?Collective test concluded: (.*)$")
 _ERROR = re.compile(r"^# error: (.*)$")
 _TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d$")
 _PROGRAM = re.compile(r"^(.+?)_perf(?:_\w+)?$")
@@ -398,7 +400,7 @@ def parse_tests(text: str) -> list[tuple[ParsedText, list[ResultRow]]]:
             if info.program or t.rows or t.header_seen:
                 t = new_test()
             t.info.program = m.group(1)
-        elif line.startswith("# nThread"):
+        elif _BANNER.match(line):
             if t.banner_seen or t.rows or t.header_seen:
                 t = new_test()
             t.banner_seen = True
@@ -460,7 +462,7 @@ def parse_tests(text: str) -> list[tuple[ParsedText, list[ResultRow]]]:
         elif (row := parse_row(line, None if t.in_header else info.per_iter_timing, info.per_iter_skip,
                                info.report_cputime, info.preamble, info.error_column)) is not None:
             t.rows.append(row)
-        elif line in ("#", "# Using devices", ""):
+        elif line.strip() in ("#", "# Using devices", "Using devices", ""):
             pass
         elif _FAILURE.search(line):
             info.failure_lines.append(line)

@@ -159,7 +159,16 @@ def parse_text_log(text: str, path: str = "<text>", collective: str | None = Non
     order.  `collective`: the user's word for which collective it is (`--collective`)."""
     tests = [(p, rows) for p, rows in parse_tests(text) if _evidence_of_a_run(p, rows)]
     if any(rows for _, rows in tests):  # several tests: a header-only fragment beside real tests is noise
-        tests = [(p, rows) for p, rows in tests if rows or p.failure_lines or p.nccl_lines]
+        kept: list[tuple[ParsedText, list[ResultRow]]] = []  # but its launch line belongs to the next test
+        launch: list[str] = []
+        for p, rows in tests:
+            if rows or p.failure_lines or p.nccl_lines:
+                p.launch_lines = launch + p.launch_lines
+                kept.append((p, rows))
+                launch = []
+            else:
+                launch += p.launch_lines
+        tests = kept
     runs = []
     for i, (p, rows) in enumerate(tests):
         program, how, detail = _collective(p, rows, path, collective)
