@@ -290,3 +290,20 @@ def test_config_struct_sizes_and_initializer():
         config_struct.make_config(22809, maxP2pPeers=2)
     with pytest.raises(ValueError):
         config_struct.make_config(21300)
+
+
+def test_every_reader_decodes_version_codes_alike():
+    """One decoding (nccl.version.version_text) behind the banner, the store's imports,
+    explain, preflight's facts and tune's rules, old layout included."""
+    from ncclbench.backends import nccl_gpu
+    from ncclbench.explain import live, stored
+    from ncclbench.launch import facts
+    from ncclbench.nccl import version
+    from ncclbench.store import imported
+    from ncclbench.tune import nccl_rules
+
+    for module in (config_struct, nccl_gpu, facts, nccl_rules):
+        assert module.version_text is version.version_text
+    for code, text in ((22809, "2.28.9"), (2804, "2.8.4"), (21003, "2.10.3")):
+        assert imported.nccl_version_string(code) == stored._nccl_version(code) == live._nccl_version_text(code) == text
+    assert (imported.nccl_version_string(None), stored._nccl_version(0), live._nccl_version_text(None)) == ("", None, None)

@@ -31,6 +31,7 @@ from ..launch.hostcomm import HostComm
 from ..nccl import runmodel
 from ..nccl.binding import NcclError, NcclLibrary
 from ..nccl.native_loop import NativeLoop
+from ..nccl.version import version_text
 from ..results import DeviceInfo
 from .base import IterationTimer, RankSlot, TimedBatch, Worker
 from .nccl_native import build_native_batch
@@ -473,7 +474,7 @@ class NcclWorker(Worker):
         harness to refuse an explicit choice and to trim `-d all` / `-o all`."""
         v = self.lib.version_code
         if dtype.min_nccl_version > v:
-            return f"datatype {dtype.name} needs NCCL >= {_fmt_code(dtype.min_nccl_version)} (loaded {_fmt_code(v)})"
+            return f"datatype {dtype.name} needs NCCL >= {version_text(dtype.min_nccl_version)} (loaded {version_text(v)})"
         if dtype.min_compute_capability != (0, 0) and self.opts.datatype_arg == "all":
             need = 100 * dtype.min_compute_capability[0] + 10 * dtype.min_compute_capability[1]
             if self.min_cuda_arch < need:
@@ -481,11 +482,11 @@ class NcclWorker(Worker):
         if not coll.reduces or coll.name == "sendrecv":
             return None
         if op.min_nccl_version > v:
-            return f"op {op.name} needs NCCL >= {_fmt_code(op.min_nccl_version)} (loaded {_fmt_code(v)})"
+            return f"op {op.name} needs NCCL >= {version_text(op.min_nccl_version)} (loaded {version_text(v)})"
         if dtype.name.startswith("f8") and op.name in ("avg", "mulsum"):
             # Observed with NCCL 2.28.9: ncclInvalidArgument for fp8 avg / premulsum
             # (nccl-tests' `-d all -o all` aborts there); skip instead of aborting.
-            return f"NCCL {_fmt_code(v)} rejects op {op.name} on {dtype.name} (invalid argument)"
+            return f"NCCL {version_text(v)} rejects op {op.name} on {dtype.name} (invalid argument)"
         return None
 
     def memory_report(self) -> str | None:
@@ -569,6 +570,3 @@ def _free_buffers(lib: NcclLibrary, cuda: CudaRuntime, slot: NcclSlot) -> None:
             setattr(slot, attr, 0)
 
 
-def _fmt_code(code: int) -> str:
-    """22809 -> '2.28.9' (NCCL's version code layout since 2.9)."""
-    return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"

@@ -35,6 +35,7 @@ from ..config import Backend, BenchOptions
 from ..errors import ExitCode
 from ..launch.facts import RankFacts
 from ..launch.hostcomm import HostComm
+from ..nccl.version import version_text
 from ..plan import RunPlan
 from ..results import EXPLAIN_KEY, ResultRow, RunInfo, RunSummary
 
@@ -102,11 +103,7 @@ class RowCollector:
 
 
 def _nccl_version_text(code: int | None) -> str | None:
-    if not code:
-        return None
-    if code >= 10000:
-        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
-    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+    return version_text(code) if code else None
 
 
 class LiveExplain:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..nccl.version import version_text
 from ..results import EXPLAIN_KEY
 from .launch_line import launch_facts
 from .log_topology import log_topology
@@ -30,10 +31,7 @@ EXTRA_NCCL_LOG = "nccl_log"  # store.importers.EXTRA_NCCL_LOG: the raw NCCL line
 
 
 def _nccl_version(code: int | None) -> str | None:
-    if not code:
-        return None
-    return f"{code // 10000}.{code % 10000 // 100}.{code % 100}" if code >= 10000 else \
-        f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+    return version_text(code) if code else None
 
 
 def run_facts(run: Any) -> RunFacts:

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .. import __version__
+from ..nccl.version import version_text
 from .hostid import host_label
 
 SHM_MIN_BYTES = 512 * 1024 * 1024
@@ -182,12 +183,7 @@ def nccl_version(nccl_lib: str | None = None) -> tuple[str | None, str | None]:
             return None, path
     except (OSError, AttributeError):
         return None, None
-    c = code.value
-    if c >= 20900:
-        v = f"{c // 10000}.{c % 10000 // 100}.{c % 100}"
-    else:
-        v = f"{c // 1000}.{c % 1000 // 100}.{c % 100}"
-    return v, path
+    return version_text(code.value), path
 
 
 def shm_size(path: str = "/dev/shm") -> tuple[int | None, int | None]:

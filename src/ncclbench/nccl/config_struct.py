@@ -24,6 +24,8 @@ from __future__ import annotations
 import ctypes
 from functools import cache
 
+from .version import version_text
+
 NCCL_API_MAGIC = 0xCAFEBEEF
 NCCL_CONFIG_UNDEF_INT = -(2 ** 31)  # INT_MIN
 
@@ -61,13 +63,6 @@ CONFIG_FIELDS: tuple[tuple[str, type, int], ...] = (
 )
 
 FIELD_SINCE: dict[str, int] = {name: since for name, _, since in CONFIG_FIELDS}
-
-
-def version_text(code: int) -> str:
-    """22809 -> "2.28.9"; codes before 2.9 used X*1000+Y*100+Z."""
-    if code >= 20900:
-        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
-    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
 
 
 def fields_for(version_code: int) -> list[str]:

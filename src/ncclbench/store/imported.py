@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from ..collectives import COLLECTIVES
 from ..config import BenchOptions
 from ..errors import BenchError, ExitCode
+from ..nccl.version import version_text
 from ..results import ResultRow, RunInfo, RunSummary
 
 
@@ -49,11 +50,7 @@ class ImportedRun:
 
 
 def nccl_version_string(code: int | None) -> str:
-    if not code:
-        return ""
-    if code >= 10000:
-        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
-    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+    return version_text(code) if code else ""
 
 
 def options_from_rows(o: BenchOptions, rows: list[ResultRow], collective: str) -> BenchOptions:

@@ -13,6 +13,8 @@ Pure functions, so the CPU tests cover the rules the GPU path uses.
 
 from __future__ import annotations
 
+from ..nccl.version import version_text
+
 # src/init.cc ncclAlgoStr / ncclProtoStr / ncclFuncStr (v2.18.6 .. v2.30.7):
 # PAT appended in 2.23.
 ALGORITHMS: tuple[tuple[str, int], ...] = (
@@ -56,10 +58,6 @@ def newer_than_rules_note(version_code: int) -> str | None:
     return (f"NCCL {version_text(version_code)} is newer than the last release tune's rules were read from "
             f"({version_text(RULES_READ_UP_TO)}): candidates follow 2.30's rules, and NCCL itself refuses "
             "what it no longer runs")
-
-
-def version_text(code: int) -> str:
-    return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
 
 
 def algorithms(version_code: int) -> list[str]:
