@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -31,6 +30,7 @@ from .launch.hostcomm import HostComm
 from .launch.shutdown import LAUNCHER_PID_ENV, JobInterrupted, RankSignals, end_run, rank_identity
 from .launch.spawn import LocalSpawnLauncher, spawn_mpiexec
 from .output import MultiReporter
+from .output.numfmt import now_string
 from .plan import RunPlan, make_plan
 from .results import ONE_RANK_LINE, DeviceInfo, RunInfo, RunSummary
 
@@ -115,7 +115,7 @@ def run_info(plan: RunPlan, workers: Sequence[Worker], host: HostComm, notes: li
         program=opts.program, argv=list(opts.argv), backend=plan.backend.value, version=__version__,
         nccl_version_code=w0.nccl_version_code, nccl_headers_code=w0.nccl_version_code,
         library=w0.library_description(), devices=devices, world_size=host.size, nranks=plan.nranks,
-        start_time=time.strftime("%Y-%m-%d %H:%M:%S"),
+        start_time=now_string(),
         hosts=sorted({d.hostname for d in devices}),
         notes=[*notes, *plan.notes, *rounds_note(plan.collective, plan.nranks, len(w0.slots)), *w0.notes,
                *([ONE_RANK_LINE] if plan.nranks == 1 else [])],

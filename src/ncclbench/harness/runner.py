@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from collections.abc import Sequence
 
 from ..backends.base import Worker
 from ..backends.threads import on_each_thread
 from ..datatypes import DataType, RedOp
 from ..output import Reporter
+from ..output.numfmt import now_string
 from ..plan import RunPlan
 from ..results import HalfResult, ResultRow, RunSummary
 from .stats import bandwidths, elementwise_max, per_iter_stats
@@ -103,7 +103,7 @@ class WorkerRun:
                 ip = self._half(Placement(w, coll, dtype, op, root, counts, True, opts.unalign), dtype,
                                 coll.checks_in_place)
                 if self.reporter is not None:
-                    stamp = time.strftime("%Y-%m-%d %H:%M:%S") if opts.report_timestamps else None
+                    stamp = now_string() if opts.report_timestamps else None
                     self.reporter.row(ResultRow(counts.size_bytes(elt), counts.param_count, dtype.name,
                                                 op.name, root, oop, ip, stamp))
 

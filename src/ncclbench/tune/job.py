@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-import time
 from typing import TYPE_CHECKING
 
 from ..backends.base import Worker
@@ -24,6 +23,7 @@ from ..config import Backend
 from ..errors import ArgumentError, BenchError, print_error
 from ..launch.detect import LaunchInfo
 from ..launch.hostid import host_label
+from ..output.numfmt import now_string
 from ..plan import RunPlan, make_plan
 from . import nccl_rules
 from .candidates import CandidateSet, mpich_candidates, nccl_candidates, preset_conflicts
@@ -183,7 +183,7 @@ def measure_and_report(topts: TuneOptions, plan: RunPlan, cset: CandidateSet, sw
         raise ArgumentError("tune: the size range -b .. -e holds no size")
     dtype, op, root = next(plan.tests())  # tune's options name one datatype and one op; one root
     progress = _tty_progress if reporter and sys.stderr.isatty() else None
-    start = time.strftime("%Y-%m-%d %H:%M:%S")
+    start = now_string()
     measured = run_schedule(plan.collective, opts, dtype, op, root, sizes, cset.candidates, switcher, rounds,
                             per_round, progress)
     if progress is not None:
