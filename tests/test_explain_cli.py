@@ -104,7 +104,9 @@ def test_explain_an_imported_real_log(capsys, tmp_path, monkeypatch):
     assert ncclbench(["explain", str(REAL / "nccl-tests-forced-ring-simple-p2pdisable.txt")]) == 0
     forced = capsys.readouterr().out
     assert "# TRAP WARN p2p-disabled: NCCL's log: P2P disabled (NCCL_P2P_DISABLE=1)" in forced
-    assert "P2P disabled (NCCL_P2P_DISABLE=1)" in forced.splitlines()[3]
+    path_line = next(x for x in forced.splitlines() if x.startswith("# NCCL 2.28.9 path"))
+    assert "P2P disabled (NCCL_P2P_DISABLE=1)" in path_line
+    assert "#   NCCL settings: NCCL_P2P_DISABLE=1" in forced  # what NCCL said it read, with its source
     assert ncclbench(["explain", str(REAL / "nccl-tests-forced-ring-simple-p2pdisable.txt"),
                       "--fail-on-trap", "warn"]) == 7
     assert "trap(s) found with --fail-on-trap warn: p2p-disabled" in capsys.readouterr().err

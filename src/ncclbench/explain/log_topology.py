@@ -135,6 +135,12 @@ class LogTopology:
             out.append(f"#   assumed: {a}")
         if self.launch is not None:
             out.append(f"#   launch line: {self.launch.describe()}")
+        shown = {k: v for k, v in self.env.items() if k not in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")}
+        if shown:
+            by_source: dict[str, list[str]] = {}
+            for k, v in shown.items():
+                by_source.setdefault(self.env_source.get(k, "?"), []).append(f"{k}={v}")
+            out.append("#   NCCL settings: " + "; ".join(f"{' '.join(kv)} ({src})" for src, kv in by_source.items()))
         return out
 
     def to_dict(self) -> dict[str, Any]:

@@ -111,13 +111,21 @@ def nccl_path_line(log: NcclLogFacts | None, unknown: str = "") -> str:
         parts.append(f"{log.nchannels} coll channel(s)")
     kinds = Counter(c.kind for c in log.connections)
     if kinds:
+        details = Counter(c.detail for c in log.connections)
         conn = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
+        conn += " [" + ", ".join(f"via {d} x{n}" for d, n in details.most_common(4)) + \
+            (", ..." if len(details) > 4 else "") + "]"
         net_gdr = sum(1 for c in log.connections if c.kind == "NET" and c.gdr)
         if kinds.get("NET"):
             conn += f" ({net_gdr} NET with GDRDMA)"
         parts.append(f"connections: {conn}")
     if log.p2p_disabled:
         parts.append(f"P2P disabled ({log.p2p_disabled_reason or 'NCCL said so'})")
+    if log.nvls_available is not None:
+        parts.append("NVLS " + ("available" if log.nvls_available else "not available")
+                     + (f", {log.channel_counts['nvls']} nvls channel(s)" if log.channel_counts.get("nvls") else ""))
+    if any(c.kind == "CollNet" for c in log.connections):  # NCCL prints a collnet count even with CollNet off
+        parts.append(f"CollNet in use ({log.channel_counts.get('collnet', '?')} channel(s))")
     if log.warnings:
         parts.append(f"{len(log.warnings)} NCCL WARN line(s), first: {log.warnings[0][:120]}")
     head = f"# NCCL {log.version} path" if log.version else "# NCCL path"
