@@ -114,10 +114,15 @@ def _after_avg(text: str) -> list[str]:
     return []
 
 
+def _choice_lines(text: str) -> list[str]:
+    """Explain's per-size algorithm/protocol lines (those naming Ring, Tree, ... after the table)."""
+    return [ln for ln in _after_avg(text) if any(a in ln for a in ("Ring", "Tree", "NVLS", "CollNet", "PAT"))]
+
+
 # -- 1. explain --------------------------------------------------------------------------------------
 
 def step_explain(run: Run, tools: fakehosts.Tools, nccl_tests: str | None) -> Callable[[Path], dict]:
-    args = ["all_reduce", "-b", "8", "-e", "64M", "-f", "8", "-n", "10", "-w", "3"]
+    args = ["all_reduce", "--backend", "nccl", "-b", "8", "-e", "64M", "-f", "8", "-n", "10", "-w", "3"]
 
     def body(d: Path) -> dict:
         with fakehosts.FakeHosts(2, 2, tools, ngpus=_ngpus()) as fh:
@@ -126,6 +131,13 @@ def step_explain(run: Run, tools: fakehosts.Tools, nccl_tests: str | None) -> Ca
             job = fh.start([*NB, *args, "-J", str(d / "run.json")], d, "env", extra_env=_env(run.out))
             codes = job.wait(150)
             out = job.stdout(0)
+            # the second route: with the user's own NCCL_DEBUG (to a file) the per-call choice comes from
+            # ncclbench's profiler plugin where it is built (docs/explain.md), the log file read as well
+            job2 = fh.start([*NB, *args, "--no-store"], d, "env-userlog",
+                            extra_env={**_env(run.out), "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV,TUNING",
+                                       "NCCL_DEBUG_FILE": str(d / "nccl.%h.%p.log")})
+            codes2 = job2.wait(150)
+            out2 = job2.stdout(0)
         explained = subprocess.run([*NB, "explain", "latest"], env={**os.environ, **_env(run.out)},
                                    capture_output=True, text=True, timeout=60)
         (d / "explain-latest.txt").write_text(explained.stdout + explained.stderr)
@@ -133,7 +145,11 @@ def step_explain(run: Run, tools: fakehosts.Tools, nccl_tests: str | None) -> Ca
                "topology": _lines(out, "# Topology", "NICs:"),
                "explain": _after_avg(out)[:30],
                "socket transport named": "Socket" in out or "socket" in out,
-               "stored route": explained.stdout.splitlines()[:25]}
+               "stored route": explained.stdout.splitlines()[:25],
+               "second run (NCCL_DEBUG to a file) exit codes": codes2,
+               "second run explain": _after_avg(out2)[:30]}
+        a, b = (_choice_lines(x) for x in (out, out2))
+        res["per-size choice, both runs"] = "agree" if a == b and a else f"differ or missing: {a} / {b}"
         return res
 
     return body
@@ -143,7 +159,8 @@ def step_mpirun(run: Run, nccl_tests: str | None) -> Callable[[Path], dict]:
     """The mpirun route (UTS + NCCL_HOSTID fake hosts): ncclbench, and nccl-tests when given."""
 
     def body(d: Path) -> dict:
-        mpirun = fakehosts.shutil.which("mpirun")
+        mpirun = fakehosts.shutil.which("mpirun") or fakehosts.shutil.which(
+            "mpirun", path=str(Path(sys.executable).parent))
         if mpirun is None:
             return {"status": "not run", "why": "no mpirun here"}
         fh = fakehosts.FakeHosts(2, 2, None, ngpus=_ngpus(), netns=False)
@@ -279,7 +296,8 @@ def step_tune(run: Run, tools: fakehosts.Tools) -> Callable[[Path], dict]:
             if len(fh.hosts) < 2:
                 return {"status": "not run", "why": f"{len(fh.hosts)} fake host(s) made"}
             prefix = d / "tune"
-            job = fh.start([*NB, "tune", "all_reduce", "-b", "256K", "-e", "64M", "-f", "4", "-n", "40", "-w", "5",
+            job = fh.start([*NB, "tune", "all_reduce", "--backend", "nccl", "-b", "256K", "-e", "64M", "-f", "4",
+                            "-n", "40", "-w", "5",
                             "--rounds", "5", "--algos", "Ring,Tree", "--protos", "LL,LL128,Simple",
                             "--out", str(prefix)], d, "tune", extra_env=_env(run.out))
             codes = job.wait(200)

@@ -121,3 +121,19 @@ def test_more_fake_hosts_than_gpus_share_them_round_robin_when_asked():
     fh.up()
     assert [h.gpus for h in fh.hosts] == [[0], [1], [2], [3], [0], [1], [2], [3]]
     assert lines == ["8 fake hosts x 1 GPU(s) on 4 GPUs: up to 2 fake hosts per GPU"]
+
+
+def test_mpirun_route_two_fake_hosts_are_two_hosts_to_preflight(tmp_path, mpiexec):
+    """Under MPICH's mpiexec with the fake-host wrapper (UTS namespace + NCCL_HOSTID, no network
+    namespace): 4 ranks, 2 hosts, each host's topology read by its own first rank."""
+    if unavailable_reason():
+        skip_or_fail(unavailable_reason())
+    fh = fakehosts.FakeHosts(2, 2, None, netns=False, log=lambda s: None)
+    fh.up()
+    argv = fh.mpirun_argv([sys.executable, "-m", "ncclbench", "preflight", "--backend", "mpi"], tmp_path,
+                          mpirun=mpiexec)
+    p = subprocess.run(argv, env=child_env(NCCLBENCH_NO_STORE="1"), capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "4 process(es) on 2 host(s)" in p.stdout, p.stdout
+    assert "# Topology node0 and 1 more host(s) alike" in p.stdout, p.stdout  # node1's facts read by rank 2
+    assert "NCCL_HOSTID differs" not in p.stdout
