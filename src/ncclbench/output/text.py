@@ -32,10 +32,15 @@ def json_announce_line(path: str) -> str:
     return "# Writing JSON output to %s" % path
 
 
+def reducing_max_bytes_text(max_bytes: int) -> str:
+    """nccl-tests' words for maxBytes after the memory clamp (§5.1 item 9)."""
+    return "Reducing maxBytes to %d due to memory limitation" % max_bytes
+
+
 def reducing_max_bytes_lines(max_bytes: int) -> list[str]:
-    """maxBytes after the memory clamp (§5.1 item 9, RunInfo.reduced_max_bytes): printed between
-    the device lines and the column header, where nccl-tests prints it."""
-    return ["#", "# Reducing maxBytes to %d due to memory limitation" % max_bytes]
+    """The clamp (RunInfo.reduced_max_bytes) as printed between the device lines and the
+    column header, where nccl-tests prints it."""
+    return ["#", "# " + reducing_max_bytes_text(max_bytes)]
 
 
 def version_line(info: RunInfo) -> str:

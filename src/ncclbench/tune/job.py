@@ -24,6 +24,7 @@ from ..errors import ArgumentError, BenchError, print_error
 from ..launch.detect import LaunchInfo
 from ..launch.hostid import host_label
 from ..output.numfmt import now_string
+from ..output.text import reducing_max_bytes_text
 from ..plan import RunPlan, make_plan
 from . import nccl_rules
 from .candidates import CandidateSet, mpich_candidates, nccl_candidates, preset_conflicts
@@ -176,7 +177,7 @@ def measure_and_report(topts: TuneOptions, plan: RunPlan, cset: CandidateSet, sw
     if few:
         notes = [*notes, few]
     if plan.sizes.reduced_max_bytes is not None:
-        notes = [*notes, f"Reducing maxBytes to {plan.sizes.reduced_max_bytes} due to memory limitation "
+        notes = [*notes, f"{reducing_max_bytes_text(plan.sizes.reduced_max_bytes)} "
                          f"(-e {plan.sizes.requested_max_bytes}): the sizes end there, as in a plain run"]
     sizes = list(plan.sizes.sweep())
     if not sizes:
