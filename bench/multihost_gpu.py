@@ -195,9 +195,19 @@ def step_mpirun(run: Run, nccl_tests: str | None) -> Callable[[Path], dict]:
 
 # -- 2. health ---------------------------------------------------------------------------------------
 
+def as_expected(doc: dict, drain: list[str] | None, expect: tuple[str, set[str], list[str]]) -> bool:
+    """Exactly the expected component on the expected hosts confirmed (at least once), nothing
+    else confirmed, and the drain list as expected."""
+    comp, hosts, want_drain = expect
+    found = [(f["component"], set(f["hosts"])) for f in doc["findings"] if f["confirmed"]]
+    return bool(found) and all(c == comp and h == hosts for c, h in found) and sorted(drain or []) == sorted(want_drain)
+
+
 def _health(run: Run, fh: fakehosts.FakeHosts, d: Path, name: str,
-            fault: tuple[str, int] | None = None, bound_s: float = 150) -> dict:
-    """One scan over the fake hosts; `fault` = (signal name, rank) sent once 'local r1' is done."""
+            fault: tuple[str, int] | None = None, bound_s: float = 150,
+            expect: tuple[str, set[str], list[str]] | None = None) -> dict:
+    """One scan over the fake hosts; `fault` = (signal name, rank) sent once 'local r1' is done;
+    `expect` = (component, hosts, drain): exactly that confirmed, and that drain list."""
     js, drain = d / f"{name}.json", d / f"{name}.drain"
     job = fh.start([*NB, *HEALTH, "--json", str(js), "--drain", str(drain)], d, name,
                    extra_env={**_env(run.out), "NCCLBENCH_HEALTH_PROGRESS": "1"})
@@ -218,14 +228,26 @@ def _health(run: Run, fh: fakehosts.FakeHosts, d: Path, name: str,
             sent_at = time.monotonic()
         except OSError as exc:
             return {"status": "failed", "why": f"could not send {sig} to rank {rank}: {exc}"}
-    t = time.monotonic()
-    codes = job.wait(bound_s + (t - job.started))
-    ended = time.monotonic()
-    if fault is not None:  # a stopped rank never ends by itself
+    res: dict = {}
+    if fault is None:
+        codes = job.wait(bound_s)
+    else:  # the verdict is rank 0's (its coordinator): its end is the scan's; a stopped rank never ends
+        try:
+            job.procs[0].wait(bound_s)
+        except subprocess.TimeoutExpired:
+            pass
+        if sent_at is not None:
+            res[f"rank 0 ended after {fault[0]} (s)"] = round(time.monotonic() - sent_at, 1)
+        grace = time.monotonic() + 20
+        for q in job.procs:
+            try:
+                q.wait(max(0.1, grace - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        codes = [q.poll() for q in job.procs]
+        res["still running 20 s after rank 0 (then killed)"] = [r for r, c in enumerate(codes) if c is None]
         job.kill()
-    res: dict = {"rank 0 exit": codes[0], "exit codes": codes}
-    if sent_at is not None:
-        res[f"end after {fault[0] if fault else ''} (s)"] = round(ended - sent_at, 1)
+    res.update({"rank 0 exit": codes[0], "exit codes": codes})
     try:
         doc = json.loads(js.read_text())
     except (OSError, ValueError) as exc:
@@ -237,6 +259,9 @@ def _health(run: Run, fh: fakehosts.FakeHosts, d: Path, name: str,
     res["confirmed"] = sorted(f"{f['component']} {','.join(f['hosts'])} {f['detail']}".strip()
                               for f in doc["findings"] if f["confirmed"])
     res["drain"] = drain.read_text().split() if drain.exists() else None
+    if expect is not None:
+        res["as expected"] = as_expected(doc, res["drain"], expect)
+        res["expected"] = f"only '{expect[0]}' on {sorted(expect[1])} confirmed, drain {expect[2]}"
     res["host_status"] = doc.get("host_status")
     res["verdict lines"] = [ln for ln in job.stdout(0).splitlines() if ln.startswith("#")][-12:]
     return res
@@ -264,15 +289,19 @@ def step_health(run: Run, tools: fakehosts.Tools) -> Callable[[Path], dict]:
             out["false alarms"] = (f"{sum(alarms)} of {len(alarms)} judged healthy scans"
                                    + (f" ({5 - len(alarms)} gave no verdict)" if len(alarms) < 5 else ""))
             if run.left() > 60 and fh.shape(BASE_RATE, slow_host=(2, HALF_RATE)):
-                out["slow host node2 (half)"] = _health(run, fh, d, "slow-node2")
+                out["slow host node2 (half)"] = _health(run, fh, d, "slow-node2",
+                                                        expect=("node nic", {"node2"}, ["node2"]))
             if run.left() > 60 and fh.shape(BASE_RATE, slow_link=(1, 3, HALF_RATE)):
-                out["slow link node1-node3 (half)"] = _health(run, fh, d, "slow-link13")
+                out["slow link node1-node3 (half)"] = _health(run, fh, d, "slow-link13",
+                                                              expect=("link", {"node1", "node3"}, []))
             fh.shape(BASE_RATE)
             if run.left() > 60:
-                out["rank 2 (node2) killed mid-scan"] = _health(run, fh, d, "killed", ("SIGKILL", 2), bound_s=90)
+                out["rank 2 (node2) killed mid-scan"] = _health(run, fh, d, "killed", ("SIGKILL", 2), bound_s=90,
+                                                                expect=("no answer", {"node2"}, ["node2"]))
                 fh.shape(BASE_RATE)  # a fresh start: the namespaces stay, the shaping is set again
             if run.left() > 60:
-                out["rank 2 (node2) stopped mid-scan"] = _health(run, fh, d, "stopped", ("SIGSTOP", 2), bound_s=120)
+                out["rank 2 (node2) stopped mid-scan"] = _health(run, fh, d, "stopped", ("SIGSTOP", 2), bound_s=120,
+                                                                 expect=("no answer", {"node2"}, ["node2"]))
         scans = [v for v in out.values() if isinstance(v, dict)]
         out["status"] = "ok" if scans and all(v.get("status") == "ok" for v in scans) else "failed"
         return out

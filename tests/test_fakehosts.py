@@ -137,3 +137,16 @@ def test_mpirun_route_two_fake_hosts_are_two_hosts_to_preflight(tmp_path, mpiexe
     assert "4 process(es) on 2 host(s)" in p.stdout, p.stdout
     assert "# Topology node0 and 1 more host(s) alike" in p.stdout, p.stdout  # node1's facts read by rank 2
     assert "NCCL_HOSTID differs" not in p.stdout
+
+
+def test_multihost_gpu_judges_a_scan_as_expected_only_when_exactly_that_is_named():
+    spec2 = importlib.util.spec_from_file_location("multihost_gpu", ROOT / "bench" / "multihost_gpu.py")
+    mh = importlib.util.module_from_spec(spec2)
+    spec2.loader.exec_module(mh)
+    nic2 = {"component": "node nic", "hosts": ["node2"], "confirmed": True}
+    other = {"component": "gpu", "hosts": ["node1"], "confirmed": True}
+    want = ("node nic", {"node2"}, ["node2"])
+    assert mh.as_expected({"findings": [nic2]}, ["node2"], want)
+    assert not mh.as_expected({"findings": [nic2, other]}, ["node1", "node2"], want)  # another host blamed
+    assert not mh.as_expected({"findings": [nic2]}, [], want)  # not drained
+    assert not mh.as_expected({"findings": []}, [], ("link", {"node1", "node3"}, []))  # nothing found
