@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+from ..config import Backend
 from ..output.numfmt import human_size
 from . import nccl_rules
 from .candidates import DEFAULT
@@ -88,7 +89,7 @@ def tuner_config(result: TuneResult) -> tuple[str, list[str]]:
             "# NCCL_TUNER_CONFIG_FILE=<this file>). Columns:",
             "# collective,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks",
             "# channels 0 = NCCL's own count (-1 would mean 1 channel in this plugin)"]
-    if result.backend != "nccl" or result.collective not in nccl_rules.PLUGIN_COLLECTIVE:
+    if result.backend != Backend.NCCL or result.collective not in nccl_rules.PLUGIN_COLLECTIVE:
         return "", [f"no tuner config: it is NCCL's, for {', '.join(nccl_rules.PLUGIN_COLLECTIVE)} only"]
     body = []
     for s in won_bands(result):

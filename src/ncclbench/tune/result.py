@@ -27,7 +27,7 @@ class NotApplicable:
 @dataclass
 class TuneResult:
     collective: str
-    backend: str  # "nccl" | "mpi"
+    backend: str  # Backend.NCCL.value | Backend.MPI.value (plain data: the JSON file round-trips it)
     library: str  # "NCCL 2.28.9" | "MPICH 5.0.2"
     version_code: int | None  # NCCL's code; None for MPI
     nranks: int
