@@ -25,15 +25,20 @@ def slurm(tmp_path_factory):
     cluster.stop()
 
 
+@pytest.fixture(scope="module")
+def pmi2(slurm):
+    listed = slurm.run("srun", "--mpi=list")
+    if "pmi2" not in listed.stdout + listed.stderr:
+        pytest.skip("this Slurm has no pmi2 plugin")
+
+
 @pytest.fixture
 def task_env(ncclbench_env, slurm, tmp_path):
     """What srun's tasks inherit: ncclbench's source, no result store, this Slurm."""
     return dict(ncclbench_env, SLURM_CONF=slurm.env["SLURM_CONF"], NCCLBENCH_DB=str(tmp_path / "r.sqlite"))
 
 
-def test_srun_with_pmi2_runs_the_cpu_backend(slurm, task_env):
-    if "pmi2" not in slurm.run("srun", "--mpi=list").stdout + slurm.run("srun", "--mpi=list").stderr:
-        pytest.skip("this Slurm has no pmi2 plugin")
+def test_srun_with_pmi2_runs_the_cpu_backend(slurm, pmi2, task_env):
     p = slurm.run("srun", "-n", "2", "--mpi=pmi2", PY, "-m", "ncclbench", "all_reduce_perf", "-b", "8", "-e", "64K",
                   "-f", "8", "--backend", "mpi", env=task_env)
     assert p.returncode == 0, p.stdout + p.stderr + slurm.logs()
@@ -54,9 +59,7 @@ def test_srun_without_pmi_uses_ncclbench_rendezvous(slurm, task_env):
     assert p.returncode == 6 and "srun without PMI (--mpi=none)" in p.stderr
 
 
-def test_health_drains_the_node_and_sinfo_shows_the_reason(slurm, task_env, tmp_path):
-    if "pmi2" not in slurm.run("srun", "--mpi=list").stderr + slurm.run("srun", "--mpi=list").stdout:
-        pytest.skip("this Slurm has no pmi2 plugin")
+def test_health_drains_the_node_and_sinfo_shows_the_reason(slurm, pmi2, task_env, tmp_path):
     base = tmp_path / "impossible.json"
     base.write_text('{"name": "impossible", "busbw": {"local:1x1": [1000, 10]}, "lat_us": {}}')
     health = ["srun", "-n", "2", "--mpi=pmi2", PY, "-m", "ncclbench", "health", "--backend", "mpi", "--phases",
