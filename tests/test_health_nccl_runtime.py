@@ -30,7 +30,7 @@ SPEC = GroupSpec(bw_bytes=256 << 10, lat_bytes=8, iters=5, warmup=1, cycles=3)
 
 
 def scan(lib, hosts, phases=("local",), timeout=8.0, measure_wrap=None, judge_latency=False, tmp_path=None,
-         baseline=None):
+         baseline=None, topology=None):
     """One scan: a coordinator here, one thread per rank; (exit code, table, JSON doc, seconds, rank codes)."""
     token = secrets.token_hex(8)
     coord = Coordinator(len(hosts), token, bind="127.0.0.1")
@@ -39,7 +39,7 @@ def scan(lib, hosts, phases=("local",), timeout=8.0, measure_wrap=None, judge_la
     def rank(r: int) -> None:
         link = RankLink("127.0.0.1", coord.port, token, RankInfo(r, hosts[r], 4000 + r), timeout_s=10)
         service = GpuRankService(r, hosts[r], opener=gpu_rank_opener(lib),
-                                 read_topology=lambda: (None, "not read in this test"))
+                                 read_topology=lambda: (topology, "") if topology else (None, "not read in this test"))
         measure = measure_wrap(r, service.measure, link) if measure_wrap else service.measure
         codes[r] = serve_rank(link, measure, silence_s=60, setup=service.setup)
         link.close()
@@ -283,3 +283,29 @@ def test_the_bandwidth_size_defaults_to_where_a_gpus_figure_repeats():
     assert command._config(parser.parse_args([]), gpus=True)[1].bw_bytes == 256 << 20
     assert command._config(parser.parse_args([]), gpus=False)[1].bw_bytes == 4 << 20
     assert command._config(parser.parse_args(["--bw-size", "1M"]), gpus=True)[1].bw_bytes == 1 << 20
+
+
+def test_the_scan_reads_ceilings_and_traps_from_the_ranks_and_says_what_it_judged(tmp_path, monkeypatch):
+    """End to end through the coordinator: the ranks' topology (an HGX host whose GPUs carry the fake's
+    PCI ids) and their NCCL_P2P_DISABLE=1 give the intra ceiling (NVLink 370.8) and the lone GPU's (its
+    memory), the P2P trap printed as a setting of this job; at this test's 256 KiB the thresholds are
+    not judged (recorded from 64 MiB up) and said so, so the host is not judged: exit 9."""
+    import dataclasses
+
+    from explain_helpers import H100, facts
+
+    from ncclbench.simulation import hosts as S
+
+    spec = S.hgx_host("h0", *H100, ngpus=4)
+    spec.gpus = [dataclasses.replace(g, bus_id=f"0000:{0x18 + i:02x}:00.0", memory=(5120, 2619))
+                 for i, g in enumerate(spec.gpus)]
+    monkeypatch.setenv("NCCL_P2P_DISABLE", "1")
+    code, out, doc, _, _ = scan(FakeNccl(), ["h0"] * 4, ("local", "intra"), tmp_path=tmp_path,
+                                topology=facts(spec).to_dict())
+    assert doc["nccl_env"] == {"h0": {"NCCL_P2P_DISABLE": "1"}}
+    assert doc["expected"]["intra:1x4"]["ceiling"] == pytest.approx(370.8)
+    assert doc["expected"]["local:1x1"]["ceiling"] == pytest.approx(3352.32 / 2)
+    assert "# trap h0: ERROR p2p-disabled (a setting of this job): NCCL_P2P_DISABLE=1" in out
+    assert "# judged against the ceiling intra:1x4: not judged against the 370.8 GB/s ceiling (healthy groups " \
+           "are recorded from 64 MiB up; at 256 KiB" in out
+    assert code == ExitCode.NOT_JUDGED and doc["host_status"]["h0"] == "not judged"

@@ -261,3 +261,21 @@ def test_a_store_made_before_outcomes_gets_the_new_columns(tmp_path):
     with ResultStore(db, create=False) as store:
         new, old = list_scans(store)
     assert new.outcome == "healthy" and new.summary and new.summary["healthy"] == 8 and old.outcome is None
+
+
+def test_the_page_shows_thresholds_traps_and_each_groups_verdict_against_its_ceiling():
+    from ncclbench.explain.traps import Trap
+    from ncclbench.health.causes import HostCauses
+    from ncclbench.health.physics import physics_reference
+
+    ref = physics_reference("intra:1x4", 370.8, "NVLink", 4, 256 << 20, "Ring", "predicted")
+    trap = Trap("p2p-disabled", "NCCL_P2P_DISABLE=1 on node0", "unset it", "error")
+    causes = {"node0": HostCauses("node0", (trap,), frozenset({"p2p-disabled"}))}
+    rep = run_scan(Fleet.uniform(1, 4), ScanConfig(physics={"intra:1x4": ref}, causes=causes),
+                   FakeFabric(intra={0: 0.07}))
+    meta = {**META, "expected": {"intra:1x4": {"ceiling": 370.8, "text": "370.8 GB/s (NVLink)", "group": "node0",
+                                                "physics": ref.to_json()}},
+            "causes": {h: c.to_json() for h, c in causes.items()}}
+    page = build_health_page(scan_document(rep, meta), "health:1")
+    assert "below 255.4 GB/s is slow" in page and "compare-s3-4gpu-busbw.json" in page
+    assert "p2p-disabled (a setting of this job)" in page and "below the ceiling&#x27;s threshold" in page

@@ -385,10 +385,18 @@ def build_health_page(doc: Mapping, label: str, title: str | None = None) -> str
         body.append('<p class="note">No measurement to draw.</p>')
     expected = doc.get("expected") or {}
     if expected:
-        body += ["<h2>Expected ceilings (explain model)</h2>",
-                 _table(["group shape", "ceiling (GB/s)", "how / why unknown", "computed for"],
-                        [[s, _num(e.get("ceiling")), e.get("text"), e.get("group")] for s, e in expected.items()],
+        body += ["<h2>Expected ceilings (explain model) and thresholds</h2>",
+                 _table(["group shape", "ceiling (GB/s)", "how / why unknown", "computed for",
+                         "threshold at the scan's size (and its source)"],
+                        [[s, _num(e.get("ceiling")), e.get("text"), e.get("group"),
+                          (e.get("physics") or {}).get("text") or "-"] for s, e in expected.items()],
                         frozenset({1}))]
+    traps = [[h, t.get("severity"), t.get("name") + (" (a setting of this job)" if t.get("setting") else ""),
+              t.get("evidence"), t.get("fix")]
+             for h, c in dict(doc.get("causes") or {}).items() for t in c.get("traps", [])]
+    if traps:
+        body += ["<h2>Traps (explain's checks, per host)</h2>",
+                 _table(["host", "severity", "trap", "evidence", "fix"], traps)]
     body += ["<h2>Rounds</h2>", _table(["round", "purpose", "groups", "answered", "time (s)"],
                                        [[r["name"], r["purpose"], r["groups"], r["answered"], _num(r["wall_s"], 3)]
                                         for r in doc.get("rounds", [])], frozenset({2, 3, 4}))]
@@ -396,9 +404,10 @@ def build_health_page(doc: Mapping, label: str, title: str | None = None) -> str
     for rec in doc.get("measurements", []):
         for g in rec.get("groups", []):
             meas.append([rec["round"], g["group"], _num(g.get("busbw")), _num(g.get("lat_us")), g.get("status"),
-                         g.get("why") or ""])
+                         g.get("why") or "", g.get("ceiling") or "-"])
     body += [f"<details><summary>Every group measured ({len(meas)})</summary>",
-             _table(["round", "group", "busbw (GB/s)", "latency (us)", "status", "why"], meas, frozenset({2, 3})),
+             _table(["round", "group", "busbw (GB/s)", "latency (us)", "status", "why", "against the ceiling"], meas,
+                    frozenset({2, 3})),
              "</details>"]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
