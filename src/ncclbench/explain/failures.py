@@ -111,7 +111,7 @@ def failure_traps(log: NcclLogFacts | None, failure_lines: Sequence[str], rows: 
         gdr = _gdr_in_use(log)
         traps.append(Trap(
             "network-error-remote-exit",
-            f"NCCL lost a peer: '{line.strip()[:200]}'",
+            f"NCCL lost a peer (a remote process exited or a network error): '{line.strip()[:200]}'",
             "find the first rank that failed (its own log: an earlier WARN, a CUDA error, an OOM kill in dmesg); "
             "if none did, the network dropped the connection: check the NICs' and switches' error counters",
             ERROR))

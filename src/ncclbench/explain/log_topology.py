@@ -70,7 +70,7 @@ BOARDS: tuple[Board, ...] = (
           "NVIDIA HGX A100 datasheet (600 GB/s NVLink per GPU)"),
     Board(r"V100-SXM3|V100-SXM2-32GB-H|Tesla V100-SXM3", "an HGX-2 / DGX-2 board: NVSwitch, 6 NVLink2 links x 25 GB/s",
           "7.0", 6, 2, 25.0, 3, "NVIDIA DGX-2 datasheet"),
-    Board(r"L40S|L40\b|L4\b|A10\b|A40|A30|RTX 3090|RTX 4090|RTX A6000|RTX 6000 Ada|A6000",
+    Board(r"L40S|L40\b|L4\b|A10G?\b|A40|A30|RTX 3090|RTX 4090|RTX A6000|RTX 6000 Ada|A6000",
           "a PCIe card (Gen4 x16), no NVSwitch", "8.6", 0, None, None, 4, "the card's datasheet (PCIe Gen4 x16)"),
     Board(r"Tesla T4|\bT4\b|V100-PCIE|V100 PCIe|P100-PCIE", "a PCIe card (Gen3 x16), no NVSwitch", "7.5", 0, None,
           None, 3, "the card's datasheet (PCIe Gen3 x16)"),
@@ -78,8 +78,14 @@ BOARDS: tuple[Board, ...] = (
 # Datacenter GPUs: between two hosts of these a fabric of >= 100 Gb/s RDMA per node is the norm
 # (NCCL's own NET_BW default is 12 GB/s, 100 Gb/s); a few GB/s between them is TCP-socket territory.
 DATACENTER = re.compile(r"A100|A800|H100|H800|H200|H20\b|GH200|B200|B100|GB200|GB300|V100|A30|L40S")
-CC_BY_MODEL = ((re.compile(r"A10\b|A40|RTX 3090|A6000|RTX A"), "8.6"), (re.compile(r"L40|L4\b|RTX 4090|Ada"), "8.9"),
-               (re.compile(r"T4\b"), "7.5"), (re.compile(r"V100|P100"), "7.0"))
+# Compute capability of the PCIe cards that share one `Board` row (NVIDIA's CUDA GPUs list).
+CC_BY_MODEL = ((re.compile(r"A10G?\b|A40|RTX 3090|A6000|RTX A"), "8.6"), (re.compile(r"L40|L4\b|RTX 4090|Ada"), "8.9"),
+               (re.compile(r"A30"), "8.0"), (re.compile(r"T4\b"), "7.5"), (re.compile(r"V100"), "7.0"),
+               (re.compile(r"P100"), "6.0"))
+
+
+def _cc(model: str | None, board: Board) -> str:
+    return next((cc for regex, cc in CC_BY_MODEL if model and regex.search(model)), board.cc)
 
 
 @dataclass
@@ -288,7 +294,7 @@ def assumed_hosts(t: LogTopology, log: NcclLogFacts | None) -> tuple[list[HostTo
         gpus = []
         for g in range(ppn):
             gpu = GpuTopology(index=g, name=t.gpu_model, pci_bus_id=bus[g] if g < len(bus) else f"assumed:{g}",
-                              compute_capability=b.cc, pstate=0,
+                              compute_capability=_cc(t.gpu_model, b), pstate=0,
                               pcie=PcieLink(b.pcie_gen, b.pcie_gen, 16, 16))
             if b.nvswitch_links:
                 gpu.nvlink_active, gpu.nvlink_remote = b.nvswitch_links, "switch"

@@ -43,6 +43,10 @@ from .verdict import Verdict, judge, plateau_busbw
 # v2.4.8-1 .. v2.30.7-1).  Between hosts of datacenter GPUs a plateau below 90 % of it is TCP-socket
 # territory (sockets reach 2-5 GB/s; Alps measured 5 GB/s over Socket where the OFI plugin gave 122).
 RDMA_FLOOR_GBPS = 12.0
+# PCIe cards with an assumed board: NCCL's PCIe model (Gen4 x16 = 24 GB/s) holds where the GPUs share a PCIe
+# switch with P2P; through the CPU (SYS, or cards without P2P) NCCL moves about half of it via host memory.
+# Between 40 % and 90 % the layout the log does not state decides: not judged; below 40 % it is below either way.
+PCIE_UNSURE_FRACTION = 0.40
 
 Choice = tuple[str, "str | None", "int | None"]  # (algorithm, protocol, channels)
 Test = tuple[str, str, int]  # (datatype, op, root) as the rows print them
@@ -363,6 +367,13 @@ def _judge_from_log(f: RunFacts, rows: Sequence[tuple[int, float]]) -> RunJudgem
         free = RunJudgement(f.collective, ceiling, plateau, verdict, TrapReport())
         _free_choice_ceiling(free, f, hosts, env)
         ceiling, verdict = free.ceiling, free.verdict
+    if (hosts and t.board is not None and not t.board.nvswitch_links and verdict.label == "below expected"
+            and verdict.fraction is not None and verdict.fraction >= PCIE_UNSURE_FRACTION):
+        # a PCIe card's layout decides between NCCL's PCIe model and about half of it through the CPU
+        verdict = Verdict("unknown", verdict.fraction, (
+            f"{verdict.text}, but on PCIe cards the switch layout, the CPU sockets between the GPUs and whether the "
+            "card allows peer-to-peer decide between that and about half of it through host memory; the log "
+            "states none of them (nvidia-smi topo -m does)"))
     net = (f.log.net_plugin or "") if f.log is not None else ""
     if (verdict.label == "unknown" and ceiling.ceiling is None and plateau.busbw is not None and not plateau.reason
             and (t.nnodes or 0) > 1 and t.ranks_per_host is not None and is_datacenter(t.gpu_model)
