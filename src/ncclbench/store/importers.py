@@ -97,7 +97,9 @@ def _failure(p: ParsedText, rows: list[ResultRow]) -> dict | None:
         lines.append(f"nccl-tests found wrong results: {p.out_of_bounds or 0} out of bounds value(s), "
                      f"{sum(1 for r in rows if (r.out_of_place.wrong or 0) > 0 or (r.in_place.wrong or 0) > 0)} "
                      "row(s) with #wrong > 0")
-    return {"lines": lines, "errors": list(p.errors)[:20], "nccl_warn_lines": len(warns), "rows": len(rows)}
+    first_warn = warns[0].split(" NCCL WARN ", 1)[1].strip() if warns else ""
+    return {"lines": lines, "errors": list(p.errors)[:20], "nccl_warn_lines": len(warns), "rows": len(rows),
+            "first_warn": f"NCCL WARN {first_warn}" if first_warn else ""}
 
 
 def _status(p: ParsedText, rows: list[ResultRow], failure: dict | None) -> tuple[str, str]:
@@ -106,7 +108,7 @@ def _status(p: ParsedText, rows: list[ResultRow], failure: dict | None) -> tuple
     if p.avg_busbw is not None and rows and not wrong:
         return "complete", ""
     if failure is not None and (p.failure_lines or p.errors or not rows or wrong):
-        said = failure["lines"] or failure["errors"] or ["NCCL WARN lines and no result row"]
+        said = failure["lines"] or failure["errors"] or [failure["first_warn"] or "NCCL WARN lines and no result row"]
         # the most telling line first: nccl-tests' error text over its " .. host pid N: Test failure" trail
         what = next((x for x in said if not _TRAIL.match(x)), said[0])
         return "failed", f"the log says the run failed: {what.strip()[:200]}"
