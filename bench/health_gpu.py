@@ -7,8 +7,9 @@ ncclbench's own memory-bound kernel (bench/gpu_hog.py), side by side in one run.
 * N >= 2: the hog runs on the last GPU; the check is that the second scan names
   exactly that GPU (component gpu, "gpu K", confirmed) and nothing else, and that
   the healthy scan names nothing.
-* N = 1: one GPU has nothing to compare with, so the check is that the healthy
-  scan says so and exits 0; three healthy scans save one baseline (--save-baseline
+* N = 1: one GPU has no fleet: the healthy scan is judged against its memory's
+  ceiling where NVML gives it (exit 0), else says there is nothing to compare
+  with (exit 9); three healthy scans save one baseline (--save-baseline
   to the same file: its median and the scans' own spread), a fourth healthy scan
   judged against it must raise no alarm, and the figure is reported with and
   without the hog (the hog's effect, measured), the hog scan judged against the
@@ -169,9 +170,9 @@ def judge(ngpus: int, hog_device: int, healthy: dict, slowed: dict,
     """(check, passed, detail) for the scans (`again`: N = 1's second healthy scan, judged
     against the first one's baseline)."""
     checks = []
-    checks.append(("healthy scan ran", healthy["exit_code"] in (0, 8) and healthy["doc"] is not None,
+    checks.append(("healthy scan ran", healthy["exit_code"] in (0, 8, 9) and healthy["doc"] is not None,
                    f"exit {healthy['exit_code']}"))
-    checks.append(("slowed scan ran", slowed["exit_code"] in (0, 8) and slowed["doc"] is not None,
+    checks.append(("slowed scan ran", slowed["exit_code"] in (0, 8, 9) and slowed["doc"] is not None,
                    f"exit {slowed['exit_code']}"))
     before, after = local_figures(healthy["doc"]), local_figures(slowed["doc"])
     checks.append(("every GPU measured in both scans", set(before) == set(after) == set(range(ngpus)),
@@ -181,9 +182,15 @@ def judge(ngpus: int, hog_device: int, healthy: dict, slowed: dict,
         checks.append(("the hog slowed its GPU's figure by 10 % or more", ratio <= 0.9,
                        f"gpu {hog_device}: {before[hog_device]:.1f} -> {after[hog_device]:.1f} GB/s (x{ratio:.3f})"))
     if ngpus == 1:
-        checks.append(("healthy lone GPU: exit 0, says there is nothing to compare with",
-                       healthy["exit_code"] == 0 and "one GPU: nothing to compare" in healthy["stdout"],
-                       f"exit {healthy['exit_code']}"))
+        ceiling = ((healthy["doc"] or {}).get("expected") or {}).get("local:1x1", {}).get("ceiling")
+        if ceiling is not None:  # judged against its memory (issue 22): healthy, exit 0
+            checks.append(("healthy lone GPU: judged against its memory's ceiling, exit 0",
+                           healthy["exit_code"] == 0 and "judged against its memory's ceiling" in healthy["stdout"],
+                           f"exit {healthy['exit_code']}, ceiling {ceiling:.0f} GB/s"))
+        else:  # no NVML memory facts: not judged (exit 9), and says so
+            checks.append(("healthy lone GPU: exit 9, says there is nothing to compare with",
+                           healthy["exit_code"] == 9 and "one GPU: nothing to compare" in healthy["stdout"],
+                           f"exit {healthy['exit_code']}"))
         if again is not None:
             checks.append(("healthy again, against its own baseline: no alarm",
                            again["exit_code"] == 0 and "one GPU: judged against baseline" in again["stdout"],
