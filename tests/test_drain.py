@@ -41,6 +41,12 @@ def test_reasons_name_each_hosts_confirmed_faults_only():
                        "node5": "ncclbench health: node nic rail 0 slow (health:7)"}
 
 
+def test_a_named_cause_travels_with_the_reason_and_a_setting_drains_nothing():
+    findings = [Finding("node nic", ("node2",), "slow", detail="all rails", cause=["gdr_off"]),
+                Finding("gpu", ("node2",), "slow", detail="gpu 0", cause=["p2p_disabled"], setting=True)]
+    assert host_reasons(findings, ["node2"]) == {"node2": "ncclbench health: node nic all rails slow (gdr_off)"}
+
+
 def test_long_reasons_are_cut_to_one_short_line():
     findings = [Finding("gpu", ("node3",), "slow", detail=f"gpu {i}") for i in range(16)]
     reason = host_reasons(findings, ["node3"], "health:123")["node3"]

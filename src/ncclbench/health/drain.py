@@ -38,14 +38,17 @@ COMMAND_TIMEOUT_S = 30.0
 
 
 def host_reasons(findings: Iterable[Finding], hosts: Sequence[str], scan_ref: str | None = None) -> dict[str, str]:
-    """host -> one line saying why it is drained: its confirmed node findings
-    ("gpu 3 slow; node nic rail 1 slow"), and the scan to read for the evidence."""
+    """host -> one line saying why it is drained: its confirmed node findings with the
+    cause explain's traps named ("gpu 3 slow; node nic rail 1 slow (gdr_off)"), and the
+    scan to read for the evidence."""
     parts: dict[str, list[str]] = {h: [] for h in hosts}
     for f in findings:
-        if not f.confirmed or f.component not in NODE_COMPONENTS:
-            continue
+        if not f.confirmed or f.component not in NODE_COMPONENTS or f.setting:
+            continue  # what drains a host (findings.drain_hosts): not a fault of the job's NCCL settings
         what = f.detail if f.detail and f.component == "gpu" else " ".join(x for x in (f.component, f.detail) if x)
         said = what if f.verdict == f.component else f"{what} {f.verdict}"
+        if f.cause:
+            said += f" ({', '.join(f.cause)})"
         for h in f.hosts:
             if h in parts and said not in parts[h]:
                 parts[h].append(said)

@@ -148,7 +148,8 @@ def health_cases(doc: Mapping[str, Any]) -> list[Case]:
 def _finding_head(f: Mapping[str, Any]) -> str:
     comp, detail, verdict = str(f.get("component", "")), str(f.get("detail", "")), str(f.get("verdict", ""))
     where = detail if detail.startswith(comp) else " ".join(x for x in (comp, detail) if x)
-    return where if verdict == comp else f"{where} {verdict}".strip()
+    head = where if verdict == comp else f"{where} {verdict}".strip()
+    return head + (f" ({', '.join(f['cause'])})" if f.get("cause") else "")
 
 
 def _finding_text(f: Mapping[str, Any]) -> str:

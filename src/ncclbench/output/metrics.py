@@ -379,8 +379,8 @@ def health_families(doc: Mapping[str, Any], now: float | None = None) -> list[Fa
                       "healthy only when its rail group was measured and judged ok.")
     for r, (v, why) in sorted(rails.items()):
         fam_rail.add(1, rail=str(r), verdict=v, reason="" if v == "healthy" else why)
-    fam_find = Family("ncclbench_health_finding", "One finding (value 1): component, where, the scan's verdict "
-                      "and whether a second measurement confirmed it.")
+    fam_find = Family("ncclbench_health_finding", "One finding (value 1): component, where, the scan's verdict, "
+                      "whether a second measurement confirmed it, and the causes explain's traps name.")
     fam_meas = Family("ncclbench_health_finding_measured_bytes_per_second",
                       "The figure that convicted the finding (busbw, bytes/s).")
     fam_exp = Family("ncclbench_health_finding_expected_bytes_per_second",
@@ -392,7 +392,7 @@ def health_families(doc: Mapping[str, Any], now: float | None = None) -> list[Fa
         detail = str(f.get("detail", ""))
         lab = {"component": f.get("component", ""), "host": hosts[0] if hosts else "",
                "peer": hosts[1] if len(hosts) > 1 else "", "detail": detail, "verdict": f.get("verdict", ""),
-               "confirmed": "true" if f.get("confirmed") else "false"}
+               "confirmed": "true" if f.get("confirmed") else "false", "cause": ",".join(f.get("cause") or ())}
         fam_find.add(1, **lab)
         if f.get("unit", "GB/s") == "GB/s":
             fam_meas.add(None if f.get("measured") is None else float(f["measured"]) * GB, **lab)
