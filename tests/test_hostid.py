@@ -163,3 +163,17 @@ def test_two_fake_hosts_on_one_box_are_judged_as_two_hosts_over_sockets():
     c = expected_ceiling(used, "all_reduce", 4, net="Socket")
     assert c.nnodes == 2 and "Socket transport is bound by host CPU copies" in c.unknown, c
     assert c.bound == "NIC" and "over Socket" in c.reasoning  # the NET bound was reached, not stopped at one host
+
+
+def test_one_gpu_shared_by_two_nccl_hosts_is_a_warning_within_one_host_an_error():
+    from ncclbench.launch.preflight import check_facts
+
+    def fact(rank, hostid):
+        env = {"NCCL_TESTS_DEVICE": "0", **({"NCCL_HOSTID": hostid} if hostid else {})}
+        return RankFacts(rank=rank, size=2, host="box", boot_id="b", pid=rank, env=env,
+                         gpus=[GpuFact(0, "GPU-same", "0000:01:00", "H100", 1)], nccl_host=host_label(env, "box"))
+
+    found = check_facts([fact(0, "node0"), fact(1, "node1")], 2, 1, True)
+    assert [(f.level, f.check) for f in found if "GPU-same" in f.message] == [("warn", "shared-gpu")]
+    found = check_facts([fact(0, ""), fact(1, "")], 2, 1, True)
+    assert [(f.level, f.check) for f in found if "GPU-same" in f.message] == [("error", "duplicate-gpu")]

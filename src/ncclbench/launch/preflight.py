@@ -185,6 +185,7 @@ def _check_gpu_assignment(facts: Sequence[RankFacts], gpus_per_rank: int) -> lis
     assigned = assigned_gpus(facts, gpus_per_rank)
     short: dict[str, list[RankFacts]] = defaultdict(list)
     users: dict[str, list[tuple[int, int, str, str]]] = defaultdict(list)
+    hostids: dict[int, str | None] = {f.rank: f.env.get("NCCL_HOSTID") for f in facts}
     for f, ords in zip(facts, assigned):
         if not f.gpus:
             continue
@@ -193,7 +194,7 @@ def _check_gpu_assignment(facts: Sequence[RankFacts], gpus_per_rank: int) -> lis
             continue
         for o in ords:
             g = f.gpus[o]
-            users[g.uuid].append((f.rank, o, f.host, g.pci))
+            users[g.uuid].append((f.rank, o, f.host_label, g.pci))
     for host, fs in short.items():
         ranks_on_host = [f.rank for f in facts if f.host == host]
         visible = max(len(f.gpus) for f in fs)
@@ -204,7 +205,15 @@ def _check_gpu_assignment(facts: Sequence[RankFacts], gpus_per_rank: int) -> lis
             f"each process its own GPU (CUDA_VISIBLE_DEVICES per rank), set NCCL_TESTS_DEVICE=0"),
             "too-few-gpus"))
     for uuid, us in users.items():
-        if len(us) > 1:
+        if len(us) > 1 and len({h for _, _, h, _ in us}) == len(us) and all(hostids[r] for r, _, _, _ in us):
+            # one GPU, each user on another host by an NCCL_HOSTID set on purpose (fake hosts): NCCL's
+            # duplicate-GPU check compares GPUs within a host only, and joins these ranks over its network.
+            # Without NCCL_HOSTID (two containers given one GPU) it stays an error: a misconfiguration
+            desc = ", ".join(f"rank {r} (host {h})" for r, _, h, _ in us)
+            out.append(Finding(WARN, (
+                f"the same GPU {uuid} [{us[0][3]}] is shared by {desc}, different hosts to NCCL (NCCL_HOSTID): "
+                f"NCCL allows it and connects them over its network; the GPU's time is shared"), "shared-gpu"))
+        elif len(us) > 1:
             desc = ", ".join(f"rank {r} (device {o} on {h})" for r, o, h, _ in us)
             out.append(Finding(ERROR, (
                 f"the same GPU {uuid} [{us[0][3]}] is used by {desc}: each rank needs its own GPU. Give each "
