@@ -14,7 +14,7 @@ the order 1, 3, 2, 1b, each started only while --budget-s leaves it time):
    --nccl-tests the nccl-tests binary beside it and `ncclbench explain` on its log.
 2. health on 8 fake hosts x 1 GPU, two fake hosts per GPU (fleet statistics need >= 3 groups
    of a shape per round: 4 host pairs; NCCL allows two ranks on one GPU when their hosts
-   differ, and every GPU carries two hosts, so the local phase is even), every link shaped to
+   differ; the pairs phase only, as a one-GPU figure would measure the sharing), every link shaped to
    BASE so the network, not the CPUs, sets the pace (sockets on one box are CPU-bound: judged
    against the rate set here):
    a. 5 healthy scans: false alarms counted (any confirmed finding, exit 8);
@@ -51,7 +51,8 @@ import fakehosts  # noqa: E402
 
 NB = [sys.executable, "-m", "ncclbench"]
 BASE_RATE, HALF_RATE = "4gbit", "2gbit"
-HEALTH = ["health", "--backend", "nccl", "--phases", "local,pairs", "--bw-size", "32M", "--lat-size", "8",
+# pairs only: two fake hosts share each GPU here, and a local (one-GPU) figure would measure that sharing
+HEALTH = ["health", "--backend", "nccl", "--phases", "pairs", "--bw-size", "32M", "--lat-size", "8",
           "-n", "10", "-w", "2", "--cycles", "3", "--round-timeout", "30", "--join-timeout", "60", "--no-store"]
 
 
@@ -206,22 +207,25 @@ def as_expected(doc: dict, drain: list[str] | None, expect: tuple[str, set[str],
 def _health(run: Run, fh: fakehosts.FakeHosts, d: Path, name: str,
             fault: tuple[str, int] | None = None, bound_s: float = 150,
             expect: tuple[str, set[str], list[str]] | None = None) -> dict:
-    """One scan over the fake hosts; `fault` = (signal name, rank) sent once 'local r1' is done;
+    """One scan over the fake hosts; `fault` = (signal name, rank) sent once 'pairs r1' is done;
     `expect` = (component, hosts, drain): exactly that confirmed, and that drain list."""
     js, drain = d / f"{name}.json", d / f"{name}.drain"
-    job = fh.start([*NB, *HEALTH, "--json", str(js), "--drain", str(drain)], d, name,
+    # a fault scan pairs every host with every other (7 rounds for 8 hosts), so the fault sent after
+    # the first round lands mid-scan: a healthy pairs phase may end after its first round
+    more = ["--all-pairs"] if fault is not None else []
+    job = fh.start([*NB, *HEALTH, *more, "--json", str(js), "--drain", str(drain)], d, name,
                    extra_env={**_env(run.out), "NCCLBENCH_HEALTH_PROGRESS": "1"})
     sent_at = None
     if fault is not None:
         sig, rank = fault
         deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and "local r1" not in job.stderr(0):
+        while time.monotonic() < deadline and "pairs r1" not in job.stderr(0):
             if job.procs[0].poll() is not None:
                 break
             time.sleep(0.2)
-        if job.procs[rank].poll() is not None or "local r1" not in job.stderr(0):
+        if job.procs[rank].poll() is not None or "pairs r1" not in job.stderr(0):
             job.kill()
-            return {"status": "failed", "why": f"the scan ended or never finished 'local r1' before {sig} could be "
+            return {"status": "failed", "why": f"the scan ended or never finished 'pairs r1' before {sig} could be "
                     "sent", "exit codes": [p.poll() for p in job.procs], "stderr": job.stderr(0).splitlines()[-5:]}
         try:
             os.kill(job.procs[rank].pid, getattr(signal, sig))
