@@ -213,7 +213,7 @@ def test_a_lost_peer_under_gdr_names_acs():
 
 @pytest.mark.parametrize("content,words", [
     (bytes(range(256)) * 64, "binary file"),
-    ("\ufffd".join("x" * 40 for _ in range(200)).encode("utf-8", "replace"), "binary file"),
+    (bytes(range(1, 32)) * 400, "binary file"),
     (b'{"name": "not nccl-tests", "values": [1, 2, 3]}', "cannot import"),
     (b"Epoch 1/10\nloss: 0.53 - accuracy: 0.81\nEpoch 2/10\nloss: 0.41 - accuracy: 0.86\n", "not an nccl-tests"),
     (b"---------------------------------------------------------------------------------------\n"
@@ -229,6 +229,14 @@ def test_bad_input_is_one_clear_line(content, words, tmp_path, capsys):
     assert ncclbench(["explain", str(path)]) == 255
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_log_in_another_encoding_is_still_read(tmp_path):
+    text = (CLEAN / "all_reduce_1proc_4gpu.txt").read_text()
+    path = tmp_path / "gbk.log"
+    path.write_bytes(("# \u8282\u70b9 \u6d4b\u8bd5 " * 300 + "\n").encode("gbk") + text.encode())
+    run, = load_file(path)
+    assert run.options.collective == "all_reduce" and len(run.rows) > 10
 
 
 def test_an_unknown_nccl_version_marks_its_lines_unknown_not_guessed(tmp_path):

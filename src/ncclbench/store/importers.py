@@ -260,9 +260,10 @@ def load_file(path: str | os.PathLike, collective: str | None = None) -> list[Im
 
 
 def _mostly_binary(text: str) -> bool:
-    """Undecodable or control bytes in more than 1 % of the first 64 KiB: not a text log."""
+    """Control characters in more than 1 % of the first 64 KiB: not a text log.  Undecodable bytes do not
+    count (a log in another encoding is still a log: its lines are read, its odd characters replaced)."""
     head = text[:65536]
-    bad = sum(1 for ch in head if ch == "\ufffd" or (ord(ch) < 32 and ch not in "\t\r\n\f\x1b"))
+    bad = sum(1 for ch in head if (ord(ch) < 32 and ch not in "\t\r\n\f\x1b\b") or ch == "\x7f")
     return bad > max(8, len(head) // 100)
 
 
