@@ -328,3 +328,25 @@ def test_a_paste_that_lost_every_hash_still_reads(tmp_path):
     assert run.options.collective == "all_reduce" and run.status == "complete"
     assert len(run.info.devices) == len(clean.info.devices) == 4 and len(run.rows) == len(clean.rows)
     assert run.summary is not None and run.summary.avg_busbw == clean.summary.avg_busbw
+
+
+def test_nccls_topology_lines_are_link_facts_a_log_can_give():
+    """With the GRAPH subsystem NCCL prints each GPU's NVLink and PCIe bandwidth: a GPU short of its peers is
+    a link down (or trained low), and the NVLink count stands in for the board's."""
+    lines = ["h:1:1 [0] NCCL INFO NCCL version 2.28.9+cuda13.0",
+             "h:1:1 [0] NCCL INFO === System : maxBw 370.8 totalBw 370.8 ===",
+             "h:1:1 [0] NCCL INFO CPU/0-0 (1/1/2)"]
+    for i, (pci, nvl) in enumerate([(48.0, 370.8), (24.0, 350.2), (48.0, 370.8), (48.0, 370.8)]):
+        lines += [f"h:1:1 [0] NCCL INFO + PCI[{pci}] - GPU/0-{i + 1}8000 ({i})",
+                  f"h:1:1 [0] NCCL INFO               + NVL[{nvl}] - NVS/0-0"]
+    log = parse_nccl_log("\n".join(lines) + "\n")
+    assert [(g["pci_bw"], g["nvl_switch_bw"]) for g in log.topo_gpus][:2] == [(48.0, 370.8), (24.0, 350.2)]
+    r = find_traps([], log, {}, nnodes=1)
+    assert r.causes() == ["pcie_downtrained", "nvlink_down"]
+    nv, = [t for t in r.raised if t.name == "nvlink-down"]
+    assert "GPU 28000 (rank 1) has NVL[350.2]" in nv.evidence and "peers 370.8" in nv.evidence
+    from ncclbench.explain.log_topology import board_of
+    t = log_topology([], log, parse_launch_line("./all_reduce_perf -g 4"))
+    t.gpu_model, t.board = "NVIDIA H100 80GB HBM3", board_of("NVIDIA H100 80GB HBM3")
+    hosts, _ = assumed_hosts(t, log)
+    assert {g.nvlink_active for g in hosts[0].gpus} == {17}  # 350.2 / 20.6: the short GPU bounds the ring

@@ -266,7 +266,13 @@ def log_topology(devices: Sequence[DeviceInfo], log: NcclLogFacts | None, launch
         if k.startswith("NCCL_") and k not in t.env:
             t.env[k], t.env_source[k] = v, "the run's environment"
     t.board = board_of(t.gpu_model)
-    if t.board is not None:
+    if t.board is not None and log is not None and log.topo_gpus:
+        nvl = sorted({g["nvl_switch_bw"] for g in log.topo_gpus if g.get("nvl_switch_bw")})
+        pci = sorted({g["pci_bw"] for g in log.topo_gpus if g.get("pci_bw")})
+        t.assumptions.append(f"{t.gpu_model} ({t.board.source}) with the links NCCL's own topology lines give: "
+                             + (f"NVL[{'/'.join(f'{x:g}' for x in nvl)}] to the NVSwitch" if nvl else "no NVLink")
+                             + (f", PCI[{'/'.join(f'{x:g}' for x in pci)}]" if pci else ""))
+    elif t.board is not None:
         t.assumptions.append(f"{t.gpu_model} -> {t.board.label} ({t.board.source}; the log states no link facts, "
                              "so link states are not checked)")
     elif t.gpu_model:
@@ -287,6 +293,7 @@ def assumed_hosts(t: LogTopology, log: NcclLogFacts | None) -> tuple[list[HostTo
         return [], "GB200/GB300 racks join hosts by NVLink (MNNVL): not modelled from a log"
     ppn = max(1, t.nranks // t.nnodes)
     names = t.host_names or [f"host{i}" for i in range(t.nnodes)]
+    links, pci_bw = _links_from_nccl(log, b)
     hosts = []
     for i in range(t.nnodes):
         name = names[i] if i < len(names) else f"host{i}"
@@ -296,14 +303,35 @@ def assumed_hosts(t: LogTopology, log: NcclLogFacts | None) -> tuple[list[HostTo
             gpu = GpuTopology(index=g, name=t.gpu_model, pci_bus_id=bus[g] if g < len(bus) else f"assumed:{g}",
                               compute_capability=_cc(t.gpu_model, b), pstate=0,
                               pcie=PcieLink(b.pcie_gen, b.pcie_gen, 16, 16))
-            if b.nvswitch_links:
-                gpu.nvlink_active, gpu.nvlink_remote = b.nvswitch_links, "switch"
-                gpu.nvlink_generation, gpu.nvlink_rate = b.nvlink_generation, b.nvlink_rate
+            if pci_bw:  # NCCL's own PCIe figure (width x gen / 80) as the link's width at the board's generation
+                gen_bw = {3: 12.0, 4: 24.0, 5: 48.0, 6: 96.0}.get(b.pcie_gen, 24.0) / 16
+                width = max(1, round(pci_bw / gen_bw))
+                gpu.pcie = PcieLink(b.pcie_gen, b.pcie_gen, width, width)
+            nv = links if links is not None else b.nvswitch_links
+            if nv and (b.nvswitch_links or links):
+                gpu.nvlink_active, gpu.nvlink_remote = nv, "switch"
+                gpu.nvlink_generation = b.nvlink_generation or {7: 2, 8: 3, 9: 4, 10: 5}.get(int(b.cc.split(".")[0]))
+                gpu.nvlink_rate = b.nvlink_rate or (50.0 if b.cc.startswith("10") else 25.0)
             else:
                 gpu.nvlink_active, gpu.nvlink_remote = 0, "none"
             gpus.append(gpu)
         hosts.append(HostTopology(host=name, gpus=gpus, nics=_nics_from_log(log, name), gpus_in_box=max(ppn, 1)))
     return hosts, ""
+
+
+def _links_from_nccl(log: NcclLogFacts | None, b: Board) -> tuple[int | None, float | None]:
+    """(NVLinks per GPU to the NVSwitch, the smallest PCIe bandwidth) from NCCL's own topology print, where the
+    log has it: a fact, which then stands in for the board's figure.  NVLinks = NVL bw / NCCL's per-link bw."""
+    if log is None or not log.topo_gpus:
+        return None, None
+    from .ceiling import nccl_nvlink_bw
+
+    cc = tuple(int(x) for x in b.cc.split("."))
+    per_link = nccl_nvlink_bw((cc[0], cc[1]), log.version)
+    nvl = [g["nvl_switch_bw"] for g in log.topo_gpus if g.get("nvl_switch_bw")]
+    pci = [g["pci_bw"] for g in log.topo_gpus if g.get("pci_bw")]
+    links = round(min(nvl) / per_link) if nvl else (0 if pci else None)
+    return links, (min(pci) if pci else None)
 
 
 def _nics_from_log(log: NcclLogFacts | None, host: str) -> list[NicPort]:

@@ -94,6 +94,9 @@ class NcclLogFacts:
     bootstrap_ifaces: list[str] = field(default_factory=list)  # "Bootstrap : Using eth0:10.0.0.1<0>"
     rank_hosts: dict[int, str] = field(default_factory=dict)  # rank -> host, from the comm/Init COMPLETE lines
     local_ranks: int | None = None  # the largest "localRanks" any comm line gave
+    # NCCL's own topology (GRAPH subsystem): per GPU {"host", "id", "rank", "pci_bw" (GB/s of the PCIe link
+    # into it, NCCL's width x gen/80), "nvl_switch_bw" (to the NVSwitch), "nvl_peer_bw" {peer id: GB/s}}
+    topo_gpus: list[dict] = field(default_factory=list)
     net_plugin_external: bool | None = None
     net_plugin_log: list[str] = field(default_factory=list)  # NCCL's plugin loading lines, as evidence
     net_devices: list[NetDevice] = field(default_factory=list)
@@ -170,6 +173,8 @@ class _Reader:
         self.conn_seen: set[tuple] = set()
         self.versions: list[str] = []
         self.plugins: list[str] = []
+        self.topo_at: dict[tuple, tuple[dict, int]] = {}  # per process: the GPU whose links follow, their indent
+        self.topo_seen: dict[tuple, dict] = {}
 
     # -- helpers
     def note(self, text: str) -> None:
@@ -202,7 +207,7 @@ class _Reader:
         msg = ln.msg
         mnnvl.read_line(msg, self.f.mnnvl)  # the comm line is also read below
         for handler in (self.version, self.network, self.net_devices, self.connection, self.channels,
-                        self.table, self.per_call, self.env):
+                        self.table, self.per_call, self.env, self.topology):
             if handler(msg, ln):
                 return
 
@@ -496,6 +501,33 @@ class _Reader:
             self.f.env[key] = value
         return True
 
+    def topology(self, msg: str, ln: LogLine) -> bool:
+        """NCCL's topology print (`nccl_log_formats.TOPO_GPU` / `TOPO_LINK`): each GPU's PCIe and NVLink bw."""
+        if m := F.TOPO_GPU.match(msg):
+            key = (ln.host, m.group("id").lower())
+            gpu = self.topo_seen.get(key)
+            if gpu is None:
+                gpu = {"host": ln.host, "id": m.group("id").lower(), "rank": int(m.group("rank")), "pci_bw": None,
+                       "nvl_switch_bw": None, "nvl_peer_bw": {}}
+                self.topo_seen[key] = gpu
+                self.f.topo_gpus.append(gpu)
+            if m.group("ltype") == "PCI":
+                gpu["pci_bw"] = float(m.group("lbw"))
+            self.topo_at[ln.source] = (gpu, len(m.group("lead")))
+            return True
+        if m := F.TOPO_LINK.match(msg):
+            at = self.topo_at.get(ln.source)
+            if at is not None and len(m.group("indent")) == at[1]:
+                gpu, bw = at[0], float(m.group("bw"))
+                if m.group("ltype") == "NVL" and m.group("rtype") == "NVS":
+                    gpu["nvl_switch_bw"] = bw
+                elif m.group("ltype") == "NVL" and m.group("rtype") == "GPU":
+                    gpu["nvl_peer_bw"][m.group("rid").lower()] = bw
+            elif at is not None and len(m.group("indent")) < at[1]:
+                self.topo_at.pop(ln.source, None)
+            return bool(at is not None) or msg.lstrip().startswith("+ ")
+        return False
+
     # -- the end
     def finish(self) -> NcclLogFacts:
         f = self.f
@@ -647,6 +679,12 @@ def merge_facts(parts: list[NcclLogFacts]) -> NcclLogFacts:
     no_dev = [p.ib_no_device for p in parts if p.ib_no_device is not None]
     out.ib_no_device = all(no_dev) if no_dev else None
     out.local_ranks = max((p.local_ranks for p in parts if p.local_ranks), default=None)
+    topo_keys = set()
+    for p in parts:
+        for g in p.topo_gpus:
+            if (g.get("host"), g.get("id")) not in topo_keys:
+                topo_keys.add((g.get("host"), g.get("id")))
+                out.topo_gpus.append(g)
     ext = [p.net_plugin_external for p in parts if p.net_plugin_external is not None]
     out.net_plugin_external = any(ext) if ext else None
     devices: dict[tuple, NetDevice] = {}

@@ -142,6 +142,15 @@ NVLS_SUPPORT = re.compile(r"^NVLS multicast support is (?P<not>not )?available o
 # transport/p2p.cc: "Could not enable P2P between dev %d(=%lx) and dev %d(=%lx)".
 P2P_DISABLED = re.compile(r"^(?:P2P is disabled between|Could not enable P2P between)")
 
+# graph/topo.cc ncclTopoPrintRec (GRAPH subsystem, every tag v2.12.12-1 .. v2.30.7-1): the topology NCCL built,
+# one node per line, a node's links indented under it: "+ PCI[48.0] - GPU/0-18000 (0)" (the link into the GPU, then
+# the GPU: "%s/%lx-%lx (%d)" from 2.18, "%s/%lX (%d)" before) and under it "+ NVL[370.8] - NVS/0-0" (its NVLinks to
+# the NVSwitch, count x NCCL's per-link bandwidth) or "+ NVL[40.0] - GPU/..." (direct NVLink to a peer).
+TOPO_GPU = re.compile(r"^(?P<lead>\s*(?:\+ (?P<ltype>\w+)\[(?P<lbw>[\d.]+)\] - )?)GPU/(?:[0-9a-fA-F]+-)?"
+                      r"(?P<id>[0-9a-fA-F]+) \((?P<rank>-?\d+)\)\s*$")
+TOPO_LINK = re.compile(r"^(?P<indent>\s*)\+ (?P<ltype>\w+)\[(?P<bw>[\d.]+)\] - (?P<rtype>\w+)/(?:[0-9a-fA-F]+-)?"
+                       r"(?P<rid>[0-9a-fA-F]+)")
+
 # ENV: "NCCL_X set by environment to Y" (output.nccl_log_line.ENV_SET, with its source lines;
 # the import reads it there too).
 

@@ -552,6 +552,41 @@ def check_plugin(log: NcclLogFacts | None, env: Mapping[str, str], nnodes: int |
         ERROR if sockets_between else WARN)]
 
 
+def check_log_links(log: NcclLogFacts, kind: str) -> list[Trap]:
+    """An imported log's link facts: NCCL's own topology print (GRAPH subsystem) gives each GPU's NVLink
+    bandwidth to the NVSwitch (links x NCCL's per-link figure) and its PCIe link (width x gen / 80).  A GPU
+    with less than its peers on the same host has a link down or trained low; a uniform figure is not judged
+    here (it may be the board's)."""
+    traps = []
+    by_host: dict[Any, list[dict]] = {}
+    for g in log.topo_gpus:
+        by_host.setdefault(g.get("host"), []).append(g)
+    field_, name = ("nvl_switch_bw", "nvlink-down") if kind == "nvlink" else ("pci_bw", "pcie-downtrained")
+    for host, gpus in by_host.items():
+        values = [g[field_] for g in gpus if g.get(field_)]
+        if len(values) < 2:
+            continue
+        top = max(values)
+        low = [g for g in gpus if g.get(field_) and g[field_] < top * 0.99]
+        if not low:
+            continue
+        g = low[0]
+        where = f"{host + ' ' if host else ''}GPU {g['id']} (rank {g['rank']})"
+        if kind == "nvlink":
+            traps.append(Trap(
+                name, f"NCCL's topology: {where} has NVL[{g[field_]:g}] to the NVSwitch, its peers {top:g} "
+                f"({len(low)} GPU(s) short): NVLinks down, so every ring through it runs at its {g[field_] / top:.0%}",
+                "nvidia-smi nvlink -s / -e on that GPU; reset it or drain the node and have the links or baseboard "
+                "checked (NVLink errors in dmesg: Xid 74)", ERROR))
+        else:
+            traps.append(Trap(
+                name, f"NCCL's topology: {where} has PCI[{g[field_]:g}] (NCCL's width x gen / 80), its peers "
+                f"{top:g}: its PCIe link trained lower ({len(low)} GPU(s))",
+                "reseat the card or riser, check the slot's BIOS link setting and the cable/retimer "
+                "(lspci -vv: LnkSta vs LnkCap)", WARN))
+    return traps
+
+
 TOPOLOGY_CHECKS = ("net-socket-fallback", "pcie-downtrained", "nvlink-down", "nic-env-mismatch")
 
 
@@ -585,6 +620,12 @@ def find_traps(hosts: Sequence[HostTopology], log: NcclLogFacts | None, env: Map
         ("plugin-missing", lambda: (check_plugin(log, env, nnodes), None)),
     ]
     for name, run in checks:
+        if not hosts and name in ("pcie-downtrained", "nvlink-down") and log is not None and log.topo_gpus:
+            found = check_log_links(log, "nvlink" if name == "nvlink-down" else "pcie")
+            report.raised.extend(found)
+            if not found:
+                report.passed.append(name)
+            continue
         if not hosts and name in TOPOLOGY_CHECKS and not (name == "net-socket-fallback" and log is not None
                                                          and nnodes is not None):
             net = network_in_use(log) if log is not None and name == "net-socket-fallback" else None
