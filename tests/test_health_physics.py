@@ -173,3 +173,15 @@ def test_channels_capped_by_a_setting_is_named(h100x4):
 def test_nccl_settings_are_what_the_user_set_not_healths_own():
     assert nccl_settings({"NCCL_P2P_DISABLE": "1", "NCCL_RUNTIME_CONNECT": "0", "PATH": "/bin"}) == \
         {"NCCL_P2P_DISABLE": "1"}
+
+
+def test_a_fleet_above_its_model_is_said_even_where_the_fleet_judges_it_fine():
+    """Four hosts whose intra groups all measure 20 % over the ceiling: the fleet calls them fine (each
+    host healthy), and a fleet finding says the shape is above the model, with the likely reason."""
+    ref = physics_reference("intra:1x4", 300.0, "NVLink", 4, 256 * MiB, "Ring", "predicted")
+    rep = run_scan(Fleet.uniform(4, 4), ScanConfig(phases=("local", "intra"), physics={"intra:1x4": ref}),
+                   FakeFabric())
+    assert set(rep.host_status.values()) == {"healthy"} and exit_code(rep) == 0
+    [f] = [f for f in rep.findings if f.verdict == "above the model"]
+    assert f.component == "fleet" and f.detail == "intra:1x4" and not f.confirmed
+    assert "4 group(s) above the model's ceiling" in f.evidence[0] and "NVLink SHARP (NVLS)" in f.evidence[0]

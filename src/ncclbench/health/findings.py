@@ -18,8 +18,8 @@ GPU, NODE_INTRA, NODE_NIC, LINK, RAIL, NO_ANSWER_C, FLEET = (
 NODE_COMPONENTS = (GPU, NODE_INTRA, NODE_NIC, NO_ANSWER_C)
 
 # verdicts
-SLOW_V, NO_ANSWER_V, WRONG_V, SUSPECT_V, UNJUDGED_V = (
-    "slow", "no answer", "wrong results", "suspect (not confirmed)", "not judged")
+SLOW_V, NO_ANSWER_V, WRONG_V, SUSPECT_V, UNJUDGED_V, ABOVE_MODEL_V = (
+    "slow", "no answer", "wrong results", "suspect (not confirmed)", "not judged", "above the model")
 CONFIRMED = (SLOW_V, NO_ANSWER_V, WRONG_V)
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .findings import (
+    ABOVE_MODEL_V,
     FLEET,
     GPU,
     NO_ANSWER_C,
@@ -147,7 +148,22 @@ class PhaseScan:
             if line and refs.busbw is not None and refs.base_busbw is not None:
                 out.append(Finding(FLEET, (), SLOW_V, shape, refs.busbw.center, refs.base_busbw.center,
                                    None, evidence=[line]))
-        return out
+        return out + self._above_model()
+
+    def _above_model(self) -> list[Finding]:
+        """A shape whose groups measured above its ceiling (fleet rounds): the model is not to be
+        trusted there - said, with the likely reason, never taken as "as expected"."""
+        above: dict[str, list[str]] = {}
+        for rec in self.records:
+            if not is_fleet(rec.round):
+                continue
+            for i, g in enumerate(rec.round.groups):
+                line = rec.score.physics[i] if rec.score.physics else ""
+                if line.startswith("above the model"):
+                    above.setdefault(g.shape, []).append(f"{g.label(self.fleet)}: {line}")
+        return [Finding(FLEET, (), ABOVE_MODEL_V, shape, evidence=[f"{len(lines)} group(s) above the model's "
+                                                                      f"ceiling; e.g. {lines[0]}"])
+                for shape, lines in above.items()]
 
     def _unjudged_note(self, whys: list[str]) -> list[Finding]:
         """One finding saying how many groups were not judged, and why (unknown, not guessed)."""
