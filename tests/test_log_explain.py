@@ -350,3 +350,42 @@ def test_nccls_topology_lines_are_link_facts_a_log_can_give():
     t.gpu_model, t.board = "NVIDIA H100 80GB HBM3", board_of("NVIDIA H100 80GB HBM3")
     hosts, _ = assumed_hosts(t, log)
     assert {g.nvlink_active for g in hosts[0].gpus} == {17}  # 350.2 / 20.6: the short GPU bounds the ring
+
+
+def _table_log(tmp_path, gpu: str, n: int, busbw: float) -> Path:
+    """An all_reduce log of n GPUs of one host with no NCCL lines, busbw flat from 1 GiB to 8 GiB."""
+    lines = ["# Collective test starting: all_reduce_perf",
+             "# nThread 1 nGpus 1 minBytes 1073741824 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20",
+             "#", "# Using devices"]
+    lines += [f"#  Rank {r:2d} Group  0 Pid {1000 + r:6d} on      node0 device {r:2d} [0000:{16 + r:02x}:00] {gpu}"
+              for r in range(n)]
+    lines += ["#", "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   "
+              "algbw   busbw #wrong"]
+    alg = busbw * n / (2 * (n - 1))
+    for s in (1 << 30, 1 << 31, 1 << 32, 1 << 33):
+        t = s / alg / 1e3
+        lines.append(f"{s:12d}  {s // 4:12d}     float     sum      -1  {t:7.1f}  {alg:6.2f}  {busbw:6.2f}      0  "
+                     f"{t:7.1f}  {alg:6.2f}  {busbw:6.2f}      0")
+    lines += ["# Out of bounds values : 0 OK", f"# Avg bus bandwidth    : {busbw}", "#"]
+    path = tmp_path / "t.log"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("busbw,label,algo", [(480.0, "as expected", "NVLS"), (365.0, "as expected", "Ring"),
+                                              (250.0, "below expected", "NVLS")])
+def test_eight_h100s_with_nvls_unconfirmed_are_judged_both_ways(tmp_path, busbw, label, algo):
+    """NVLS is only predicted from a table-only log: at NVLS's figure and at Ring's (NVLS off) the run is
+    healthy, below both it is not."""
+    _, ex = explained(_table_log(tmp_path, "NVIDIA H100 80GB HBM3", 8, busbw))
+    j = ex.judgement
+    assert (j.verdict.label, j.ceiling.algorithm) == (label, algo)
+    if algo == "Ring":
+        assert "NVLS was predicted, not seen" in j.verdict.text and j.ceiling.ceiling == 370.8
+
+
+def test_pcie_cards_between_their_two_layouts_are_not_judged(tmp_path):
+    _, ex = explained(_table_log(tmp_path, "NVIDIA GeForce RTX 4090", 8, 12.0))
+    assert ex.judgement.verdict.label == "unknown" and "nvidia-smi topo -m" in ex.judgement.verdict.text
+    _, low = explained(_table_log(tmp_path, "NVIDIA GeForce RTX 4090", 8, 3.0))
+    assert low.judgement.verdict.label == "below expected"

@@ -37,7 +37,7 @@ from .nccl_env import NCCL_FUNC
 from .nccl_log import CallChoice, NcclLogFacts, format_bytes
 from .topology import HostTopology
 from .traps import WARN, Trap, TrapReport, Unchecked, find_traps
-from .verdict import Verdict, judge, plateau_busbw
+from .verdict import ABOVE_LINE_ALGOS, ABOVE_MODEL_TOLERANCE, AS_EXPECTED_FRACTION, Verdict, judge, plateau_busbw
 
 # The slowest RDMA fabric NCCL plans for: its NET_BW default, 12 GB/s (100 Gb/s; src/graph/topo.h, every tag
 # v2.4.8-1 .. v2.30.7-1).  Between hosts of datacenter GPUs a plateau below 90 % of it is TCP-socket
@@ -270,6 +270,7 @@ def judge_facts(f: RunFacts) -> RunJudgement:
                       no_topology=f.topology_unknown or "no topology facts")
         env = {**(f.log.env if f.log is not None else {}), **dict(f.env)}
         _free_choice_ceiling(j, f, f.hosts, env)
+        _unconfirmed_nvls(j, f, f.hosts, env)
         _profiler_channels(j, f, env)
     else:
         j = _judge_from_log(f, rows)
@@ -279,6 +280,7 @@ def judge_facts(f: RunFacts) -> RunJudgement:
                                                 nnodes=nnodes, gpus_per_host=_gpus_per_host(f))
                        if (t.name, t.evidence) not in {(x.name, x.evidence) for x in j.traps.raised}]
     _short_of_plateau(j, f)
+    _above_line_within_model(j)
     if f.status == "failed":
         j.verdict = Verdict("failed", None, f.end_reason or "the run failed")
     elif not f.rows:
@@ -306,6 +308,40 @@ def _short_of_plateau(j: RunJudgement, f: RunFacts) -> None:
             f"{v.text}; {f.collective} moves a rank's share per step, {format_bytes(p.max_size // n)} here, short "
             f"of its plateau (>= 1 GiB per rank): healthy runs reach 80-90 % there (4x H100: all_gather 316.5 GB/s "
             f"at 512 MiB, 348.5 at 30 GiB)"))
+
+
+def _above_line_within_model(j: RunJudgement) -> None:
+    """Above the line rate but within the band of a ceiling that already counts the switch's or the tree's
+    reduction (NVLS, NVLSTree, Tree, CollNet): that figure is what the model expects, so 'as expected'."""
+    v, c = j.verdict, j.ceiling
+    if (v.label == "above the line rate" and v.fraction is not None and c.algorithm in ABOVE_LINE_ALGOS
+            and AS_EXPECTED_FRACTION <= v.fraction <= 1 + ABOVE_MODEL_TOLERANCE):
+        j.verdict = Verdict("as expected", v.fraction, f"{100 * v.fraction:.0f}% of the {fmt_gbps(c.ceiling or 0)} GB/s "
+                            f"{c.algorithm} ceiling; {v.text}")
+
+
+def _unconfirmed_nvls(j: RunJudgement, f: RunFacts, hosts: Sequence[HostTopology], env: Mapping[str, str]) -> None:
+    """NVLS (or NVLSTree) only predicted, not seen in NCCL's lines, and the run below its ceiling but at Ring's:
+    NVLS may simply be off (NCCL_NVLS_ENABLE=0, no multicast in a VM or container, an NCCL before 2.17), which
+    is no fault -- 'as expected' for Ring, and said so."""
+    c, v = j.ceiling, j.verdict
+    if v.label != "below expected" or c.algorithm not in ("NVLS", "NVLSTree") or c.algorithm_source != "predicted":
+        return
+    ring = expected_ceiling(hosts, f.collective, c.nranks, algorithm="Ring", algorithm_source="NVLS off",
+                            env=env, nccl_version=f.nccl_version)
+    if ring.ceiling is None or j.plateau.busbw is None:
+        return
+    rv = judge(j.plateau, ring)
+    if rv.label != "as expected":
+        return
+    ring.reasoning = (f"NCCL's model would pick {c.algorithm} ({fmt_gbps(c.ceiling or 0)} GB/s), which the log "
+                      f"does not confirm; with it off (NCCL_NVLS_ENABLE=0, no multicast, NCCL < 2.17) Ring's bound "
+                      f"holds: " + ring.reasoning)
+    if c.reasoning.startswith("assumed from the GPU model"):
+        ring.reasoning = "assumed from the GPU model: " + ring.reasoning
+    j.ceiling = ring
+    j.verdict = Verdict("as expected", rv.fraction, f"{rv.text} for Ring; {c.algorithm} was predicted, not seen "
+                        "(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING shows it)")
 
 
 def _free_choice_ceiling(j: RunJudgement, f: RunFacts, hosts: Sequence[HostTopology], env: Mapping[str, str]) -> None:
@@ -363,9 +399,11 @@ def _judge_from_log(f: RunFacts, rows: Sequence[tuple[int, float]]) -> RunJudgem
         ceiling.unknown = why_not
     plateau = plateau_busbw(rows)
     verdict = judge(plateau, ceiling)
-    if hosts and ceiling.ceiling is None:
+    if hosts:
         free = RunJudgement(f.collective, ceiling, plateau, verdict, TrapReport())
-        _free_choice_ceiling(free, f, hosts, env)
+        if ceiling.ceiling is None:
+            _free_choice_ceiling(free, f, hosts, env)
+        _unconfirmed_nvls(free, f, hosts, env)
         ceiling, verdict = free.ceiling, free.verdict
     if (hosts and t.board is not None and not t.board.nvswitch_links and verdict.label == "below expected"
             and verdict.fraction is not None and verdict.fraction >= PCIE_UNSURE_FRACTION):
