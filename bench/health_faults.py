@@ -177,9 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--healthy", type=int, default=5, help="healthy scans (default 5)")
     ap.add_argument("--backend", choices=("nccl", "mpi"), default="nccl",
                     help="mpi: the CPU backend, a smoke test of this script (no fault acts there)")
-    ap.add_argument("--scan-timeout", type=float, default=120.0, help="seconds each scan may take")
-    ap.add_argument("--budget", type=float, default=340.0,
-                    help="seconds for the whole run: scans that would start later are skipped and said so")
+    ap.add_argument("--scan-timeout", type=float, default=90.0, help="seconds each scan may take (default 90)")
+    ap.add_argument("--budget", type=float, default=270.0,
+                    help="seconds after which no scan starts (skipped scans are said so; default 270, so the run "
+                         "ends within budget + scan timeout = 6 min)")
     ap.add_argument("--only", default="", help="comma-separated fault names to run (default: the catalog)")
     ap.add_argument("--scan-args", default="", help="more `ncclbench health` options for every scan")
     args = ap.parse_args(argv)
