@@ -412,14 +412,17 @@ def _judge_from_log(f: RunFacts, rows: Sequence[tuple[int, float]]) -> RunJudgem
             f"{verdict.text}, but on PCIe cards the switch layout, the CPU sockets between the GPUs and whether the "
             "card allows peer-to-peer decide between that and about half of it through host memory; the log "
             "states none of them (nvidia-smi topo -m does)"))
-    net = (f.log.net_plugin or "") if f.log is not None else ""
+    net = (network_in_use(f.log) or "") if f.log is not None else ""
     if (verdict.label == "unknown" and ceiling.ceiling is None and plateau.busbw is not None and not plateau.reason
             and (t.nnodes or 0) > 1 and t.ranks_per_host is not None and is_datacenter(t.gpu_model)
             and plateau.busbw < 0.9 * RDMA_FLOOR_GBPS):
         ceiling.ceiling, ceiling.bound, ceiling.line_rate = RDMA_FLOOR_GBPS, "NIC, the least RDMA fabric (assumed)", 12.5
+        rdma = net and net.lower() != "socket"
         ceiling.reasoning = (f"{t.nnodes} hosts of {t.gpu_model}: such hosts are joined by RDMA of >= 100 Gb/s per "
                              f"node; NCCL plans the slowest at {fmt_gbps(RDMA_FLOOR_GBPS)} GB/s (its NET_BW); "
-                             f"{fmt_gbps(plateau.busbw)} GB/s between them is TCP-socket territory"
+                             + (f"{fmt_gbps(plateau.busbw)} GB/s is below even that although NCCL used {net} "
+                                "(GDR, the NICs in use, or the fabric: see the traps)" if rdma else
+                                f"{fmt_gbps(plateau.busbw)} GB/s between them is TCP-socket territory")
                              + (" -- and NCCL's log says 'Using network Socket'" if net.lower() == "socket" else
                                 "" if f.log is not None and f.log.sources else
                                 "; no NCCL INFO line says which network: run with NCCL_DEBUG=INFO "
