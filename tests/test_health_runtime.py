@@ -113,6 +113,7 @@ def test_one_host_runs_what_it_can_and_says_why(ncclbench_env, tmp_path):
     assert code == 9, (out, err)
     assert "# note: 1 host (solo): the inter-node phases (rail, pairs) need at least 2 hosts" in out
     assert "# healthy:" not in out and "# not judged (no fault seen, nothing to judge against): 1 host(s): solo" in out
+    assert "# expected ceiling: none on the CPU backend" in out
     doc = json.loads(js.read_text())
     assert doc["host_status"] == {"solo": "not judged"} and doc["outcome"] == "not judged" and doc["exit_code"] == 9
     assert any("intra r1: solo" in why for why in doc["not_judged"]["solo"]), doc["not_judged"]

@@ -135,6 +135,9 @@ def figure_lines(report: HealthReport, meta: Mapping[str, Any] | None = None) ->
                 out.append(f"# judged against the ceiling {shape}: {e['physics']['text']}")
         else:
             out.append(f"# expected ceiling {shape}: unknown: {e.get('text', 'no facts')}")
+    if not expected and str((meta or {}).get("backend", "")).startswith("CPU"):
+        out.append("# expected ceiling: none on the CPU backend (MPI over host memory and TCP has no model here): "
+                   "groups are judged against the fleet or a baseline only")
     for host, c in dict((meta or {}).get("causes") or {}).items():
         for t in c.get("traps", []):
             what = " (a setting of this job)" if t.get("setting") else ""
