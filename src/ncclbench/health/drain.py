@@ -8,9 +8,11 @@ and `--dry-run` see exactly what would run; `execute` runs them.
 * Slurm: `scontrol update NodeName=H State=DRAIN Reason="..."` per host - the
   node finishes its running jobs and takes no new ones; `sinfo -R` lists the
   reason, and `scontrol update NodeName=H State=RESUME` (`resume_commands`)
-  returns it.  The scan's host names are the ranks' host names (first label of
-  `gethostname()`); that is the Slurm NodeName on most clusters.  Where it is
-  not, NCCLBENCH_HEALTH_HOST_MAP names the hosts as the scheduler knows them.
+  returns it.  The scan's host names are the ranks' hosts as NCCL groups them
+  (launch/hostid.py: NCCL_HOSTID where set, else the first label of
+  `gethostname()`); the host name is the Slurm NodeName on most clusters.  Where
+  it is not (or NCCL_HOSTID names something else), NCCLBENCH_HEALTH_HOST_MAP names
+  the hosts as the scheduler knows them.
 * Kubernetes: a `NoSchedule` taint (new pods stay off the node; running ones
   are left alone, as a Slurm drain leaves running jobs) and a label, both under
   `TAINT_KEY`, plus the reason as an annotation (a label value cannot hold it).
