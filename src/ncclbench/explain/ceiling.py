@@ -360,7 +360,9 @@ def inter_bound(host: HostTopology, ppn: int, env: Mapping[str, str], net: str |
         return None, f"{host.host}: no active NIC for NCCL's {transport} transport" + (f" ({why})" if why else "")
     rated = [n for n in nics if n.rate_gbps]
     if len(rated) < len(nics):
-        return None, f"{host.host}: speed of {next(n.label for n in nics if not n.rate_gbps)} unknown"
+        n = next(n for n in nics if not n.rate_gbps)
+        why = " (a virtual interface: no line rate; sockets are bound by the CPUs and TCP)" if n.kind == "virtual" else ""
+        return None, f"{host.host}: speed of {n.label} unknown{why}"
     in_box = host.gpus_in_box or len(host.gpus) or ppn
     used_count = max(1, min(len(rated), round(ppn * len(rated) / max(1, in_box))))
     used = sorted(rated, key=lambda n: -(n.rate_gbps or 0))[:used_count]
