@@ -389,3 +389,11 @@ def test_pcie_cards_between_their_two_layouts_are_not_judged(tmp_path):
     assert ex.judgement.verdict.label == "unknown" and "nvidia-smi topo -m" in ex.judgement.verdict.text
     _, low = explained(_table_log(tmp_path, "NVIDIA GeForce RTX 4090", 8, 3.0))
     assert low.judgement.verdict.label == "below expected"
+
+
+def test_an_unreachable_peer_is_a_network_error_with_the_interface_to_check():
+    log = parse_nccl_log("h:1:1 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 172.17.0.1<35117> "
+                         "failed : Software caused connection abort\n"
+                         "h:1:1 [0] misc/socket.cc:567 NCCL WARN Connect to 172.17.0.1<35117> failed : No route to host\n")
+    t, = failure_traps(log, [], [], status="failed")
+    assert t.name == "network-error-remote-exit" and "NCCL_SOCKET_IFNAME" in t.fix and "docker0" in t.fix

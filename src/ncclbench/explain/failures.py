@@ -35,6 +35,9 @@ _IB_COMPLETION = re.compile(r"Got completion (?:from peer \S+ )?with (?:error (?
                             r".*?vendor[ _]err(?:or)?[ =]?(?P<vendor>\d+)", re.IGNORECASE)
 _REMOTE = re.compile(r"remote process exited or there was a network error|Connection closed by remote peer|"
                      r"Connection reset by peer|ncclRemoteError|Net : Call to recv from .* failed", re.IGNORECASE)
+# socket.cc "Connect to %s failed : %s" / "Call to connect returned %s" as a WARN: a peer NCCL cannot reach at all
+_UNREACHABLE = re.compile(r"(?:Connect to|connect to) \S+ failed ?: ?(?:Connection refused|No route to host|"
+                          r"Connection timed out|Network is unreachable)|socketStartConnect: Connect to", re.IGNORECASE)
 _OOM = re.compile(r"out of memory|Failed to CUDA calloc|cudaMalloc.*failed|Cannot allocate memory|"
                   r"CUDA_ERROR_OUT_OF_MEMORY|failed to allocate", re.IGNORECASE)
 _CUDA = re.compile(r"Test CUDA failure|Cuda failure|unhandled cuda error|CUDA error|cudaError|CUDA driver version is "
@@ -126,6 +129,12 @@ def failure_traps(log: NcclLogFacts | None, failure_lines: Sequence[str], rows: 
                  "whether GPUDirect RDMA was in use; with GDR this is the known signature of PCIe ACS or the IOMMU"),
                 "check ACS on the PCIe switches (lspci -vvv | grep ACSCtl: SrcValid- expected) and the IOMMU "
                 "(iommu=pt); NCCL_NET_GDR_LEVEL=LOC (GDR off) confirms it if the error goes away", WARN))
+    if (line := _first(text, _UNREACHABLE)) and not any(t.name == "network-error-remote-exit" for t in traps):
+        traps.append(Trap(
+            "network-error-remote-exit",
+            f"NCCL could not reach a peer (a network error): '{line.strip()[:200]}'",
+            "the address is the interface NCCL picked: set NCCL_SOCKET_IFNAME to the interface the hosts reach each "
+            "other on (not docker0, lo or a management NIC) and check firewalls between the hosts", ERROR))
     if line := _first(text, _OOM):
         traps.append(Trap(
             "oom-or-alloc-failure",
