@@ -56,7 +56,8 @@ def test_baseline_written_from_a_report_judges_the_next_run(tmp_path):
         emit(report(), {}, str(js), None, out)
     _save_baseline(str(base), str(js))
     saved = json.loads(base.read_text())
-    assert set(saved) == {"name", "busbw", "lat_us", "measured", "samples"} and "pairs:2x1" in saved["busbw"]
+    assert set(saved) == {"name", "version", "hosts", "busbw", "lat_us", "measured", "samples"}
+    assert "pairs:2x1" in saved["busbw"] and saved["hosts"] == [f"node{i:02d}" for i in range(16)]
     assert saved["measured"] == {} and saved["samples"] == {"busbw": {}, "lat_us": {}}  # all had fleet statistics
     loaded = _load_baseline(str(base))
     # a fleet that is 20 % slower everywhere: invisible to fleet statistics, seen against the baseline
@@ -108,3 +109,23 @@ def test_a_fleet_judged_healthy_exits_0_and_counts_every_host_healthy():
     assert rep.count()["healthy"] == 16 and not rep.unresolved and exit_code(rep) == 0
     assert "# hosts: 16 healthy, 0 faulty, 0 not judged" in verdict_table(rep)
     assert "# no fault confirmed: every host judged healthy (exit 0)" in verdict_table(rep)
+
+
+def test_a_baseline_of_other_hosts_is_refused_in_one_line(tmp_path):
+    """Issue 22's bad input: a health baseline saved on other hosts is not this fleet's reference -
+    one clear line (exit 255), nothing judged against it; a subset of its hosts, or an older file
+    that names no hosts, is used."""
+    from ncclbench.health.baseline import check_baseline_hosts
+    from ncclbench.health.judge import Baseline
+
+    js, base = tmp_path / "r.json", tmp_path / "base.json"
+    with open(tmp_path / "o", "w") as out:
+        emit(report(), {}, str(js), None, out)
+    _save_baseline(str(base), str(js))
+    loaded = _load_baseline(str(base))
+    check_baseline_hosts(loaded, Fleet(("node00", "node03"), ((0, 1), (2, 3))))  # part of the saved fleet
+    with pytest.raises(ArgumentError, match=r"baseline base\.json was saved on other hosts \(node00, .*none of "
+                                            r"them in this scan \(gpu0, gpu1\): not judged against it") as info:
+        check_baseline_hosts(loaded, Fleet.uniform(2, 8, prefix="gpu"))
+    assert int(info.value.code) == 255
+    check_baseline_hosts(Baseline({"local:1x1": (1.0, 0.1)}), Fleet.uniform(2, 8, prefix="gpu"))  # older file

@@ -169,3 +169,15 @@ def test_uneven_odd_and_a_disagreeing_host_list_each_get_one_line(ncclbench_env,
     assert doc["gpus_per_host"] == [2, 1, 2]
     ran = {r["name"].split()[0] for r in doc["rounds"]}
     assert ran == {"local", "intra", "rail", "pairs"}  # every phase that can run still ran
+
+
+def test_a_baseline_saved_on_other_hosts_is_one_line_exit_255_and_judges_nothing(ncclbench_env, tmp_path):
+    base = tmp_path / "b.json"
+    base.write_text(json.dumps({"name": "b.json", "hosts": ["elsewhere"], "busbw": {"local:1x1": [2.0, 0.1]}}))
+    js = tmp_path / "h.json"
+    res = _cli(["--backend", "mpi", "--nprocs", "2", "--baseline", str(base), "--json", str(js)],
+               env(ncclbench_env, "solo,solo"))
+    assert res.returncode == 255, res.stdout + res.stderr
+    assert res.stderr.strip() == ("ncclbench: health: baseline b.json was saved on other hosts (elsewhere), none of "
+                                  "them in this scan (solo): not judged against it")
+    assert not js.exists() and "Traceback" not in res.stderr

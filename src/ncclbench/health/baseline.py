@@ -13,7 +13,9 @@ import json
 import os
 import statistics
 
+from .. import __version__
 from ..errors import ArgumentError
+from .fleet import Fleet
 from .judge import Baseline, robust_reference
 
 # A lone measurement (one GPU, one host) has no spread of its own: until a baseline holds
@@ -30,7 +32,8 @@ def load_baseline(path: str) -> Baseline:
         with open(path) as f:
             doc = json.load(f)
         return Baseline({k: tuple(v) for k, v in doc["busbw"].items()},
-                        {k: tuple(v) for k, v in doc.get("lat_us", {}).items()}, name=doc.get("name", path))
+                        {k: tuple(v) for k, v in doc.get("lat_us", {}).items()}, name=doc.get("name", path),
+                        hosts=tuple(str(h) for h in doc.get("hosts", ())))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ArgumentError(f"health: cannot read baseline {path}: {exc}") from None
 
@@ -45,9 +48,10 @@ def save_baseline(path: str, json_path: str) -> None:
         doc = json.load(f)
     try:
         with open(path) as f:
-            old_samples = json.load(f).get("samples", {})
+            old = json.load(f)
+        old_samples, old_hosts = old.get("samples", {}), list(old.get("hosts", []))
     except (OSError, ValueError, AttributeError):
-        old_samples = {}
+        old_samples, old_hosts = {}, []
     refs = doc.get("references", {})
     tables: dict[str, dict[str, list[float]]] = {"busbw": {}, "lat_us": {}}
     for shape, r in refs.items():
@@ -75,9 +79,21 @@ def save_baseline(path: str, json_path: str) -> None:
                                    f"{len(kept)} of {LONE_MIN_SCANS} scans saved: their median, spread unknown "
                                    f"(taken as {LONE_BW_SPREAD:.0%} busbw, the judge's floor for latency); "
                                    f"save again to this file from healthy scans to measure it")
+    hosts = sorted(set(doc.get("hosts", [])) | set(old_hosts))
     with open(path, "w") as f:
-        json.dump({"name": os.path.basename(path), **tables, "measured": measured, "samples": samples}, f,
-                  indent=1)
+        json.dump({"name": os.path.basename(path), "version": __version__, "hosts": hosts, **tables,
+                   "measured": measured, "samples": samples}, f, indent=1)
+
+
+def check_baseline_hosts(baseline: Baseline, fleet: Fleet) -> None:
+    """A baseline saved on other hosts is not this fleet's reference: one clear line (exit 255),
+    nothing judged against it.  A baseline that names no hosts (written before they were kept)
+    is taken as it is; one that shares any host with the scan (a subset of a fleet) is used."""
+    if baseline.hosts and not set(baseline.hosts) & set(fleet.hosts):
+        shown = ", ".join(baseline.hosts[:6]) + (", ..." if len(baseline.hosts) > 6 else "")
+        here = ", ".join(fleet.hosts[:6]) + (", ..." if len(fleet.hosts) > 6 else "")
+        raise ArgumentError(f"health: baseline {baseline.name} was saved on other hosts ({shown}), none of them "
+                            f"in this scan ({here}): not judged against it")
 
 
 def unreferenced_groups(doc: dict) -> dict[str, list[dict]]:

@@ -20,6 +20,7 @@ from typing import TextIO
 
 from .. import __version__
 from ..errors import BenchError, ExitCode
+from .baseline import check_baseline_hosts
 from .control import Coordinator
 from .fleet import Fleet
 from .group import GroupSpec
@@ -58,6 +59,8 @@ def coordinate(coord: Coordinator, cfg: ScanConfig, spec: GroupSpec, round_timeo
     coord.wait_joined(join_timeout_s)
     fleet = fleet_from(coord)
     try:
+        if cfg.baseline is not None:
+            check_baseline_hosts(cfg.baseline, fleet)
         answers = exchange_setup(coord, fleet, join_timeout_s)
         cfg, facts = apply_facts(fleet, cfg, answers, spec.bw_bytes)
     except BenchError as exc:

@@ -107,6 +107,7 @@ class Baseline:
     busbw: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     lat_us: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     name: str = "baseline"
+    hosts: tuple[str, ...] = ()  # the hosts it was saved from (empty: not recorded, an older file)
 
     def reference(self, shape: str, metric: str, floor: float) -> Reference | None:
         table = self.busbw if metric == "busbw" else self.lat_us
