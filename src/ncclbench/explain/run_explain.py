@@ -451,6 +451,8 @@ def explain_run(f: RunFacts) -> Explained:
         lines += f.log_topology.lines()
     if f.status != "complete" and f.status != "failed" and not f.rows:
         lines.append(f"# Run did not finish: {f.end_reason or 'the log ends with no result row'}")
+    elif f.status == "complete" and not f.rows:
+        lines.append(f"# No result row in the log: {f.end_reason or 'nothing to judge'}")
     if f.collective_source.startswith("unknown: "):
         lines.append(f"# Collective unknown: {f.collective_source.split(': ', 1)[1]}")
     elif f.collective_source and not f.collective_source.startswith(("the log's", "--collective")):

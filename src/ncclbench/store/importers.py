@@ -112,6 +112,9 @@ def _status(p: ParsedText, rows: list[ResultRow], failure: dict | None) -> tuple
         # the most telling line first: nccl-tests' error text over its " .. host pid N: Test failure" trail
         what = next((x for x in said if not _TRAIL.match(x)), said[0])
         return "failed", f"the log says the run failed: {what.strip()[:200]}"
+    if not rows and p.avg_busbw is not None:  # the footer: the run finished, the paste lost its rows
+        return "complete", ("the log has nccl-tests' footer but no result row: the rows were cut out of the paste"
+                            + (f" ({p.gaps} gap(s))" if p.gaps else ""))
     if not rows:
         return "interrupted", ("a header and no result row: the run hung or was cut off before its first size "
                                "(no failure line in the log)")
