@@ -107,8 +107,10 @@ def nccl_path_line(log: NcclLogFacts | None, unknown: str = "") -> str:
     socks = [d for d in log.net_devices if d.transport == "Socket"]
     if devs:
         gdr = sum(1 for d in devs if d.gdr_used or (d.gdr and d.gdr_used is None))
+        known = sum(1 for d in devs if d.gdr is not None or d.gdr_used is not None)
         parts.append(f"{len(devs)} NET device(s) ({', '.join(sorted({d.name or str(d.index) for d in devs})[:4])}"
-                     f"{', ...' if len(devs) > 4 else ''}), GPU Direct RDMA on {gdr}/{len(devs)}")
+                     f"{', ...' if len(devs) > 4 else ''}), "
+                     + (f"GPU Direct RDMA on {gdr}/{len(devs)}" if known else "GPU Direct RDMA not stated"))
     if socks:
         parts.append(f"sockets over {', '.join(sorted({d.name or str(d.index) for d in socks})[:4])}")
     if log.nchannels is not None:

@@ -467,7 +467,7 @@ def parse_tests(text: str) -> list[tuple[ParsedText, list[ResultRow]]]:
         elif _FAILURE.search(line):
             info.failure_lines.append(line)
             info.other_lines.append(line)
-        elif not line.startswith("# ") and _LAUNCH.search(line):
+        elif _LAUNCH.search(line):  # also as a comment ("#  ./all_reduce_perf -b 8 ..."), as some paste it
             if t.rows and (info.concluded or info.avg_busbw is not None):
                 t = new_test()  # the next binary's command line after a finished test
             t.info.launch_lines.append(line)
