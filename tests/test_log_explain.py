@@ -397,3 +397,32 @@ def test_an_unreachable_peer_is_a_network_error_with_the_interface_to_check():
                          "h:1:1 [0] misc/socket.cc:567 NCCL WARN Connect to 172.17.0.1<35117> failed : No route to host\n")
     t, = failure_traps(log, [], [], status="failed")
     assert t.name == "network-error-remote-exit" and "NCCL_SOCKET_IFNAME" in t.fix and "docker0" in t.fix
+
+
+def test_two_hosts_over_sockets_name_the_second_host_and_the_transport():
+    """Issue 26: device lines on node0 and node1, every inter-host channel via NET/Socket."""
+    lines = ["# nThread 1 nGpus 1 minBytes 8 maxBytes 1073741824 step: 2(factor) warmup iters: 5 iters: 20 "
+             "validation: 1", "#", "# Using devices"]
+    lines += [f"#  Rank {r:2d} Group  0 Pid {100 + r:6d} on      node{r // 2} device {r % 2:2d} [0000:{6 + r % 2:02x}:00] "
+              "NVIDIA H100 80GB HBM3" for r in range(4)]
+    for r in range(4):
+        h = f"node{r // 2}:{100 + r}:{100 + r} [{r % 2}] NCCL INFO"
+        lines += [f"{h} NCCL version 2.28.9+cuda13.0" if r == 0 else f"{h} cudaDriverVersion 13000",
+                  f"{h} Using network Socket",
+                  f"{h} comm 0x{r} rank {r} nRanks 4 nNodes 2 localRanks 2 localRank {r % 2} MNNVL 0"]
+    lines += ["node0:101:101 [1] NCCL INFO Channel 00/0 : 1[1] -> 2[0] [send] via NET/Socket/0",
+              "node1:103:103 [1] NCCL INFO Channel 00/0 : 3[1] -> 0[0] [send] via NET/Socket/0",
+              "node0:100:100 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read"]
+    for s in (268435456, 536870912, 1073741824):
+        t = s / 2.33e3
+        lines.append(f"{s:12d}  {s // 4:12d}     float     sum      -1  {t:8.1f}    2.33    3.50      0  {t:8.1f}    "
+                     "2.33    3.50      0")
+    lines += ["# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 3.5"]
+    run, = parse_text_log("\n".join(lines) + "\n", "two-hosts.log")
+    ex = explain_run(run_facts(run))
+    text = "\n".join(ex.lines)
+    assert "2 host(s) (node0, node1), 2 rank(s) per host, 4 rank(s)" in text
+    assert ex.judgement.verdict.label == "below expected" and "TCP-socket territory" in ex.judgement.ceiling.reasoning
+    t, = [x for x in ex.judgement.traps.raised if x.name == "net-socket-fallback"]
+    assert t.severity == "error" and "between node0, node1 (2 hosts)" in t.evidence and "via NET/Socket" in t.evidence
+    assert ex.data["causes"] == ["sockets_between_hosts"]
