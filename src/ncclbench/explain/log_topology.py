@@ -141,7 +141,8 @@ class LogTopology:
             out.append(f"#   assumed: {a}")
         if self.launch is not None:
             out.append(f"#   launch line: {self.launch.describe()}")
-        shown = {k: v for k, v in self.env.items() if k not in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")}
+        shown = {k: v for k, v in self.env.items()  # NCCL_VERSION: a container image's label, not a setting
+                 if k not in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_VERSION")}
         if shown:
             by_source: dict[str, list[str]] = {}
             for k, v in shown.items():
