@@ -2,7 +2,7 @@
 """Make one GPU slow the way a real fault does, without touching its settings:
 a memory-bound kernel of ncclbench's own runs on it, back to back, for a bounded time.
 
-    python bench/gpu_hog.py --device 1 --seconds 60 [--mib 1024]
+    python bench/gpu_hog.py --device 1 --seconds 60 [--mib 1024] [--duty 0.2]
 
 Why this and not clocks or power limits: changing device settings needs
 privileges, outlives a crashed script and is exactly what the brief forbids
@@ -56,8 +56,9 @@ def _ck(drv, result, what: str):
     return rest[0] if len(rest) == 1 else rest
 
 
-def hog(device: int, seconds: float, mib: int) -> dict:
-    """Run the copy kernel on `device` for `seconds`; what it did."""
+def hog(device: int, seconds: float, mib: int, duty: float = 1.0) -> dict:
+    """Run the copy kernel on `device` for `seconds`, busy `duty` of the time (a lighter
+    slowdown: each batch of launches is followed by a pause); what it did."""
     from cuda.bindings import driver as drv
 
     from ncclbench.cuda.kernels import compile_cubin
@@ -101,10 +102,14 @@ def hog(device: int, seconds: float, mib: int) -> dict:
     t0 = time.monotonic()
     end = t0 + seconds
     while not stop["now"] and time.monotonic() < end:
+        tb = time.monotonic()
         for _ in range(4):  # a few launches queued, then wait: the queue never runs dry, the end stays bounded
             launch()
         launches += 4
         _ck(drv, drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
+        if duty < 1.0:  # idle (1 - duty) / duty of the time the batch took
+            pause = (time.monotonic() - tb) * (1.0 - duty) / duty
+            time.sleep(max(0.0, min(pause, end - time.monotonic())))
     elapsed = time.monotonic() - t0
     moved = 2 * nbytes * PASSES * (launches - 1)
     drv.cuStreamDestroy(stream)
@@ -112,7 +117,7 @@ def hog(device: int, seconds: float, mib: int) -> dict:
     drv.cuMemFree(dst)
     drv.cuModuleUnload(module)
     drv.cuDevicePrimaryCtxRelease(dev)
-    return {"device": device, "seconds": round(elapsed, 3), "launches": launches, "bytes_moved": moved,
+    return {"device": device, "seconds": round(elapsed, 3), "duty": duty, "launches": launches, "bytes_moved": moved,
             "gbps": round(moved / elapsed / 1e9, 1) if elapsed > 0 else None}
 
 
@@ -121,13 +126,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", type=int, required=True, help="CUDA device to slow down")
     ap.add_argument("--seconds", type=float, required=True, help="how long (the hog ends by itself)")
     ap.add_argument("--mib", type=int, default=1024, help="size of each of its two buffers (default 1024 MiB)")
+    ap.add_argument("--duty", type=float, default=1.0,
+                    help="share of the time the GPU is kept busy (default 1: back to back; 0.2: a lighter slowdown)")
     args = ap.parse_args(argv)
-    if args.seconds <= 0 or args.mib < 1 or args.device < 0:
-        ap.error("--seconds must be > 0, --mib >= 1, --device >= 0")
+    if args.seconds <= 0 or args.mib < 1 or args.device < 0 or not 0 < args.duty <= 1:
+        ap.error("--seconds must be > 0, --mib >= 1, --device >= 0, 0 < --duty <= 1")
     from ncclbench.errors import BenchError
 
     try:
-        print(json.dumps(hog(args.device, args.seconds, args.mib)), flush=True)
+        print(json.dumps(hog(args.device, args.seconds, args.mib, args.duty)), flush=True)
     except (ImportError, RuntimeError, BenchError) as exc:  # no driver / NVRTC: one line, not a traceback
         print(f"gpu_hog: cannot run on device {args.device}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2

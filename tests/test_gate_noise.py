@@ -61,11 +61,9 @@ def test_noise_statistics():
     multiples = [noise.noise_multiple(d) for d in (1, 2, 4, 9, 19, 99, None)]
     assert multiples == sorted(multiples, reverse=True) and multiples[-1] == pytest.approx(2.576)
     assert noise.noise_multiple(2) == pytest.approx(9.925)  # t(0.995, 2): a 3-run baseline
-    n = noise.combine(0.02, "the baseline's 5 runs", 5, 1, shift_dof=4, scatter=0.01, scatter_dof=30)
+    n = noise.combine(0.02, "the baseline's 5 runs", 5, 1, shift_dof=4)
     assert n.whole_run_known and n.sigma == pytest.approx(0.02 * math.sqrt(1 + math.pi / 2 / 5), rel=1e-4)
     assert n.multiple == pytest.approx(4.604) and not n.assumed
-    floor = noise.combine(0.001, "the baseline's 5 runs", 5, 1, shift_dof=4, scatter=0.01, scatter_dof=30)
-    assert floor.sigma == 0.01 and floor.dof == 30 and "size-to-size scatter of the baseline's 5 runs" in floor.source
     p = noise.prior_noise("mpi", "bandwidth")
     assert p.assumed and not p.whole_run_known and p.sigma == pytest.approx(0.05 * math.sqrt(2))
     assert p.source.startswith("assumed: 5% per run") and "gate-false-alarms.md" in p.source

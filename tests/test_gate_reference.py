@@ -96,6 +96,19 @@ def test_issue_drops_fail_against_one_run_with_the_assumed_noise(drop):
     assert "its noise is assumed from recorded figures" in text and "gate-false-alarms.md" in text
 
 
+def test_a_jittery_one_run_baseline_widens_its_assumed_noise():
+    """A baseline whose own sizes jitter by 30 % was measured on a machine noisier than the
+    declared 5 %/7 %: its roughness stands in (still 'assumed'), so the limit widens."""
+    rng = random.Random(5)
+    smooth, jittery = cpu_run(1.6, rng, scatter=0.01), cpu_run(1.6, rng, scatter=0.3)
+    cand = cpu_run(1.6 * 0.8, rng, scatter=0.01)
+    a = next(j for j in gate(cand, smooth).judgements if j.figure == "latency")
+    b = next(j for j in gate(cand, jittery).judgements if j.figure == "latency")
+    assert a.noise.source.startswith("assumed: 7% per run") and a.noise.dof is None
+    assert b.noise.assumed and b.noise.source.startswith("assumed: the baseline's own size-to-size roughness")
+    assert b.noise.dof is not None and b.limit_pct > 3 * a.limit_pct
+
+
 def test_identical_runs_neither_fail_nor_look_unstable():
     """Runs of an unchanged machine (whole runs move 4 %, sizes 2 %): no regression
     and no 'unstable candidate' against 1-run and 3-run baselines."""

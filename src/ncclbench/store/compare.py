@@ -526,14 +526,13 @@ def reference_noise(sizes: list[int], per_run: list[dict[int, float]], cyc_a: li
                     backend: str, metric: str, *, single: bool = False, iters: float | None = None) -> Noise:
     """The noise of one figure's change, from the reference alone (see store/noise.py):
     the baseline's history (>= 3 runs), else its -N cycles (>= 3), else (one size) its -I
-    samples, else the declared prior for the backend and size class ("assumed")."""
+    samples, else the declared prior for the backend and size class, or the baseline's own
+    size-to-size roughness where larger ("assumed")."""
     if len(per_run) >= MIN_HISTORY:
         shift = noise.shift_sigma(per_run, sizes)
         if shift is not None:
-            sc = None if single else noise.history_scatter(per_run, sizes)
             return noise.combine(shift, f"the baseline's {len(per_run)} runs", len(per_run), 1,
-                                 shift_dof=len(per_run) - 1, scatter=sc[0] if sc else None,
-                                 scatter_dof=sc[1] if sc else None)
+                                 shift_dof=len(per_run) - 1)
     if len(cyc_a) >= 3:
         shift = noise.shift_sigma(cyc_a, sizes)
         if shift is not None:
@@ -541,7 +540,8 @@ def reference_noise(sizes: list[int], per_run: list[dict[int, float]], cyc_a: li
                                  shift_dof=len(cyc_a) - 1)
     if iters is not None:
         return Noise(iters, "the baseline's -I samples of this size (noise of whole runs unknown)", False, None)
-    prior = noise.prior_noise(backend, "bandwidth" if metric == "busbw" else "latency")
+    rough = None if single else noise.pooled([noise.roughness(r, sizes) for r in per_run])
+    prior = noise.assumed_noise(backend, "bandwidth" if metric == "busbw" else "latency", rough)
     few = [f"{len(per_run)} baseline runs" if len(per_run) == 2 else "",
            f"{len(cyc_a)} -N cycles" if len(cyc_a) == 2 else ""]
     if any(few):

@@ -94,6 +94,20 @@ def prior_noise(backend: str, size_class: str, n_reference: int = 1, n_checked: 
     return Noise(spread, f"assumed: {100 * p.sigma:g}% per run, {p.evidence}", False, None, assumed=True)
 
 
+def assumed_noise(backend: str, size_class: str, rough: Spread | None = None) -> Noise:
+    """The noise of a change where the reference measured none: the declared prior, or
+    the reference's own size-to-size roughness where that is larger (a baseline measured
+    on a machine whose sizes jittered by 40 % says more about it than a 7 % prior; the
+    multiple then follows the roughness' degrees of freedom)."""
+    prior = prior_noise(backend, size_class)
+    declared = PRIORS[(device_class(backend), size_class)].sigma
+    if rough is None or rough.sigma <= declared:
+        return prior
+    return Noise(rough.sigma * math.sqrt(2), f"assumed: the baseline's own size-to-size roughness "
+                 f"{100 * rough.sigma:.1f}% per run, more than the {100 * declared:g}% declared "
+                 f"({prior.source.split(', ', 1)[1]})", False, rough.dof, assumed=True)
+
+
 def robust_sigma(values: Sequence[float]) -> float | None:
     """Standard deviation of whole-run shifts: the sample standard deviation, not
     a median-based one.  Run-to-run shifts on a busy host are heavy-tailed (a
@@ -185,36 +199,17 @@ def median_variance(n: int) -> float:
 
 
 def combine(shift: float, shift_source: str, n_reference: int = 1, n_checked: int = 1, *,
-            shift_dof: int | None = None, scatter: float | None = None, scatter_dof: int | None = None) -> Noise:
+            shift_dof: int | None = None) -> Noise:
     """The noise of a change between a reference (the median of `n_reference`
     runs or cycles) and a checked value (the median of `n_checked`): whole-run
     shifts (sigma `shift`, measured on the reference from `shift_source`) hit
-    both sides, shrunk by the medians taken.  `scatter`, the standard error of a
-    median over the figure's sizes that the reference's own runs show
-    (`history_scatter`), is the floor: a shift estimate from few runs can come out
-    too small by chance."""
+    both sides, shrunk by the medians taken.  A shift estimate from few runs can
+    come out too small by chance: the multiple (Student's t at `shift_dof`) pays
+    for that.  (The size scatter of the baseline's runs was tried as a floor: with
+    4..6 plateau sizes, two of them jittering 15 % on shaped links, it put the
+    limit at 12-20 % while the medians of identical runs moved 0.3 %.)"""
     spread = shift * math.sqrt(median_variance(n_checked) + median_variance(n_reference))
-    if scatter is not None and scatter > spread:
-        return Noise(scatter, f"the size-to-size scatter of {shift_source} (more than their shifts show)",
-                     True, scatter_dof)
     return Noise(spread, shift_source, True, shift_dof)
-
-
-def history_scatter(runs: Sequence[Mapping[int, float]], sizes: Sequence[int]) -> tuple[float, int] | None:
-    """(standard error of a median change over `sizes`, its degrees of freedom) from
-    the size-to-size scatter the reference's own runs show: each run against the
-    per-size median of the others (leave one out).  None for < 3 runs."""
-    if len(runs) < 3:
-        return None
-    vals = []
-    for i, r in enumerate(runs):
-        ratios = log_ratios(reference_profile([*runs[:i], *runs[i + 1:]]), r, sizes)
-        s = scatter_sigma(ratios)
-        if s is not None:
-            vals.append((s, len(ratios) - 1))
-    if not vals:
-        return None
-    return statistics.median(v for v, _ in vals), sum(d for _, d in vals)
 
 
 # ---------------------------------------------------------------- how noisy the checked run is
