@@ -426,3 +426,14 @@ def test_two_hosts_over_sockets_name_the_second_host_and_the_transport():
     t, = [x for x in ex.judgement.traps.raised if x.name == "net-socket-fallback"]
     assert t.severity == "error" and "between node0, node1 (2 hosts)" in t.evidence and "via NET/Socket" in t.evidence
     assert ex.data["causes"] == ["sockets_between_hosts"]
+
+
+@pytest.mark.parametrize("headers,library,named", [(21805, 21903, False), (22809, 21602, True)])
+def test_only_an_older_library_than_the_headers_is_a_version_mismatch(tmp_path, headers, library, named):
+    text = (CLEAN / "all_reduce_1proc_4gpu.txt").read_text().splitlines()
+    text = [f"# nccl-tests version 2.19.6 nccl-headers={headers} nccl-library={library}"] + \
+        [x for x in text if not x.startswith("# nccl-tests version")]
+    path = tmp_path / "v.txt"
+    path.write_text("\n".join(text) + "\n")
+    _, ex = explained(path)
+    assert ("version_mismatch" in ex.judgement.traps.causes()) is named

@@ -84,8 +84,10 @@ def run_facts(run: Any) -> RunFacts:
 def _version_note(headers: int | None, library: int | None, log) -> str | None:
     """nccl-tests built against one NCCL and run with another (its banner), or ranks on different NCCLs."""
     h, lib = _nccl_version(headers), _nccl_version(library)
-    if h and lib and h.split(".")[:2] != lib.split(".")[:2]:
-        return f"nccl-tests was built against NCCL {h} (nccl-headers) and ran with NCCL {lib} (nccl-library)"
+    # a newer library than the headers is NCCL's supported case (its ABI only grows); an older one is not
+    if h and lib and headers and library and library < headers and h.split(".")[:2] != lib.split(".")[:2]:
+        return (f"nccl-tests was built against NCCL {h} (nccl-headers) and ran with the older NCCL {lib} "
+                "(nccl-library)")
     if log is not None:
         note = next((u for u in log.unparsed if u.startswith(("several NCCL versions", "ranks disagree on version"))),
                     None)
