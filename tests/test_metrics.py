@@ -276,3 +276,37 @@ def test_show_csv_of_an_imported_log(tmp_path, ncclbench_env):
     out = tmp_path / "t.csv"
     assert subprocess.run(run + ["show", "latest", "--csv", str(out)], env=env, timeout=60).returncode == 0
     assert out.read_text() == p.stdout
+
+
+def test_show_writes_a_stored_runs_and_scans_metrics(tmp_path, ncclbench_env):
+    """`show RUN --metrics` gives the file the run would have written (an imported log: no
+    timestamp, its time is unknown); `show health:N --metrics --junit` a stored scan's."""
+    from output_helpers import FIXTURES
+
+    env = dict(ncclbench_env, NCCLBENCH_DB=str(tmp_path / "r.sqlite"))
+    env.pop("NCCLBENCH_NO_STORE", None)
+    ncb = [sys.executable, "-m", "ncclbench"]
+    log = FIXTURES / "all_reduce_2proc_f4.txt"
+    assert subprocess.run(ncb + ["import", str(log)], env=env, capture_output=True, timeout=60).returncode == 0
+    prom = tmp_path / "run.prom"
+    p = subprocess.run(ncb + ["show", "latest", "--metrics", str(prom)], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0 and "# Out of bounds values" in p.stdout, p.stderr
+    m = parse(prom.read_text())
+    assert "ncclbench_run_timestamp_seconds" not in m and one(m["ncclbench_run_complete"]).value == 1
+    assert {s.labels["size_class"] for s in m["ncclbench_busbw_bytes_per_second"]} == {"small", "medium", "plateau"}
+    p = subprocess.run(ncb + ["show", "latest", "--junit", str(tmp_path / "x.xml")], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 255 and "--junit is for health scans" in p.stderr
+    doc = scan_doc(Fleet.uniform(4, 2), gpu={(1, 0): 0.5})
+    doc["start_time"] = "2026-11-26T09:53:43+00:00"
+    scan = tmp_path / "scan.json"
+    scan.write_text(json.dumps(doc))
+    hprom, hxml = tmp_path / "h.prom", tmp_path / "h.xml"
+    p = subprocess.run(ncb + ["show", str(scan), "--metrics", str(hprom), "--junit", str(hxml)], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    m = parse(hprom.read_text())
+    assert one(m["ncclbench_health_timestamp_seconds"]).value == 1795686823.0
+    assert one(m["ncclbench_health_host_verdict"], host="node1").labels["verdict"] == "faulty"
+    assert 'classname="ncclbench.health.host" name="node1"' in hxml.read_text()

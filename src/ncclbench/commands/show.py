@@ -21,6 +21,9 @@ def add_arguments(parser: CommandParser) -> None:
                         "or its --json file")
     parser.add_argument("--csv", nargs="?", const="-", default=None, metavar="FILE",
                         help="the run's table as CSV instead, on stdout or into FILE")
+    parser.add_argument("--metrics", default=None, metavar="FILE",
+                        help="also write the run's or the scan's Prometheus text, as --metrics did when it ran")
+    parser.add_argument("--junit", default=None, metavar="FILE", help="also write a health scan's JUnit XML")
 
 
 def show_text(run: StoredRun | ImportedRun) -> str:
@@ -38,12 +41,26 @@ def show_text(run: StoredRun | ImportedRun) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..output.metrics import check_writable
     from ..store.health import is_scan_ref
 
+    for path, option in ((args.metrics, "--metrics"), (args.junit, "--junit")):
+        if path:
+            check_writable(path, option)
     if is_scan_ref(args.run):
         return _show_scan(args)
+    if args.junit:
+        raise ArgumentError("show: --junit is for health scans (health:N); a run's gate: ncclbench check --junit")
     with RunRefs(args) as refs:
         stored = refs.get(args.run)
+    if args.metrics:
+        from ..output.metrics import run_metrics, unix_time, write_textfile
+
+        # a run recorded live was stored as it ended; an imported log's time is unknown (no timestamp)
+        ended = None if str(getattr(stored, "source", "import")).startswith("import") else \
+            unix_time(getattr(stored, "created_at", None))
+        write_textfile(args.metrics, run_metrics(stored.info, stored.options, stored.rows, stored.summary, ended,
+                                                 live=False))
     if args.csv is not None:
         return _show_csv(stored, args.csv)
     sys.stdout.write(show_text(stored))
@@ -61,6 +78,13 @@ def _show_scan(args: argparse.Namespace) -> int:
     from ..store.health import load_scan
 
     scan = load_scan(args.run, getattr(args, "db", None))
+    if args.metrics or args.junit:
+        from ..output import junit, metrics
+
+        if args.metrics:
+            metrics.write_textfile(args.metrics, metrics.health_metrics(scan.doc))
+        if args.junit:
+            junit.write(args.junit, junit.health_junit(scan.doc))
     sys.stdout.write(verdict_table(report_from_json(scan.doc), scan.doc))
     return 0
 

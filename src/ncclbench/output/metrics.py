@@ -139,6 +139,20 @@ def check_writable(path: str, option: str = "--metrics") -> None:
 # -- runs ---------------------------------------------------------------------------------------
 
 
+def unix_time(text: str | None) -> float | None:
+    """An ISO time as the store and the scan record it ("2026-11-26T09:53:43+00:00",
+    "2026-11-26 09:55:54" in UTC) -> Unix seconds; None when absent or unreadable."""
+    import datetime
+
+    if not text:
+        return None
+    try:
+        t = datetime.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (t if t.tzinfo else t.replace(tzinfo=datetime.timezone.utc)).timestamp()
+
+
 def collective_name(program: str) -> str:
     base = program.replace("\\", "/").rsplit("/", 1)[-1]
     return base[:-5] if base.endswith("_perf") else base
@@ -176,15 +190,17 @@ def _judgement(summary: RunSummary | None) -> Mapping[str, Any] | None:
 
 
 def run_families(info: RunInfo, opts: BenchOptions, rows: Sequence[ResultRow], summary: RunSummary | None,
-                 now: float | None = None) -> list[Family]:
-    """The metric families of one run (`summary` None: the run ended early)."""
+                 now: float | None = None, live: bool = True) -> list[Family]:
+    """The metric families of one run (`summary` None: the run ended early).  `now`: when
+    it ended (default: now, for a live run; a stored run whose end is unknown gets no
+    timestamp: `live` False)."""
     coll = collective_name(info.program)
     base = {"collective": coll, "backend": info.backend, "nranks": str(info.nranks)}
     fam_info = Family("ncclbench_run_info", "The run: ncclbench version, library, hosts (value 1).")
     fam_info.add(1, **base, version=info.version, library=" ".join(info.library.split()), hosts=str(len(info.hosts) or 1),
                  ngroups=str(info.ngroups))
     fam_time = Family("ncclbench_run_timestamp_seconds", "When the run ended (Unix time).")
-    fam_time.add(time.time() if now is None else now, **base)
+    fam_time.add(time.time() if now is None and live else now, **base)
     fam_done = Family("ncclbench_run_complete", "1 when every planned size was measured, 0 when the run ended early.")
     fam_done.add(1 if summary is not None else 0, **base)
     fam_wrong = Family("ncclbench_run_wrong_elements", "Elements that failed the bit-exact check, all rows "
@@ -244,8 +260,8 @@ def run_families(info: RunInfo, opts: BenchOptions, rows: Sequence[ResultRow], s
 
 
 def run_metrics(info: RunInfo, opts: BenchOptions, rows: Sequence[ResultRow], summary: RunSummary | None,
-                now: float | None = None) -> str:
-    return render(run_families(info, opts, rows, summary, now))
+                now: float | None = None, live: bool = True) -> str:
+    return render(run_families(info, opts, rows, summary, now, live))
 
 
 class MetricsReporter:
@@ -348,8 +364,8 @@ def component_verdicts(doc: Mapping[str, Any]) -> tuple[dict[tuple[str, int], tu
 def health_families(doc: Mapping[str, Any], now: float | None = None) -> list[Family]:
     """The metric families of one scan, from its document (`scan_document`: what --json
     writes and the store keeps, so a stored scan gives the same file)."""
-    fam_time = Family("ncclbench_health_timestamp_seconds", "When the scan's report was written (Unix time).")
-    fam_time.add(time.time() if now is None else now)
+    fam_time = Family("ncclbench_health_timestamp_seconds", "When the scan started (Unix time).")
+    fam_time.add(unix_time(doc.get("start_time")) or (time.time() if now is None else now))
     fam_wall = Family("ncclbench_health_duration_seconds", "Time the scan's rounds took, seconds.")
     fam_wall.add(sum(float(r.get("wall_s", 0.0)) for r in doc.get("rounds", ())))
     fam_exit = Family("ncclbench_health_exit_code", "The scan's exit status (0 no fault confirmed, 8 faults "
