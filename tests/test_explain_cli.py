@@ -30,6 +30,11 @@ def bench(env, tmp_path, *args, timeout=180):
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=tmp_path)
 
 
+def explained_lines(text):
+    """explain's lines without the imported log's PCI-id line (its content is the device lines')."""
+    return [x for x in text.splitlines() if not x.startswith("#   GPUs by PCI id: ")]
+
+
 def masked(text):
     """The text with every number (times, pids, dates) replaced and runs of blanks as one: the lines' words."""
     return [NUMBER.sub("N", " ".join(line.split())) for line in text.splitlines()]
@@ -89,7 +94,7 @@ def test_explain_an_imported_real_log(capsys, tmp_path, monkeypatch):
     assert ncclbench(["import", str(path)]) == 0
     capsys.readouterr()
     assert ncclbench(["explain", "latest"]) == 0
-    out = capsys.readouterr().out.splitlines()
+    out = explained_lines(capsys.readouterr().out)
     assert out[0] == "# ncclbench explain: run 1 (all_reduce_perf, 1 rank(s), 9 row(s), complete)"
     assert out[1] == ("# Topology from the log: 1 host(s) (vm), 1 rank(s) per host, 1 rank(s) [hosts: NCCL's comm "
                       "lines (nNodes); ranks: nccl-tests' device lines]; GPU NVIDIA H100 80GB HBM3")
@@ -117,7 +122,7 @@ def test_explain_an_imported_real_log(capsys, tmp_path, monkeypatch):
                                   "nccl_warn_splits_a_row_all_reduce_2proc.log"])
 def test_explain_two_rank_logs(name, capsys, tmp_path):
     assert ncclbench(["explain", str(CORPUS / name), "--json", str(tmp_path / "e.json")]) == 0
-    out = capsys.readouterr().out.splitlines()
+    out = explained_lines(capsys.readouterr().out)
     doc = json.loads((tmp_path / "e.json").read_text())
     assert out[0].startswith(f"# ncclbench explain: {name} (all_reduce_perf, 2 rank(s)")
     assert out[1].startswith("# Topology from the log: 1 host(s) (vm), 2 rank(s) per host, 2 rank(s)")
@@ -143,7 +148,7 @@ def test_explain_two_rank_logs(name, capsys, tmp_path):
 
 def test_explain_matches_rows_to_nccls_per_call_lines_in_a_log(capsys):
     assert ncclbench(["explain", str(CORPUS / "nccl_coll_inside_rows_all_reduce_1proc_4gpu.log")]) == 0
-    out = capsys.readouterr().out.splitlines()
+    out = explained_lines(capsys.readouterr().out)
     assert out[4:6] == ["# all_reduce 8 B - 64 KiB: Ring/LL, 2 channels",
                         "# all_reduce 128 KiB - 8 GiB: Ring/Simple, 24 channels"]
 

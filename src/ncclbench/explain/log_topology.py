@@ -148,6 +148,11 @@ class LogTopology:
             for k, v in shown.items():
                 by_source.setdefault(self.env_source.get(k, "?"), []).append(f"{k}={v}")
             out.append("#   NCCL settings: " + "; ".join(f"{' '.join(kv)} ({src})" for src, kv in by_source.items()))
+        with_ids = [h for h in self.hosts if any(h.bus_ids)]
+        if with_ids:
+            out.append("#   GPUs by PCI id: " + "; ".join(
+                f"{h.name} " + " ".join(f"r{r}={b}" for r, b in list(zip(h.ranks, h.bus_ids))[:8])
+                + (" ..." if len(h.ranks) > 8 else "") for h in with_ids[:3]) + ("; ..." if len(with_ids) > 3 else ""))
         return out
 
     def to_dict(self) -> dict[str, Any]:
