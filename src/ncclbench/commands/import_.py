@@ -41,6 +41,6 @@ def run(args: argparse.Namespace) -> int:
         how = imported.info.extra.get("collective_source", "")
         if how and not how.startswith(("the log's", "--collective")):
             print(f"  collective: {imported.options.collective} from {how}")
-        if imported.status == "failed":
-            print(f"  {imported.info.extra.get('end_reason', 'failed')}")
+        if imported.status != "complete" or not imported.rows:
+            print(f"  {imported.info.extra.get('end_reason') or imported.status}")
     return 0
