@@ -542,14 +542,14 @@ def check_plugin(log: NcclLogFacts | None, env: Mapping[str, str], nnodes: int |
     efa = any(x in " ".join(log.hosts + log.net_plugin_log).lower() for x in ("efa", "ofi", "libfabric", "ip-1"))
     return [Trap(
         "plugin-missing",
-        f"NCCL's plugin lines: '{log.plugin_failures[0][:200]}'"
+        ("" if asked else "possible: ") + f"NCCL's plugin lines: '{log.plugin_failures[0][:200]}'"
         + (f" with {'NCCL_NET_PLUGIN' if env_set(env, 'NCCL_NET_PLUGIN') else 'NCCL_NET'}={asked}" if asked else "")
         + ("; NCCL then used its Socket transport between hosts" if sockets_between else ""),
         ("install aws-ofi-nccl (libnccl-net-ofi.so / libnccl-net.so) and put it on LD_LIBRARY_PATH or name it with "
          "NCCL_NET_PLUGIN; its start line 'NET/OFI Initializing aws-ofi-nccl <version>' shows it loaded" if efa else
          "put the network plugin your fabric needs on LD_LIBRARY_PATH (or NCCL_NET_PLUGIN=<path>), or unset "
          "NCCL_NET_PLUGIN to use NCCL's own IB transport; check the container has libibverbs and /dev/infiniband"),
-        ERROR if sockets_between else WARN)]
+        ERROR if asked else WARN)]
 
 
 def check_log_links(log: NcclLogFacts, kind: str) -> list[Trap]:
