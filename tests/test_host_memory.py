@@ -100,3 +100,18 @@ def test_a_size_beyond_the_memory_limit_is_lowered_like_nccl_tests(tmp_path):
     rows = [line.split() for line in run.stdout.splitlines() if re.match(r"^\s+\d+\s+\d+\s+float", line)]
     assert len(rows) == 1 and int(rows[0][0]) <= reduced and rows[0][8] == "0", run.stdout  # checked, 0 wrong
     assert "memory cgroup" in run.stdout and "Traceback" not in run.stderr
+
+
+def test_fill_cache_budget_is_what_the_room_holds_beyond_the_buffers():
+    from ncclbench.backends.host_memory import ALIGN, fill_cache_budget
+
+    GiB, MiB = 1 << 30, 1 << 20
+    want = 3 * (64 * MiB + ALIGN)  # the sweep's three streams at -e 64M
+    plenty = [MemoryRoom("a", 64 * GiB), MemoryRoom("a", 64 * GiB)]
+    assert fill_cache_budget(plenty, 64 * MiB, 2, 0) == want
+    assert fill_cache_budget([MemoryRoom("a", None)], 64 * MiB, 1, 0) == want  # nothing known: as -e itself
+    tight = [MemoryRoom("a", 1 * GiB)] * 4  # 256 MiB per rank: buffers ~200 MiB, less the headroom
+    budget = fill_cache_budget(tight, 64 * MiB, 4, 0)
+    assert 0 <= budget < want
+    assert budget + bytes_per_rank(64 * MiB, 4, 0) <= GiB // 4
+    assert fill_cache_budget([MemoryRoom("a", 300 * MiB)] * 4, 64 * MiB, 4, 0) == 0  # no room: no cache

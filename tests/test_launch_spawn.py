@@ -54,7 +54,7 @@ def test_spawn_mpiexec_without_mpiexec_is_a_clear_error():
               "try:\n    spawn.spawn_mpiexec(2, ['ok'])\nexcept BenchError as e:\n"
               "    print(int(e.code), e.message)\n")
     code, out, err = finish(start(["-c", script]), 30)
-    assert out.startswith("5 ") and "pip install 'ncclbench[test]'" in out, (out, err)
+    assert out.startswith("5 ") and "pip install 'ncclbench[mpi]'" in out, (out, err)
 
 
 def test_strip_nprocs():

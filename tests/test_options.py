@@ -318,7 +318,6 @@ def test_help(args, capsys):
     (("-b",), "all_reduce_perf: option requires an argument -- 'b'"),
     (("-n", "4", "--minbytes"), "all_reduce_perf: option '--minbytes' requires an argument"),
     (("--help=1",), "all_reduce_perf: option '--help' doesn't allow an argument"),
-    (("--no-store=1",), "all_reduce_perf: option '--no-store' doesn't allow an argument"),
     (("--b", "8"),
      "all_reduce_perf: option '--b' is ambiguous; possibilities: "
      "'--blocking' '--backend' '--baseline'"),
@@ -526,3 +525,57 @@ def test_device_cta_count_bounds_accepted(capsys, value):
 def test_json_suffix_is_kept_for_config():
     assert parse("-J", "out.JSON").json_enabled
     assert not parse("-J", "out.txt").json_enabled
+
+
+# ------------------------------------------------------- ncclbench's own options: one line, exit 255
+
+@pytest.mark.parametrize("args,message", [
+    (("--backed", "mpi"), "unrecognized option '--backed'; did you mean '--backend'?"),
+    (("--nproc=2x",), "invalid value for '--nprocs'"),  # a unique prefix is still getopt's
+    (("--nccl_lib", "/x.so"), "did you mean '--nccl-lib'?"),
+    (("--cpubind", "numa"), "did you mean '--cpu-bind'?"),
+    (("--no-store=1",), "option '--no-store' takes no value"),
+    (("-b", "8", "--nprocs"), "option '--nprocs' needs a value"),
+])
+def test_own_option_mistakes_are_one_line_and_255(args, message, capsys):
+    assert message in arg_error(*args)
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("args", [("--itres", "3"), ("--zzz",), ("--maxbyts", "8")])
+def test_nccl_tests_option_mistakes_keep_usage_and_exit_0(args, capsys):
+    """A typo near one of nccl-tests' own options (or near nothing) keeps nccl-tests' answer."""
+    h = help_for(*args)
+    assert h.text.startswith("invalid option '?'\nUSAGE: all_reduce_perf")
+    assert "unrecognized option" in capsys.readouterr().err
+
+
+def test_unique_prefixes_stay_getopts():
+    assert parse("--datatyp=float").datatypes == ("float",)
+    assert "minbytes" in arg_error("--minbyte=8x")
+
+
+def test_unknown_collective_suggests_the_close_one():
+    from ncclbench.options import did_you_mean
+
+    with pytest.raises(ArgumentError) as info:
+        parse_bench_args("allreduce", [])
+    assert "did you mean 'all_reduce'?" in info.value.message
+    assert did_you_mean("reducescatter", COLLECTIVES) == "reduce_scatter"
+    assert did_you_mean("xyz", COLLECTIVES) is None
+
+
+@pytest.mark.parametrize("argv,found", [
+    (["--nprocs", "8", "all_reduce_perf", "-b", "8"], ("all_reduce_perf", ["--nprocs", "8", "-b", "8"])),
+    (["--nprocs=8", "all_gather", "-e", "1M"], ("all_gather", ["--nprocs=8", "-e", "1M"])),
+    (["-b", "8", "--no-store", "sendrecv_perf"], ("sendrecv_perf", ["-b", "8", "--no-store"])),
+    (["-b8", "--backend", "mpi", "broadcast"], ("broadcast", ["-b8", "--backend", "mpi"])),
+    (["--baseline", "all_reduce", "all_reduce"], ("all_reduce", ["--baseline", "all_reduce"])),
+    (["--nprocs", "8"], None),
+    (["--nprocs", "8", "allreduce"], None),
+    (["--", "all_reduce"], None),
+])
+def test_options_may_come_before_the_collective(argv, found):
+    from ncclbench.options import split_leading_options
+
+    assert split_leading_options(argv) == found

@@ -380,3 +380,116 @@ def test_small_float_rounding_is_nearest_even(name):
     big = np.array([pos[-1] * 4])
     assert bits_to_float64(float64_to_bits(big, dt, satfinite=True), dt)[0] == pos[-1]
     assert not np.isfinite(bits_to_float64(float64_to_bits(big, dt), dt)[0])
+
+
+# ------------------------------------------------------------- the fast CPU check (issue 24 item 2)
+
+# sha256 of generate_bits over every datatype x op x nranks (1, 2, 5, 64), both input ranks and the
+# result, 3000 elements; then 20000-element fills that cross generator passes.  Pinned from the
+# integer-only generator before the float shortcut, the 8Ki passes and the cache (commit 4ae4464):
+# the CUDA kernels are tested bit for bit against this reference, so it must never drift.
+GOLDEN_ALL = "abf3594a60b0463e6b49ce445ed430caca34e70cfe3fb5c65c809b589cf80075"
+GOLDEN_LONG = "afd2f41ae814c395d38007b03bdf63c8c2f54f053fff7d3d11081d20cfaec191"
+
+
+def test_generator_bits_are_unchanged_by_the_fast_paths():
+    import hashlib
+
+    h = hashlib.sha256()
+    for dt in DATATYPES:
+        h.update(generate_bits(plain(0, 3000, 5, index=7), dt, NO_OP, 1).tobytes())
+        for op in REDOPS:
+            for n in (1, 2, 5, 64):
+                try:
+                    for r in (0, n - 1):
+                        h.update(generate_bits(reduce_input(0, 3000, 9, r, index=11), dt, op, n).tobytes())
+                    h.update(generate_bits(reduce_result(0, 3000, 9, index=11), dt, op, n).tobytes())
+                except Exception as e:  # the refusals (avg of fp8 at some n, ...) are part of the pin
+                    h.update(type(e).__name__.encode())
+    assert h.hexdigest() == GOLDEN_ALL
+    h = hashlib.sha256()
+    for dt, op in (("float", "sum"), ("double", "sum"), ("half", "sum"), ("int64", "prod"), ("bfloat16", "max")):
+        for f in (reduce_input(0, 20000, 3, 1, index=8190), reduce_result(0, 20000, 3, index=8190)):
+            h.update(generate_bits(f, DATATYPE_BY_NAME[dt], REDOP_BY_NAME[op], 3).tobytes())
+    assert h.hexdigest() == GOLDEN_LONG
+
+
+@pytest.mark.parametrize("name", ["half", "float", "double"])
+def test_float_encoder_equals_the_integer_one_at_the_edges(name):
+    """k * 2^q through the FPU gives the integer encoder's bits for every |k| <= 2^p,
+    both signs and zero, over the whole exponent window the plans use."""
+    import ncclbench.verifiable as v
+
+    dt = DATATYPE_BY_NAME[name]
+    lay = v.float_layout(dt)
+    p = lay.precision
+    P = {"width": dt.bits, "mant_bits": lay.mant_bits, "bias": lay.bias}
+    rng = np.random.default_rng(7)
+    k = np.concatenate([np.arange(-70, 71), [1 << p, -(1 << p), (1 << p) - 1, 1 - (1 << p)],
+                        rng.integers(-(1 << p), (1 << p) + 1, 20000)]).astype(np.int64)
+    for q in range(lay.emin + 1, lay.emax - p + 1, max(1, (lay.emax - lay.emin) // 40)):
+        assert np.array_equal(v._enc_signed(P, k, q), v._enc_signed_bits(P, k, np.int64(q)))
+
+
+def test_bitlen_fast_and_wide_agree():
+    import ncclbench.verifiable as v
+
+    small = np.array([0, 1, 2, 3, 4, 255, 256, (1 << 53) - 1], dtype=np.uint64)
+    assert v._bitlen(small).tolist() == [0, 1, 2, 2, 3, 8, 9, 53]
+    wide = np.array([1 << 53, (1 << 64) - 1, (1 << 63) + 5, 7], dtype=np.uint64)  # the shift-and-compare way
+    assert v._bitlen(wide).tolist() == [54, 64, 64, 3]
+
+
+def test_fill_cache_serves_growing_sweeps_from_one_generation():
+    from ncclbench.verifiable import FillCache
+
+    dt, op, n = DATATYPE_BY_NAME["float"], REDOP_BY_NAME["sum"], 2
+    cache = FillCache(1 << 20)
+    for count in (100, 1000, 5000):  # a sweep: each size extends the stream
+        for f in (reduce_input(0, count, 99, 1), reduce_input(0, count, 1, 1), reduce_result(0, count, 1)):
+            got = cache.bits(f, dt, op, n)
+            assert np.array_equal(got, generate_bits(f, dt, op, n)) and not got.flags.writeable
+    assert cache.generated == 3 * 5000  # each stream generated once, to its largest size
+    inner = reduce_result(0, 300, 1, index=4000)  # a piece inside a held stream: no generation
+    assert np.array_equal(cache.bits(inner, dt, op, n), generate_bits(inner, dt, op, n))
+    assert cache.generated == 3 * 5000
+    other = reduce_input(0, 100, 1, 0)  # another rank's stream is another key
+    assert np.array_equal(cache.bits(other, dt, op, n), generate_bits(other, dt, op, n))
+    assert cache.generated == 3 * 5000 + 100
+
+
+def test_fill_cache_keeps_to_its_budget():
+    from ncclbench.verifiable import FillCache
+
+    dt, op, n = DATATYPE_BY_NAME["int32"], REDOP_BY_NAME["sum"], 4
+    cache = FillCache(3000 * 4)  # room for 3000 int32 elements
+    a, b = reduce_input(0, 2000, 1, 0), reduce_input(0, 2000, 2, 0)
+    cache.bits(a, dt, op, n)
+    cache.bits(b, dt, op, n)  # evicts a (2000 + 2000 > 3000)
+    cache.bits(a, dt, op, n)
+    assert cache.generated == 6000 and cache._held() <= 3000 * 4
+    big = reduce_input(0, 5000, 3, 0)  # larger than the budget: generated every time, never held
+    assert np.array_equal(cache.bits(big, dt, op, n), generate_bits(big, dt, op, n))
+    cache.bits(big, dt, op, n)
+    assert cache.generated == 16000 and cache._held() <= 3000 * 4
+
+
+@pytest.mark.parametrize("name,op", [("float", "sum"), ("int8", "max"), ("half", "avg"), ("uint64", "prod")])
+def test_host_fill_and_check_with_a_cache_match_without(name, op):
+    """Every element is still compared, bit for bit (avg: its 2-ULP tolerance), with the cache."""
+    from ncclbench.verifiable import FillCache
+
+    dt, rop, n = DATATYPE_BY_NAME[name], REDOP_BY_NAME[op], 3
+    cache = FillCache(1 << 20)
+    fills = [reduce_input(0, 900, 9, rank=2), plain(950, 40, 4, index=7), reduce_result(1000, 500, 9)]
+    with_cache, without = np.zeros(1600 * dt.itemsize, np.uint8), np.zeros(1600 * dt.itemsize, np.uint8)
+    host_fill(with_cache, fills, dt, rop, n, cache)
+    host_fill(without, fills, dt, rop, n)
+    assert np.array_equal(with_cache, without)
+    assert host_count_wrong(with_cache, 1600, fills, dt, rop, n, cache) == 0
+    view = with_cache.view(bits_dtype(dt))
+    for i in (0, 899, 960, 1000, 1499):
+        view[i] ^= 4  # beyond avg's 2-ULP tolerance too
+    assert host_count_wrong(with_cache, 1600, fills, dt, rop, n, cache) == 5
+    assert host_count_wrong(with_cache, 1600, fills, dt, rop, n) == 5
+    assert host_count_wrong(with_cache, 1200, fills, dt, rop, n, cache) == 4  # past `count`: not compared

@@ -7,6 +7,7 @@ the two, for a command line, is decided by the command layer
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -39,6 +40,8 @@ if TYPE_CHECKING:  # the store is imported when a run opens it, not at every ran
 
 SELF_LAUNCH_ENV = "NCCLBENCH_SELF_LAUNCHED"  # set on ranks ncclbench started one per GPU
 BACKEND_NOTE_ENV = "NCCLBENCH_BACKEND_NOTE"  # the parent's line on why it chose the backend
+PROGRESS_ENV = "NCCLBENCH_PROGRESS"  # 1/0: the starting launcher's terminal decides the ranks' progress bar
+COMMAND_LINE_ENV = "NCCLBENCH_COMMAND_LINE"  # the starting command line (JSON list): what started ranks record
 
 
 def exit_code_for(summary: RunSummary | None) -> int:
@@ -75,9 +78,15 @@ def local_ranks_to_start(opts: BenchOptions, backend: Backend, launch: LaunchInf
 
 
 def spawn(backend: Backend, nprocs: int, child_args: list[str], note: str | None,
-          self_launched: bool = False) -> int:
-    """Start `nprocs` ranks of this command line on this host and wait for them."""
+          self_launched: bool = False, command_line: Sequence[str] | None = None) -> int:
+    """Start `nprocs` ranks of this command line on this host and wait for them.
+    `command_line` is what the user typed (with --nprocs): what the run records."""
     env = dict(os.environ)
+    # The ranks' stderr reaches the terminal through a pipe (mpiexec's, or ours for ranks > 0):
+    # whether rank 0 draws the bar is decided here, where the terminal is seen.
+    env[PROGRESS_ENV] = "1" if wants_progress_bar() else "0"
+    if command_line is not None:
+        env[COMMAND_LINE_ENV] = json.dumps(list(command_line))
     env[BACKEND_ENV] = backend.value  # `--backend auto` in the children: no second probe, same choice
     if note:
         env[BACKEND_NOTE_ENV] = note
@@ -123,6 +132,17 @@ def run_info(plan: RunPlan, workers: Sequence[Worker], host: HostComm, notes: li
     )
 
 
+def wants_progress_bar() -> bool:
+    """A bar on stderr when that is a terminal and the table goes elsewhere (on one
+    terminal the bar would interleave with the table)."""
+    return sys.stderr.isatty() and not sys.stdout.isatty()
+
+
+def storing(opts: BenchOptions) -> bool:
+    """Whether this run goes into the result store (not --no-store, not NCCLBENCH_NO_STORE=1)."""
+    return opts.store and os.environ.get("NCCLBENCH_NO_STORE") != "1"
+
+
 def open_reporters(plan: RunPlan, env: dict[str, str] | None = None) -> tuple[MultiReporter, StoreReporter | None]:
     """Text (+ JSON with -J), the result store and a progress bar (stderr, only
     on a terminal); opened before the run so an unwritable -J path fails up front.
@@ -133,12 +153,16 @@ def open_reporters(plan: RunPlan, env: dict[str, str] | None = None) -> tuple[Mu
     opts = plan.options
     multi = open_output_reporters(opts, env=env)
     store = None
-    if opts.store and os.environ.get("NCCLBENCH_NO_STORE") != "1":
+    if storing(opts):
         from .store.reporter import StoreReporter
 
         store = StoreReporter.open(env=env)
         multi.reporters.append(store)
-    if not sys.stdout.isatty():  # the bar would interleave with the table on one terminal
+    decided = os.environ.get(PROGRESS_ENV)
+    if decided is not None:  # started by ncclbench: its launcher saw the terminal
+        if decided == "1":
+            multi.reporters.append(ProgressReporter(plan.expected_rows(), force=True))
+    elif wants_progress_bar():
         multi.reporters.append(ProgressReporter(plan.expected_rows()))
     return multi, store
 
@@ -199,6 +223,14 @@ def run_here(opts: BenchOptions, backend: Backend, launch: LaunchInfo, note: str
     try:
         pre_lines, rank_facts, on_host = preflight_notes(opts, backend, launch, host)
         notes += pre_lines
+        if opts.baseline:  # a baseline that is not there fails now, on every rank, not after the sweep
+            from .store.reporter import baseline_problem
+
+            problem = host.bcast(baseline_problem(opts.baseline, storing(opts)) if host.rank == 0 else None, 0)
+            if problem:
+                err = BenchError(problem, ExitCode.ARGUMENT, all_ranks=True)
+                err.relayed = host.rank != 0  # type: ignore[attr-defined]  # rank 0 says it, the others stay quiet
+                raise err
         if explain is not None:  # each host's first rank as NCCL groups hosts reads its topology, not the launcher's
             explain.local_rank = on_host
         collective = COLLECTIVES[opts.collective]

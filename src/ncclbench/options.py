@@ -17,10 +17,11 @@ Public API: `parse_bench_args`, `usage_text`, `strtol`, `parse_size`,
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +31,8 @@ from .datatypes import DATATYPES, REDOPS
 from .errors import ArgumentError
 from .launch.affinity import CPU_BIND_CHOICES
 
-__all__ = ["HelpRequested", "parse_bench_args", "usage_text", "strtol", "parse_size", "BACKENDS"]
+__all__ = ["HelpRequested", "parse_bench_args", "usage_text", "strtol", "parse_size", "BACKENDS", "did_you_mean",
+           "split_leading_options"]
 
 BACKENDS = ("auto", "nccl", "mpi")
 TRAP_LEVELS = ("error", "warn")  # --fail-on-trap: the trap severities (explain/traps.py) that fail a run
@@ -253,14 +255,28 @@ class _GetoptError(Exception):
     """getopt_long returned '?': the message is its stderr line."""
 
 
+def did_you_mean(word: str, candidates: Iterable[str]) -> str | None:
+    """The candidate closest to a mistyped `word` (difflib's ratio >= 0.75), or None."""
+    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
 def _match_long(prog: str, body: str, name: str) -> _Opt:
-    """glibc rules: an exact name wins, else a unique prefix; several prefixes are ambiguous."""
+    """glibc rules: an exact name wins, else a unique prefix; several prefixes are ambiguous.
+
+    A name nothing matches that is closest to one of ncclbench's own options is
+    a typo of ours: one line with the likely option and exit 255 (no script
+    written for nccl-tests depends on it).  Anything else keeps nccl-tests'
+    answer, its usage and exit 0."""
     if name in _BY_LONG:
         return _BY_LONG[name]
     found = [o for o in _OPTIONS if o.long.startswith(name)]
     if len(found) == 1:
         return found[0]
     if not found:
+        guess = did_you_mean(name, _BY_LONG)
+        if guess is not None and _BY_LONG[guess].short is None:
+            raise ArgumentError(f"unrecognized option '--{body}'; did you mean '--{guess}'?")
         raise _GetoptError(f"{prog}: unrecognized option '--{body}'")
     choices = "".join(f" '--{o.long}'" for o in found)
     raise _GetoptError(f"{prog}: option '--{body}' is ambiguous; possibilities:{choices}")
@@ -282,8 +298,11 @@ def _getopt(prog: str, args: list[str]) -> Iterator[tuple[_Opt, str | None]]:
             body = arg[2:]
             name, eq, value = body.partition("=")
             opt = _match_long(prog, body, name)
+            own = opt.short is None  # ncclbench's: a mistake is one line and exit 255, not the usage
             if not opt.has_arg:
                 if eq:
+                    if own:
+                        raise ArgumentError(f"option '--{opt.long}' takes no value (got '{arg}')")
                     raise _GetoptError(f"{prog}: option '--{opt.long}' doesn't allow an argument")
                 yield opt, None
             elif eq:
@@ -292,6 +311,8 @@ def _getopt(prog: str, args: list[str]) -> Iterator[tuple[_Opt, str | None]]:
                 i += 1
                 yield opt, args[i - 1]
             else:
+                if own:
+                    raise ArgumentError(f"option '--{opt.long}' needs a value")
                 raise _GetoptError(f"{prog}: option '--{opt.long}' requires an argument")
         elif arg.startswith("-") and len(arg) > 1:
             j = 1
@@ -372,7 +393,10 @@ def parse_bench_args(program: str, args: list[str]) -> BenchOptions:
     coll = collectives.lookup(program)
     if coll is None:
         valid = ", ".join(collectives.COLLECTIVES)
-        raise ArgumentError(f"unknown collective '{program}'; valid: {valid}")
+        guess = did_you_mean(program.replace("\\", "/").rsplit("/", 1)[-1].lower(),
+                             [*collectives.COLLECTIVES, *(f"{c}_perf" for c in collectives.COLLECTIVES)])
+        hint = f" (did you mean '{guess}'?)" if guess else ""
+        raise ArgumentError(f"unknown collective '{program}'{hint}; valid: {valid}")
     values: dict[str, Any] = {"collective": coll.name, "program": f"{coll.name}_perf",
                               "argv": (f"{coll.name}_perf", *args)}
     per_iter_timing = 0
@@ -426,6 +450,29 @@ def parse_bench_args(program: str, args: list[str]) -> BenchOptions:
     opts = _downgrade(opts, per_iter_timing, per_iter_skip)
     _validate_combinations(opts)
     return opts
+
+
+def split_leading_options(argv: list[str]) -> tuple[str, list[str]] | None:
+    """`ncclbench --nprocs 8 all_reduce_perf -b 8` -> ('all_reduce_perf', ['--nprocs', '8', '-b', '8']):
+    options may come before the collective (docs/torchrun.md writes them there).
+    The collective is the first word that is not an option or an option's value;
+    None when there is none, or it names no collective."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--" or not arg.startswith("-") or arg == "-":
+            break
+        if arg.startswith("--"):
+            name = arg[2:].partition("=")[0]
+            found = [o for o in _OPTIONS if o.long == name] or [o for o in _OPTIONS if o.long.startswith(name)]
+            takes = len(found) == 1 and found[0].has_arg and "=" not in arg
+        else:
+            opt = _BY_SHORT.get(arg[1:2])
+            takes = opt is not None and opt.has_arg and len(arg) == 2
+        i += 2 if takes else 1
+    if i >= len(argv) or argv[i] == "--" or collectives.lookup(argv[i]) is None:
+        return None
+    return argv[i], argv[:i] + argv[i + 1:]
 
 
 def _parse_own(values: dict[str, Any], key: str, value: str) -> None:

@@ -54,6 +54,8 @@ floats (p = mantissa bits + 1)
 
 from __future__ import annotations
 
+import dataclasses
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
@@ -114,11 +116,31 @@ def _mix(z: np.ndarray) -> np.ndarray:
     return z ^ (z >> _U(31))
 
 
+_S30, _S27, _S31, _M1, _M2 = _U(30), _U(27), _U(31), _u(MIX1), _u(MIX2)
+
+
+def _mix_owned(z: np.ndarray) -> np.ndarray:
+    """`_mix` done in place on an array nobody else holds (no temporaries but one)."""
+    t = z >> _S30
+    z ^= t
+    z *= _M1
+    np.right_shift(z, _S27, out=t)
+    z ^= t
+    z *= _M2
+    np.right_shift(z, _S31, out=t)
+    z ^= t
+    return z
+
+
 def _hash(key: int, i: np.ndarray, j) -> np.ndarray:
     """h(key, i, j) = mix(key + i*PHI + j*PSI); j is an int or a uint64 array."""
+    z = i * _u(PHI)
     if isinstance(j, int):
-        return _mix(_u(key + j * PSI) + i * _u(PHI))
-    return _mix(_u(key) + i * _u(PHI) + np.asarray(j, dtype=_U) * _u(PSI))
+        z += _u(key + j * PSI)
+    else:
+        z += _u(key)
+        z += np.asarray(j, dtype=_U) * _u(PSI)
+    return _mix_owned(z)
 
 
 def _mulhi32(x: np.ndarray, span: int) -> np.ndarray:
@@ -127,7 +149,12 @@ def _mulhi32(x: np.ndarray, span: int) -> np.ndarray:
 
 
 def _bitlen(a: np.ndarray) -> np.ndarray:
+    """Bit length of each element (0 for 0): read from the exponent of its float64
+    value, which is exact below 2^53 (every caller's case; larger values take
+    the shift-and-compare way)."""
     a = np.asarray(a, dtype=_U)
+    if a.size and a.max() < _U(1 << 53):
+        return np.maximum((a.astype(np.float64).view(np.int64) >> 52) - 1022, 0)
     n = np.zeros(a.shape, dtype=np.int64)
     x = a.copy()
     for s in (32, 16, 8, 4, 2, 1):
@@ -166,7 +193,28 @@ def _enc_mag(P, sign: np.ndarray, a: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.where(a == 0, _U(0), bits)
 
 
+# half, float and double: numpy has them, so k * 2^q can be encoded by the FPU
+_NATIVE_FLOAT = {(16, 10): np.float16, (32, 23): np.float32, (64, 52): np.float64}
+
+
 def _enc_signed(P, k: np.ndarray, q) -> np.ndarray:
+    """Bits of k * 2^q (+0 for k = 0) for integers |k| <= 2^p.
+
+    For half/float/double the plan keeps k * 2^q a normal value of the type, so
+    float64 arithmetic (k and 2^q are exact in it, their product is exact) and
+    the cast to the type (the value is representable) give exactly the bits the
+    integer encoder builds, in a handful of passes instead of thirty: most of
+    what the CPU backend's check costs (bench/cpu_check_cost.py)."""
+    native = _NATIVE_FLOAT.get((P["width"], P["mant_bits"]))
+    if native is not None:
+        scale = ((np.asarray(q, dtype=np.int64) + 1023) << 52).view(np.float64)
+        val = np.asarray(k, dtype=np.int64).astype(np.float64) * scale
+        return val.astype(native).view(_UINT[P["width"] // 8]).astype(_U)
+    return _enc_signed_bits(P, k, q)
+
+
+def _enc_signed_bits(P, k: np.ndarray, q) -> np.ndarray:
+    """`_enc_signed` in integer arithmetic only: any float layout (bfloat16, fp8)."""
     neg = k < 0
     return _enc_mag(P, neg.astype(_U), np.abs(k).astype(_U), q)
 
@@ -326,20 +374,38 @@ def _gen_float(P, i: np.ndarray) -> np.ndarray:
     return _enc_mag(P, sign, val, q)
 
 
+# Elements per generator pass: 8Ki uint64 temporaries are 64 KiB each, so they stay in
+# the CPU's caches and below glibc's 128 KiB mmap threshold (larger ones are mapped and
+# unmapped, page faults included, on every operation): 16Mi float-sum inputs in 0.45 s
+# against 1.0 s with 64Ki passes and 1.3 s with 1Mi (one core; bench/cpu_check_cost.py).
+GEN_CHUNK = 1 << 13
+
+
+def _generate_into(out: np.ndarray, plan: dict[str, int]) -> np.ndarray:
+    """Fill `out` (any unsigned width) with the plan's bits for len(out) elements from plan['index']."""
+    count = len(out)
+    if plan["kind"] == 0 or count == 0:
+        out[:] = 0
+        return out
+    gen = _gen_float if plan["is_float"] else _gen_int
+    mask = _u((1 << plan["width"]) - 1)
+    base = plan["index"]
+    for start in range(0, count, GEN_CHUNK):
+        c = min(GEN_CHUNK, count - start)
+        i = _u(base + start) + np.arange(c, dtype=_U)
+        out[start:start + c] = gen(plan, i) & mask
+    return out
+
+
 def generate_plan_bits(plan: dict[str, int], count: int) -> np.ndarray:
     """uint64 bits (masked to the element width) for `count` elements of one plan."""
-    i = _u(plan["index"]) + np.arange(count, dtype=_U)
-    w = plan["width"]
-    if plan["kind"] == 0 or count == 0:
-        return np.zeros(count, dtype=_U)
-    out = _gen_float(plan, i) if plan["is_float"] else _gen_int(plan, i)
-    return out & _u((1 << w) - 1)
+    return _generate_into(np.empty(count, dtype=_U), plan)
 
 
 def generate_bits(fill: Fill, dtype: DataType, op: RedOp, nranks: int) -> np.ndarray:
     """The bit patterns a fill describes: uint8/16/32/64 (by itemsize), length fill.count."""
     plan = make_plan(fill, dtype, op, nranks)
-    return generate_plan_bits(plan, fill.count).astype(bits_dtype(dtype))
+    return _generate_into(np.empty(fill.count, dtype=bits_dtype(dtype)), plan)
 
 
 # ---------------------------------------------------------------------------------------
@@ -348,15 +414,19 @@ def generate_bits(fill: Fill, dtype: DataType, op: RedOp, nranks: int) -> np.nda
 
 def count_wrong_bits(actual: np.ndarray, expected: np.ndarray, dtype: DataType, op: RedOp) -> int:
     """Elements whose bit patterns (read as unsigned ints) differ by more than the tolerance."""
-    a = np.asarray(actual).astype(_U, copy=False)
-    e = np.asarray(expected).astype(_U, copy=False)
+    a, e = np.asarray(actual), np.asarray(expected)
     if a.shape != e.shape:
         raise ValueError(f"shape mismatch: {a.shape} vs {e.shape}")
+    tol = tolerance(dtype, op)
+    if tol == 0 and a.dtype == e.dtype:
+        # bit-exact: one comparison of the element words, and none of the widening below
+        return 0 if np.array_equal(a, e) else int(np.count_nonzero(a != e))
+    a, e = a.astype(_U, copy=False), e.astype(_U, copy=False)
     delta = np.where(a > e, a - e, e - a)
-    return int(np.count_nonzero(delta > _u(tolerance(dtype, op))))
+    return int(np.count_nonzero(delta > _u(tol)))
 
 
-_CHUNK = 1 << 20
+_CHUNK = 1 << 20  # elements compared per piece without a cache (bounds the expected array's memory)
 
 
 def _chunks(f: Fill, limit: int | None = None):
@@ -367,6 +437,11 @@ def _chunks(f: Fill, limit: int | None = None):
         yield Fill(f.kind, f.offset + start, c, f.seed, f.index + start, f.rank)
 
 
+def _clipped(f: Fill, limit: int) -> Fill:
+    """`f` without its elements at or past element `limit` of the buffer."""
+    return dataclasses.replace(f, count=max(0, min(f.count, limit - f.offset)))
+
+
 def _typed_view(buffer: np.ndarray, dtype: DataType, offset: int, count: int) -> np.ndarray:
     size = dtype.itemsize
     raw = np.asarray(buffer).view(np.uint8).reshape(-1)
@@ -375,19 +450,92 @@ def _typed_view(buffer: np.ndarray, dtype: DataType, offset: int, count: int) ->
     return raw[offset * size:(offset + count) * size].view(bits_dtype(dtype))
 
 
-def host_fill(buffer: np.ndarray, fills: Sequence[Fill], dtype: DataType, op: RedOp, nranks: int) -> None:
+class FillCache:
+    """The bits of the streams one host-memory rank writes and checks, generated once.
+
+    A sweep fills and checks the same streams again and again: both placements of
+    a size write the same inputs (seed 99 for the timed loop, seed `rep` for the
+    check) and expect the same result, and a stream's first elements do not
+    depend on the size (every element is a function of its index), so each
+    larger size needs only the elements past the last one.  Entries are keyed by
+    what a stream depends on (kind, seed, rank, datatype, op, rank count) and
+    hold one run of indices [start, start + len); the least recently used go
+    when `budget` bytes would be exceeded, and a stream larger than the budget
+    is generated each time, as without a cache.  Checking stays bit-exact on
+    every element: only the generator's work is saved (bench/cpu_check_cost.py).
+    """
+
+    def __init__(self, budget: int):
+        self.budget = max(0, int(budget))
+        self._entries: OrderedDict[tuple, tuple[int, np.ndarray]] = OrderedDict()
+        self.generated = 0  # elements generated (what the tests and the bench script read)
+
+    def _held(self) -> int:
+        return sum(arr.nbytes for _, arr in self._entries.values())
+
+    def bits(self, fill: Fill, dtype: DataType, op: RedOp, nranks: int) -> np.ndarray:
+        """The fill's bits, as `generate_bits` gives them (read-only: shared with later calls)."""
+        if fill.count == 0:
+            return np.zeros(0, dtype=bits_dtype(dtype))
+        key = (fill.kind, fill.seed, fill.rank, dtype.name, op.name, nranks)
+        lo, hi = fill.index, fill.index + fill.count
+        held = self._entries.get(key)
+        if held is not None:
+            start, arr = held
+            end = start + len(arr)
+            if start <= lo and hi <= end:
+                self._entries.move_to_end(key)
+                return arr[lo - start:hi - start]
+            if start <= lo <= end and (hi - start) * dtype.itemsize <= self.budget:
+                # the same stream further on: generate only the elements past the held ones
+                grown = np.empty(hi - start, dtype=arr.dtype)
+                grown[:len(arr)] = arr
+                del self._entries[key], arr, held  # its memory goes before the tail's is generated
+                _generate_into(grown[end - start:], make_plan(dataclasses.replace(fill, index=end, count=hi - end),
+                                                              dtype, op, nranks))
+                self.generated += hi - end
+                arr = grown
+                arr.flags.writeable = False
+                self._store(key, start, arr)
+                return arr[lo - start:hi - start]
+        arr = generate_bits(fill, dtype, op, nranks)
+        self.generated += len(arr)
+        arr.flags.writeable = False
+        if arr.nbytes <= self.budget:
+            self._entries.pop(key, None)
+            self._store(key, lo, arr)
+        return arr
+
+    def _store(self, key: tuple, start: int, arr: np.ndarray) -> None:
+        while self._entries and self._held() + arr.nbytes > self.budget:
+            self._entries.popitem(last=False)
+        self._entries[key] = (start, arr)
+
+
+def host_fill(buffer: np.ndarray, fills: Sequence[Fill], dtype: DataType, op: RedOp, nranks: int,
+              cache: FillCache | None = None) -> None:
     """Write the fills into a raw-bytes host buffer (uint8 view starting at the pointer)."""
     for f in fills:
-        for piece in _chunks(f):
-            _typed_view(buffer, dtype, piece.offset, piece.count)[:] = generate_bits(piece, dtype, op, nranks)
+        view = _typed_view(buffer, dtype, f.offset, f.count)
+        if f.kind == "zeros":
+            view[:] = 0
+        elif cache is not None:
+            np.copyto(view, cache.bits(f, dtype, op, nranks))
+        else:
+            _generate_into(view, make_plan(f, dtype, op, nranks))  # straight into the buffer
 
 
 def host_count_wrong(buffer: np.ndarray, count: int, fills: Sequence[Fill], dtype: DataType,
-                     op: RedOp, nranks: int) -> int:
+                     op: RedOp, nranks: int, cache: FillCache | None = None) -> int:
     """Wrong elements among the first `count` elements of a raw-bytes host buffer;
     elements not covered by a fill are not compared."""
     wrong = 0
     for f in fills:
+        if cache is not None:
+            piece = _clipped(f, count)
+            got = _typed_view(buffer, dtype, piece.offset, piece.count)
+            wrong += count_wrong_bits(got, cache.bits(piece, dtype, op, nranks), dtype, op)
+            continue
         for piece in _chunks(f, count):
             got = _typed_view(buffer, dtype, piece.offset, piece.count)
             wrong += count_wrong_bits(got, generate_bits(piece, dtype, op, nranks), dtype, op)

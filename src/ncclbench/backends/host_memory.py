@@ -154,11 +154,10 @@ def bytes_per_rank(max_bytes: int, nranks: int, unalign: int) -> int:
     return 3 * one + max_bytes // max(1, nranks) + 64
 
 
-def largest_fitting(rooms: Iterable[MemoryRoom], nranks: int, unalign: int) -> tuple[int, str] | None:
-    """The largest -e whose buffers fit every host (and every memory cgroup)
-    with all their ranks at once, keeping HEADROOM_FRACTION (at least
-    HEADROOM_MIN per rank) free; and which host limits it.  None when no
-    room is known at all (nothing to clamp against)."""
+def _usable_share(rooms: Iterable[MemoryRoom]) -> tuple[int, str] | None:
+    """Bytes one rank may use on the tightest host or memory cgroup, after
+    HEADROOM_FRACTION (at least HEADROOM_MIN) is kept free, and which limit
+    that is; None when no room is known at all."""
     rooms = list(rooms)
     per_host: dict[str, list[MemoryRoom]] = {}
     per_cgroup: dict[tuple[str, str], list[MemoryRoom]] = {}
@@ -179,7 +178,18 @@ def largest_fitting(rooms: Iterable[MemoryRoom], nranks: int, unalign: int) -> t
     if not shares:
         return None
     share, why = min(shares)
-    usable = share - max(int(share * HEADROOM_FRACTION), HEADROOM_MIN)
+    return share - max(int(share * HEADROOM_FRACTION), HEADROOM_MIN), why
+
+
+def largest_fitting(rooms: Iterable[MemoryRoom], nranks: int, unalign: int) -> tuple[int, str] | None:
+    """The largest -e whose buffers fit every host (and every memory cgroup)
+    with all their ranks at once, keeping HEADROOM_FRACTION (at least
+    HEADROOM_MIN per rank) free; and which host limits it.  None when no
+    room is known at all (nothing to clamp against)."""
+    found = _usable_share(rooms)
+    if found is None:
+        return None
+    usable, why = found
     # bytes_per_rank(m) = (3 + 1/n) m + 3 (8 unalign + ALIGN) + 64, solved for m
     fixed = 3 * (8 * unalign + ALIGN) + 64
     per_byte = 3 + 1 / max(1, nranks)
@@ -187,6 +197,19 @@ def largest_fitting(rooms: Iterable[MemoryRoom], nranks: int, unalign: int) -> t
     while limit > 0 and bytes_per_rank(limit, nranks, unalign) > usable:
         limit -= 1
     return max(0, limit), why
+
+
+def fill_cache_budget(rooms: Iterable[MemoryRoom], max_bytes: int, nranks: int, unalign: int) -> int:
+    """Bytes a rank may keep of generated check data (verifiable.FillCache): what
+    its share of the room holds beyond its buffers for -e max_bytes, up to the
+    three streams a sweep reuses (the timed loop's inputs, the check's inputs and
+    its expected result, each at most one buffer).  Never what the buffers need:
+    with little room the check generates its data each time, as it did before."""
+    want = 3 * (max_bytes + ALIGN)
+    found = _usable_share(rooms)
+    if found is None:
+        return want  # nothing known to clamp against: as -e itself
+    return max(0, min(want, found[0] - bytes_per_rank(max_bytes, nranks, unalign)))
 
 
 def clamp_note(requested: int, limit: int, why: str) -> str:

@@ -244,6 +244,18 @@ class HostMemoryWorker(Worker):
     zeroing, the verifiable fill and the bit-exact check on the CPU.  The CPU backend's
     MpiWorker and health's per-group worker share it."""
 
+    # Bytes of generated fill/check data kept between calls (verifiable.FillCache): the
+    # MPI worker sizes it from the host's memory room; other users keep this default.
+    fill_cache_budget = 256 << 20
+    _fill_cache: Any = None
+
+    def _cache(self) -> Any:
+        if self._fill_cache is None:
+            from ..verifiable import FillCache
+
+            self._fill_cache = FillCache(self.fill_cache_budget)
+        return self._fill_cache
+
     def zero(self, slot: RankSlot, ptr: int, nbytes: int) -> None:
         if nbytes:
             ctypes.memset(ptr, 0, nbytes)
@@ -252,14 +264,14 @@ class HostMemoryWorker(Worker):
         from .. import verifiable
 
         span = max((f.offset + f.count for f in fills), default=0) * dtype.itemsize
-        verifiable.host_fill(host_view(ptr, span), fills, dtype, op, self.nranks)
+        verifiable.host_fill(host_view(ptr, span), fills, dtype, op, self.nranks, self._cache())
 
     def count_wrong(self, slot: RankSlot, ptr: int, count: int, fills: Sequence[Fill],
                     dtype: DataType, op: RedOp) -> int:
         from .. import verifiable
 
         return verifiable.host_count_wrong(host_view(ptr, count * dtype.itemsize), count, fills,
-                                           dtype, op, self.nranks)
+                                           dtype, op, self.nranks, self._cache())
 
 
 class MpiWorker(HostMemoryWorker):
@@ -285,7 +297,8 @@ class MpiWorker(HostMemoryWorker):
         pad = 8 * opts.unalign
         # Like nccl-tests on a GPU: lower -e to what fits (every rank computes the
         # same limit from the same gathered facts); the run plan's sweep follows.
-        self.max_bytes, note = host_memory_limit(self.host, opts.max_bytes, self.nranks, opts.unalign)
+        self.max_bytes, note, self.fill_cache_budget = host_memory_limit(self.host, opts.max_bytes, self.nranks,
+                                                                         opts.unalign)
         self.notes = [note] if note else []
         nbytes = self.max_bytes + pad + ALIGN
         try:
@@ -349,17 +362,18 @@ class MpiWorker(HostMemoryWorker):
             self.group.Free()
 
 
-def host_memory_limit(host: HostComm, max_bytes: int, nranks: int, unalign: int) -> tuple[int, str | None]:
-    """(-e to use, banner note or None): `max_bytes` lowered to what every host's
-    memory holds with all of its ranks (backends/host_memory.py).  Collective."""
-    from .host_memory import clamp_note, largest_fitting, this_process_room
+def host_memory_limit(host: HostComm, max_bytes: int, nranks: int, unalign: int) -> tuple[int, str | None, int]:
+    """(-e to use, banner note or None, bytes of check data to keep): `max_bytes`
+    lowered to what every host's memory holds with all of its ranks, and what is
+    left of the room for the fill cache (backends/host_memory.py).  Collective."""
+    from .host_memory import clamp_note, fill_cache_budget, largest_fitting, this_process_room
 
     rooms = host.allgather(this_process_room(socket.gethostname().split(".")[0]))
     fit = largest_fitting(rooms, nranks, unalign)
     if fit is None or fit[0] >= max_bytes:
-        return max_bytes, None
+        return max_bytes, None, fill_cache_budget(rooms, max_bytes, nranks, unalign)
     limit, why = fit
-    return limit, clamp_note(max_bytes, limit, why)
+    return limit, clamp_note(max_bytes, limit, why), fill_cache_budget(rooms, limit, nranks, unalign)
 
 
 def aligned_address(arr: np.ndarray) -> int:

@@ -112,6 +112,28 @@ def run_command(command: Command, argv: list[str]) -> int:
     return int(command.run(args))
 
 
+def _collective_first(argv: list[str]) -> list[str]:
+    """The benchmark's command line with the collective first: options may precede it
+    (`ncclbench --nprocs 8 all_reduce_perf ...`).  A first word that names neither a
+    command nor a collective is one line, with the likely name (exit 255)."""
+    from ..collectives import COLLECTIVES, lookup
+    from ..errors import ArgumentError
+    from ..options import did_you_mean, split_leading_options
+
+    if argv[0].startswith("-"):
+        found = split_leading_options(argv)
+        if found is None:
+            raise ArgumentError(f"no collective or command in '{' '.join(argv)}' (usage: {PROGRAM} [options] "
+                                f"<collective> [options], or {PROGRAM} <command> ...; see {PROGRAM} --help)")
+        return [found[0], *found[1]]
+    if lookup(argv[0]) is None and "/" not in argv[0]:
+        names = [*command_names(), *COLLECTIVES, *(f"{c}_perf" for c in COLLECTIVES)]
+        guess = did_you_mean(argv[0].lower(), names)
+        hint = f" (did you mean '{guess}'?)" if guess else ""
+        raise ArgumentError(f"unknown collective or command '{argv[0]}'{hint}; see '{PROGRAM} --help'")
+    return argv
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command line (without the program name); return the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -123,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         command = find_command(name)
         if command is not None:
             return run_command(command, argv[1:])
+        argv = _collective_first(argv)
         from ..cuda import driver_warmup
 
         if driver_warmup.wanted(argv[1:]):  # cuInit overlaps the imports below (driver_warmup's docstring)

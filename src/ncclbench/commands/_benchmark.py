@@ -10,13 +10,29 @@ this same command line, `ncclbench.benchmark.spawn`), or in this process
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import json
 import os
+import sys
 
 from ..backends.select import choose_backend, default_cpu_ranks, default_cpu_ranks_note
-from ..benchmark import local_ranks_to_start, run_here, spawn
-from ..config import Backend
+from ..benchmark import COMMAND_LINE_ENV, local_ranks_to_start, run_here, spawn
+from ..config import Backend, BenchOptions
+from ..launch.shutdown import LAUNCHER_PID_ENV
 from ..launch.spawn import find_mpiexec, strip_nprocs
 from ..options import HelpRequested, parse_bench_args
+
+
+def before_run_notes(opts: BenchOptions) -> list[str]:
+    """What the user should know before a run starts about options it will not act on
+    as they may expect (nccl-tests is silent about them)."""
+    notes = []
+    if opts.output_file and not opts.json_enabled:
+        stem = opts.output_file.rsplit(".", 1)[0] if "." in opts.output_file.rsplit("/", 1)[-1] else opts.output_file
+        notes.append(f"-J {opts.output_file}: nothing will be written there: like nccl-tests, ncclbench writes JSON "
+                     f"only to a name ending in .json (e.g. -J {stem}.json)")
+    return notes
 
 
 def run_benchmark(program: str, args: list[str]) -> int:
@@ -27,17 +43,26 @@ def run_benchmark(program: str, args: list[str]) -> int:
     except HelpRequested as h:
         print(h.text, end="", flush=True)
         return int(h.exit_code)
+    started_as = os.environ.get(COMMAND_LINE_ENV)
+    if started_as:  # a rank this command started: record the command line as typed (--nprocs kept)
+        with contextlib.suppress(ValueError, TypeError):
+            opts = dataclasses.replace(opts, argv=tuple(str(a) for a in json.loads(started_as)))
     backend, note = choose_backend(opts.backend, opts.nccl_lib)
 
     from ..launch.detect import detect_launch
 
     launch = detect_launch()
+    if launch.rank == 0 and LAUNCHER_PID_ENV not in os.environ:  # once per job: not again in the ranks we start
+        for line in before_run_notes(opts):
+            print(f"ncclbench: {line}", file=sys.stderr, flush=True)
     nprocs, one_per_gpu = local_ranks_to_start(opts, backend, launch)
     child_args = [program, *strip_nprocs(args)]
     if nprocs:
-        return spawn(backend, nprocs, child_args, None if one_per_gpu else note, self_launched=one_per_gpu)
+        return spawn(backend, nprocs, child_args, None if one_per_gpu else note, self_launched=one_per_gpu,
+                     command_line=opts.argv)
     if backend is Backend.MPI and note is not None and launch.kind == "single" and opts.nprocs is None \
             and find_mpiexec() is not None:  # chosen by --backend auto: no GPU here, no launcher
         n = default_cpu_ranks(os.cpu_count())
-        return spawn(backend, n, child_args, f"{note}; {default_cpu_ranks_note(n, os.cpu_count())}")
+        return spawn(backend, n, child_args, f"{note}; {default_cpu_ranks_note(n, os.cpu_count())}",
+                     command_line=opts.argv)
     return run_here(opts, backend, launch, note)

@@ -25,6 +25,7 @@ stopped: `launch.jobwatch`), and the stored run is left "interrupted" or
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -383,7 +384,7 @@ def spawn_mpiexec(nprocs: int, argv: Sequence[str], env: Mapping[str, str] | Non
         raise BenchError(f"--nprocs must be at least 1, not {nprocs}", ExitCode.ARGUMENT)
     mpiexec = find_mpiexec()
     if mpiexec is None:
-        raise UnsupportedError("--nprocs with --backend mpi needs mpiexec: pip install 'ncclbench[test]' "
+        raise UnsupportedError("--nprocs with --backend mpi needs mpiexec: pip install 'ncclbench[mpi]' "
                                "(MPICH's mpiexec) or install an MPI")
     err = stderr or sys.stderr
     child_env = dict(os.environ if env is None else env)
@@ -401,10 +402,12 @@ def spawn_mpiexec(nprocs: int, argv: Sequence[str], env: Mapping[str, str] | Non
     watch = JobWatch(nprocs, stderr=err, on_stopped_limit=stopped_for.append)
     child_env.update(watch.env())
     try:
-        proc = subprocess.Popen(cmd, env=child_env, start_new_session=True, preexec_fn=preexec_die_with_parent)
+        proc = subprocess.Popen(cmd, env=child_env, start_new_session=True, preexec_fn=preexec_die_with_parent,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as e:
         watch.close()
         raise BenchError(f"cannot run {mpiexec}: {e.strerror}", ExitCode.INVALID_USAGE) from None
+    output = MpiexecOutput(proc, sys.stdout, err)
 
     def on_signal(signum: int) -> None:
         if end.on_signal(signum) and proc.poll() is None:
@@ -437,15 +440,90 @@ def spawn_mpiexec(nprocs: int, argv: Sequence[str], env: Mapping[str, str] | Non
         if proc.poll() is None:  # mpiexec did not end the job in time: end it, and its proxy
             _end_session(proc)
         code = _code(proc.wait())
+        output.join()
         _restore(old)
         old = None
         watch.sweep()
+        if output.reader_gone:  # `ncclbench ... | head`: the reader has what it wanted; end as quietly
+            _store_outcome(watch, "interrupted", "the reader of its output went away (a closed pipe)",
+                           overwrite_reason=True)
+            return 0
         return _report_mpiexec(watch, end, code, nprocs, err, timeout_s if timed_out else None)
     finally:
         _restore(old)
         if proc.poll() is None:
             _end_session(proc)
         watch.close()
+
+
+class MpiexecOutput:
+    """mpiexec's stdout, passed on line by line: the ranks' output to our stdout,
+    mpiexec's own lines ('[mpiexec@host] Sending Ctrl-C to processes as
+    requested', ...) to stderr, where a launcher's noise belongs.  When our
+    stdout's reader goes away (`| head -3`), the job is ended (SIGTERM to
+    mpiexec, which passes it on) and the rest is read and dropped (the MPI
+    library's words on the abort that follows included), so that nothing dies
+    of SIGPIPE and no rank is reported dead for it.  The ranks' stderr passes
+    as it comes, not by lines: a progress bar redraws its line in place."""
+
+    def __init__(self, proc: subprocess.Popen, out: IO[str], err: IO[str]):
+        self.proc, self.out, self.err = proc, out, err
+        self.reader_gone = False
+        self._threads = [threading.Thread(target=self._pump, daemon=True, name="ncclbench-mpiexec-out"),
+                         threading.Thread(target=self._pump_err, daemon=True, name="ncclbench-mpiexec-err")]
+        for t in self._threads:
+            t.start()
+
+    def _pump_err(self) -> None:
+        src = self.proc.stderr
+        if src is None:
+            return
+        fd = src.fileno()
+        while chunk := os.read(fd, 65536):
+            if self.reader_gone:
+                continue
+            try:
+                self.err.write(chunk.decode(errors="replace"))
+                self.err.flush()
+            except (OSError, ValueError):
+                pass
+        src.close()
+
+    def _pump(self) -> None:
+        src = self.proc.stdout
+        if src is None:
+            return
+        for raw in iter(src.readline, b""):
+            if self.reader_gone:
+                continue
+            line = raw.decode(errors="replace")
+            dst = self.err if line.startswith(_MPIEXEC_OWN) else self.out
+            try:
+                dst.write(line)
+                dst.flush()
+            except BrokenPipeError:
+                if dst is self.out:
+                    self._reader_went_away()
+            except (OSError, ValueError):
+                pass
+        src.close()
+
+    def _reader_went_away(self) -> None:
+        self.reader_gone = True
+        with contextlib.suppress(OSError):  # no flush of the dead pipe at exit either
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.out.fileno())
+            os.close(devnull)
+        if self.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                self.proc.send_signal(signal.SIGTERM)
+
+    def join(self, timeout: float = 5.0) -> None:
+        for t in self._threads:
+            t.join(timeout)
+
+
+_MPIEXEC_OWN = ("[mpiexec@", "[proxy:", "[mpirun@")  # MPICH hydra's (and compatible launchers') own lines
 
 
 def _end_session(proc: subprocess.Popen) -> None:

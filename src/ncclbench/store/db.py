@@ -46,6 +46,10 @@ SCHEMA_VERSION = 3
 # 'failed': an imported log of a run that ended with an error (nccl-tests' "Test NCCL failure", NCCL WARN
 # lines and no table); schema 3 added it.
 STATUSES = ("running", "complete", "interrupted", "timeout", "failed")
+# `ncclbench tune` stores one run per candidate (tune/outputs.py), tied together by
+# info.extra["tune"]; they are kept under their tune session and are not what
+# `latest`/`latest~N` name: the newest *benchmark* run is.
+TUNE_SOURCE = "ncclbench tune"
 PLACEMENTS = ("out_of_place", "in_place")
 
 # What the schema and its upgrade share: the runs table's columns (the upgrade rebuilds it) and
@@ -591,8 +595,8 @@ class ResultStore:
                 if not tail.isdigit():
                     raise ArgumentError(f"bad run reference {ref!r} (use latest~N)")
                 back = int(tail)
-            r = self.conn.execute("SELECT id FROM runs ORDER BY id DESC LIMIT 1 OFFSET ?",
-                                  (back,)).fetchone()
+            r = self.conn.execute("SELECT id FROM runs WHERE source != ? ORDER BY id DESC LIMIT 1 OFFSET ?",
+                                  (TUNE_SOURCE, back)).fetchone()
             if r is None:
                 raise ArgumentError(self._unknown(ref))
             return int(r[0])

@@ -27,7 +27,7 @@ from ..config import BenchOptions
 from ..errors import BenchError, ExitCode
 from ..rank_link import note_for_launcher, register_last_words
 from ..results import ResultRow, RunInfo, RunSummary
-from .db import ResultStore, env_that_matters
+from .db import ResultStore, default_db_path, env_that_matters
 
 if TYPE_CHECKING:  # the importers (and the log parser behind them) stay off a benchmark's start
     from .importers import ImportedRun
@@ -168,6 +168,25 @@ class StoreReporter:
                              + (f" ({self.error})" if self.error else ""), ExitCode.ARGUMENT)
         with ResultStore(self.store.path, create=False) as store:
             return gate_stored_run(store, self.run_id, name, max_drop_pct, max_rise_pct, out)
+
+
+def baseline_problem(name: str, storing: bool) -> str | None:
+    """Why `--baseline NAME` cannot gate this run, or None: checked before the sweep,
+    so that a typo costs a line, not a whole run and then an error."""
+    if not storing:
+        return (f"--baseline {name}: this run would not be stored (--no-store or NCCLBENCH_NO_STORE=1), "
+                "and the gate judges the stored run")
+    path = default_db_path()
+    if not path.exists():
+        return f"no baseline named {name!r}: the result store {path} is empty (set one with `ncclbench baseline set NAME RUN`)"
+    try:
+        with ResultStore(path, create=False) as store:
+            if store.get_baseline(name) is None:
+                return (f"no baseline named {name!r} (set one with `ncclbench baseline set NAME RUN`; "
+                        "see `ncclbench baseline list`)")
+    except BenchError as e:  # a store it cannot read: the same words, before the sweep instead of after
+        return e.message
+    return None
 
 
 def store_imported(store: ResultStore, runs: list[ImportedRun]) -> list[tuple[ImportedRun, int, bool]]:

@@ -21,7 +21,7 @@ from .. import __version__
 from ..config import BenchOptions
 from ..errors import ArgumentError, BenchError, ExitCode
 from ..results import HalfResult, ResultRow, RunInfo
-from ..store.db import StoredRun
+from ..store.db import TUNE_SOURCE, StoredRun
 from .emit import env_file, report_lines, result_json, tuner_config, won_bands
 from .result import TuneResult
 
@@ -83,7 +83,7 @@ def store_runs(result: TuneResult, opts: BenchOptions) -> list[int]:
             rows = candidate_rows(result, label)
             if not rows:
                 continue
-            run_id = store.begin_run(candidate_info(result, label, group), opts, source="ncclbench tune")
+            run_id = store.begin_run(candidate_info(result, label, group), opts, source=TUNE_SOURCE)
             for seq, row in enumerate(rows):
                 store.add_row(run_id, seq, row)
             store.finish_run(run_id, None)
@@ -107,7 +107,7 @@ def report_runs(result: TuneResult, opts: BenchOptions, ids: list[int]) -> list[
     for label in result.live_labels():
         rows = candidate_rows(result, label)
         if rows:
-            runs.append(CandidateRun(0, result.start_time, "complete", "ncclbench tune", None,
+            runs.append(CandidateRun(0, result.start_time, "complete", TUNE_SOURCE, None,
                                      candidate_info(result, label, ""), opts, rows, None, {}, candidate=label))
     return runs
 
