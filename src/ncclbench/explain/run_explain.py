@@ -47,6 +47,9 @@ RDMA_FLOOR_GBPS = 12.0
 # switch with P2P; through the CPU (SYS, or cards without P2P) NCCL moves about half of it via host memory.
 # Between 40 % and 90 % the layout the log does not state decides: not judged; below 40 % it is below either way.
 PCIE_UNSURE_FRACTION = 0.40
+# GeForce cards: the RTX 40 series has no PCIe peer-to-peer at all and older ones only over a bridge, so 8 of them
+# exchange through host memory, often across two CPU sockets: a quarter of NCCL's PCIe figure is common there.
+GEFORCE_UNSURE_FRACTION = 0.15
 
 Choice = tuple[str, "str | None", "int | None"]  # (algorithm, protocol, channels)
 Test = tuple[str, str, int]  # (datatype, op, root) as the rows print them
@@ -407,8 +410,9 @@ def _judge_from_log(f: RunFacts, rows: Sequence[tuple[int, float]]) -> RunJudgem
             _free_choice_ceiling(free, f, hosts, env)
         _unconfirmed_nvls(free, f, hosts, env)
         ceiling, verdict = free.ceiling, free.verdict
+    unsure_below = GEFORCE_UNSURE_FRACTION if "GeForce" in (t.gpu_model or "") else PCIE_UNSURE_FRACTION
     if (hosts and t.board is not None and not t.board.nvswitch_links and verdict.label == "below expected"
-            and verdict.fraction is not None and verdict.fraction >= PCIE_UNSURE_FRACTION):
+            and verdict.fraction is not None and verdict.fraction >= unsure_below):
         # a PCIe card's layout decides between NCCL's PCIe model and about half of it through the CPU
         verdict = Verdict("unknown", verdict.fraction, (
             f"{verdict.text}, but on PCIe cards the switch layout, the CPU sockets between the GPUs and whether the "
