@@ -138,7 +138,7 @@ def failure_traps(log: NcclLogFacts | None, failure_lines: Sequence[str], rows: 
     if line := _first(text, _OOM):
         traps.append(Trap(
             "oom-or-alloc-failure",
-            f"an allocation failed: '{line.strip()[:200]}'",
+            f"an allocation failed (out of memory): '{line.strip()[:200]}'",
             "lower -e (the largest size) or the number of GPUs per process, check for other processes on the "
             "GPUs (nvidia-smi); for ibv_reg_mr 'Cannot allocate memory' raise the locked-memory limit "
             "(ulimit -l unlimited)", ERROR))
