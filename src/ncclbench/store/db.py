@@ -31,7 +31,7 @@ import math
 import os
 import socket
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -160,10 +160,10 @@ def default_db_path() -> Path:
     return base / "ncclbench" / "results.sqlite"
 
 
-def env_that_matters(environ: dict[str, str] | None = None) -> dict[str, str]:
+def env_that_matters(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """NCCL_* and CUDA_* variables only: enough to reproduce, nothing private."""
-    environ = os.environ if environ is None else environ
-    return {k: v for k, v in sorted(environ.items()) if k.startswith(("NCCL_", "CUDA_"))}
+    source: Mapping[str, str] = os.environ if environ is None else environ
+    return {k: v for k, v in sorted(source.items()) if k.startswith(("NCCL_", "CUDA_"))}
 
 
 def _now() -> str:
@@ -191,7 +191,27 @@ def summary_from_json(text: str | None) -> RunSummary | None:
     return None if text is None else _from_dict(RunSummary, json.loads(text))
 
 
-def _f(v) -> float:
+def inserted_id(cur: sqlite3.Cursor) -> int:
+    """The id SQLite gave the row an INSERT just made (always set after one)."""
+    if cur.lastrowid is None:
+        raise BenchError("the result store gave no id to the row just written", ExitCode.INTERNAL)
+    return int(cur.lastrowid)
+
+
+PER_ITER_STATS = ("min_us", "max_us", "avg_us", "p50_us", "p95_us", "p99_us", "stdev_us", "cv_pct")
+
+
+def per_iter_stats(skipped: int, stats: list[float], times_us: list[float],
+                   per_process: list[list[float]] | None) -> PerIterStats:
+    """PerIterStats from its eight statistics in PER_ITER_STATS order (a stored row, a -J file)."""
+    if len(stats) != len(PER_ITER_STATS):
+        raise ValueError(f"{len(stats)} per-iteration statistics, expected {len(PER_ITER_STATS)}")
+    mn, mx, avg, p50, p95, p99, sd, cv = stats
+    return PerIterStats(skipped, mn, mx, avg, p50, p95, p99, sd, cv, times_us=times_us,
+                        per_process_max_times_us=per_process)
+
+
+def _f(v: float | int | None) -> float:
     """SQLite stores NaN as NULL; read it back as NaN."""
     return math.nan if v is None else float(v)
 
@@ -371,7 +391,7 @@ class ResultStore:
                  json.dumps(info.record()), json.dumps(dataclasses.asdict(options)),
                  json.dumps(hosts), json.dumps(gpus), info.nranks,
                  socket.gethostname(), os.getpid()))
-            return int(cur.lastrowid)
+            return inserted_id(cur)
 
     def add_row(self, run_id: int, seq: int, row: ResultRow) -> None:
         """Store one result row (and its -I statistics) in its own transaction."""
@@ -492,7 +512,7 @@ class ResultStore:
 
     def list_baselines(self) -> list[tuple[str, int, str, str | None]]:
         return [tuple(r) for r in self.conn.execute(
-            "SELECT name, run_id, created_at, note FROM baselines ORDER BY name")]  # type: ignore[misc]
+            "SELECT name, run_id, created_at, note FROM baselines ORDER BY name")]
 
     def delete_baseline(self, name: str) -> None:
         with self.transaction() as c:
@@ -559,9 +579,9 @@ class ResultStore:
         for p in c.execute("SELECT seq, placement, skipped, min_us, max_us, avg_us, p50_us, p95_us,"
                            " p99_us, stdev_us, cv_pct, times_us, per_process FROM per_iter"
                            " WHERE run_id = ?", (run_id,)):
-            per_iter[(p[0], p[1])] = PerIterStats(
-                p[2], *(_f(v) for v in p[3:11]), times_us=json.loads(p[11]),
-                per_process_max_times_us=None if p[12] is None else json.loads(p[12]))
+            per_iter[(p[0], p[1])] = per_iter_stats(
+                int(p[2]), [_f(v) for v in p[3:11]], json.loads(p[11]),
+                None if p[12] is None else json.loads(p[12]))
         rows = []
         for q in c.execute("SELECT * FROM rows WHERE run_id = ? ORDER BY seq", (run_id,)):
             seq = q[1]

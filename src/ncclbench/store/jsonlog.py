@@ -14,14 +14,16 @@ import hashlib
 import json
 import math
 import os
+from typing import Any
 
 from ..config import BenchOptions
 from ..output.jsonout import repair_json
 from ..output.parse import collective_of
-from ..results import DeviceInfo, HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
-from .db import env_that_matters
+from ..results import DeviceInfo, HalfResult, ResultRow, RunInfo, RunSummary
+from .db import PER_ITER_STATS, env_that_matters, per_iter_stats
 from .imported import ImportedRun, NotImportableError, nccl_version_string, options_from_rows
 
+JsonObject = dict[str, Any]  # a JSON object as json.loads hands it back (values checked where read)
 FILE_SHA256 = "file_sha256"  # RunInfo.extra key: the imported file's bytes (what older imports were keyed by)
 
 
@@ -41,7 +43,6 @@ def legacy_hash(run: ImportedRun) -> str | None:
     return f"json:{raw}" if run.source == "import:json" and isinstance(raw, str) else None
 
 
-_PER_ITER_KEYS = ("min_us", "max_us", "avg_us", "p50_us", "p95_us", "p99_us", "stdev_us", "cv_pct")
 
 
 def _b(v) -> bool:
@@ -71,13 +72,12 @@ def _half(obj, per_iter) -> HalfResult | None:
     nwf = _f(nw)
     wrong = None if nw is None or not math.isfinite(nwf) or abs(nwf) >= 1 << 63 else int(nwf)
     stats = None
-    if isinstance(per_iter, dict) and all(k in per_iter for k in _PER_ITER_KEYS):
+    if isinstance(per_iter, dict) and all(k in per_iter for k in PER_ITER_STATS):
         ppm = per_iter.get("per_process_max_times_us")
-        stats = PerIterStats(
-            int(per_iter.get("skipped_iterations", 0)), *(_f(per_iter[k]) for k in _PER_ITER_KEYS),
-            times_us=[_f(x) for x in per_iter.get("times_us", [])],
-            per_process_max_times_us=None if not isinstance(ppm, list)
-            else [[_f(x) for x in row] for row in ppm if isinstance(row, list)])
+        stats = per_iter_stats(
+            int(per_iter.get("skipped_iterations", 0)), [_f(per_iter[k]) for k in PER_ITER_STATS],
+            [_f(x) for x in per_iter.get("times_us", [])],
+            None if not isinstance(ppm, list) else [[_f(x) for x in row] for row in ppm if isinstance(row, list)])
     return HalfResult(time_us=_f(t), cpu_time_us=_f(t) if cpu else math.nan,
                       algbw=_f(obj["alg_bw"]), busbw=_f(obj["bus_bw"]), wrong=wrong,
                       per_iter=stats)
@@ -133,7 +133,7 @@ def _parse(data: bytes, path: str) -> ImportedRun:
     if not rows:
         raise NotImportableError(f"cannot import {name}: nccl-tests JSON without a single complete "
                            "result row")
-    cfg = doc.get("config") if isinstance(doc.get("config"), dict) else {}
+    cfg: JsonObject = doc["config"] if isinstance(doc.get("config"), dict) else {}
     args = [str(a) for a in doc.get("args", [])] if isinstance(doc.get("args"), list) else []
     program = os.path.basename(args[0]) if args else "unknown_perf"
     collective = collective_of(program)
@@ -157,16 +157,15 @@ def _parse(data: bytes, path: str) -> ImportedRun:
     procs_in_group = sum(1 for d in devices if d.group == first_group) or 1
 
     defaults = BenchOptions()
+    step_factor, step_bytes = defaults.step_factor, defaults.step_bytes
     if "step_factor" in cfg:
-        step = {"step_factor": int(cfg["step_factor"])}
+        step_factor = int(cfg["step_factor"])
     elif "step_bytes" in cfg:
-        step = {"step_factor": 1, "step_bytes": int(cfg["step_bytes"])}
-    else:
-        step = {}
+        step_factor, step_bytes = 1, int(cfg["step_bytes"])
     o = BenchOptions(
-        collective=collective, program=program, argv=args, nthreads=T, ngpus=G,
+        collective=collective, program=program, argv=tuple(args), nthreads=T, ngpus=G,
         min_bytes=int(cfg.get("minimum_bytes", defaults.min_bytes)),
-        max_bytes=int(cfg.get("maximum_bytes", defaults.max_bytes)), **step,
+        max_bytes=int(cfg.get("maximum_bytes", defaults.max_bytes)), step_factor=step_factor, step_bytes=step_bytes,
         warmup_iters=int(cfg.get("warmup_iters", defaults.warmup_iters)),
         iters=int(cfg.get("iterations", defaults.iters)),
         agg_iters=int(cfg.get("aggregated_iterations", defaults.agg_iters)),

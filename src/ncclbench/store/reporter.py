@@ -65,14 +65,22 @@ class StoreReporter:
         self._outcome: tuple[str, str | None] | None = None
         self._unregister: Callable[[], None] | None = None
 
-    def _guard(self, fn, *args) -> None:
+    @property
+    def _db(self) -> ResultStore:
+        """The open store; only reached while there is one (`open` leaves error set otherwise)."""
+        if self.store is None:
+            raise BenchError("no result store open", ExitCode.INTERNAL)
+        return self.store
+
+    def _guard(self, fn: Callable[..., object], *args: object) -> None:
         if self.error is not None:
             return
         try:
             fn(*args)
         except (sqlite3.Error, OSError, BenchError) as e:
             self.error = str(e)
-            print(f"ncclbench: warning: result store {self.store.path} disabled for this run: {e}",
+            where = self.store.path if self.store is not None else "(none)"
+            print(f"ncclbench: warning: result store {where} disabled for this run: {e}",
                   file=self._warn or sys.stderr)
 
     @classmethod
@@ -94,34 +102,34 @@ class StoreReporter:
 
     def begin(self, info: RunInfo, opts: BenchOptions) -> None:
         def _begin() -> None:
-            facts = {"python": sys.version.split()[0], "platform": platform_text(),
-                     "ncclbench": __version__}
+            facts: dict[str, str | float] = {"python": sys.version.split()[0], "platform": platform_text(),
+                                             "ncclbench": __version__}
             try:  # a busy host explains a slow run; the gate warns when the runs it compares differ
                 facts["loadavg_at_start"] = round(os.getloadavg()[0], 2)
             except OSError:
                 pass
             recorded = dataclasses.replace(info, extra={**facts, **info.extra})
             env = None if self.env is None else env_that_matters(self.env)
-            self.run_id = self.store.begin_run(recorded, opts, env=env)
+            self.run_id = self._db.begin_run(recorded, opts, env=env)
         self._guard(_begin)
         if self.run_id is not None:
             self._unregister = register_last_words(self._last_words)
-            note_for_launcher(run_id=self.run_id, db=str(self.store.path))
+            note_for_launcher(run_id=self.run_id, db=str(self._db.path))
 
     def message(self, line: str) -> None:
         if self.run_id is not None:
-            self._guard(self.store.add_message, self.run_id, line)
+            self._guard(self._db.add_message, self.run_id, line)
 
     def row(self, row: ResultRow) -> None:
         if self.run_id is None:
             return
-        self._guard(self.store.add_row, self.run_id, self._seq, row)
+        self._guard(self._db.add_row, self.run_id, self._seq, row)
         self._seq += 1
 
     def end(self, summary: RunSummary) -> None:
         if self.run_id is None or self._ended:
             return
-        self._guard(self.store.finish_run, self.run_id, summary)
+        self._guard(self._db.finish_run, self.run_id, summary)
         self._ended = True
 
     def set_outcome(self, status: str, reason: str | None) -> None:
@@ -144,7 +152,8 @@ class StoreReporter:
             self._unregister()
         if self.run_id is not None and not self._ended:
             status, reason = self._outcome or ("interrupted", None)
-            self._guard(lambda: self.store.mark_interrupted(self.run_id, reason, status=status))
+            run_id = self.run_id
+            self._guard(lambda: self._db.mark_interrupted(run_id, reason, status=status))
         if self._owns_store and self.store is not None:
             self.store.close()
 
@@ -153,9 +162,9 @@ class StoreReporter:
         sqlite3 connections are per thread, so mark the run through a new one."""
         if self.run_id is None or self._ended or self.store is None or self.error is not None:
             return
-        status, reason = self._outcome or (status, reason)
+        status, why = self._outcome or (status, reason)
         with ResultStore(self.store.path, create=False) as store:
-            store.mark_interrupted(self.run_id, reason, status=status)
+            store.mark_interrupted(self.run_id, why, status=status)
 
     def check_baseline(self, name: str, max_drop_pct: float = 5.0,
                        max_rise_pct: float | None = None, out: TextIO | None = None) -> int:
