@@ -437,3 +437,10 @@ def test_only_an_older_library_than_the_headers_is_a_version_mismatch(tmp_path, 
     path.write_text("\n".join(text) + "\n")
     _, ex = explained(path)
     assert ("version_mismatch" in ex.judgement.traps.causes()) is named
+
+
+def test_gdr_off_names_the_setting_that_turned_it_off():
+    log = parse_nccl_log("h:1:1 [0] NCCL INFO NCCL_NET_GDR_LEVEL set by environment to LOC\n"
+                         "h:1:1 [0] NCCL INFO Channel 00/0 : 7[7] -> 8[0] [send] via NET/IB/0\n")
+    t, = [x for x in find_traps([], log, {}, nnodes=2).raised if x.name == "gdr-off"]
+    assert "NCCL_NET_GDR_LEVEL=LOC turns GPU Direct RDMA off" in t.evidence and t.severity == "error"

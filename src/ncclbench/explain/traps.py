@@ -145,7 +145,7 @@ def check_socket_fallback(hosts: Sequence[HostTopology], log: NcclLogFacts | Non
 
 
 def check_gdr(hosts: Sequence[HostTopology], log: NcclLogFacts | None,
-              nnodes: int | None) -> tuple[list[Trap], Unchecked | None]:
+              nnodes: int | None, env: Mapping[str, str] | None = None) -> tuple[list[Trap], Unchecked | None]:
     """Without topology facts (an imported log) NCCL's own log is the evidence alone."""
     rdma_hosts = [h for h in hosts if any(n.rdma and n.active for n in h.nics)]
     if hosts and not rdma_hosts:
@@ -186,6 +186,9 @@ def check_gdr(hosts: Sequence[HostTopology], log: NcclLogFacts | None,
         parts.append(f"{len(conns_off)} of {len(nets)} NET connection(s) without GDRDMA (e.g. channel {c.channel} "
                      f"{c.from_rank}->{c.to_rank} via {c.detail})")
     parts += why_topo
+    level = env_set(env or {}, "NCCL_NET_GDR_LEVEL")
+    if level is not None and level.upper() in ("0", "LOC"):
+        parts.append(f"NCCL_NET_GDR_LEVEL={level} turns GPU Direct RDMA off (a common workaround left in place)")
     everywhere = not on and (not nets or len(conns_off) == len(nets))
     return [Trap("gdr-off", "; ".join(parts),
                  "load nvidia_peermem (modprobe nvidia_peermem) or use DMA-BUF (open GPU kernel modules, kernel "
@@ -610,7 +613,7 @@ def find_traps(hosts: Sequence[HostTopology], log: NcclLogFacts | None, env: Map
     checks = [
         ("net-socket-fallback", lambda: check_socket_fallback(hosts, log, env, nnodes or 1) if hosts
          else check_socket_between_hosts(log, nnodes, host_names)),
-        ("gdr-off", lambda: check_gdr(hosts, log, nnodes)),
+        ("gdr-off", lambda: check_gdr(hosts, log, nnodes, env)),
         ("pcie-downtrained", lambda: check_pcie(hosts)),
         ("nvlink-down", lambda: check_nvlink(hosts)),
         ("p2p-disabled", lambda: check_p2p(hosts, log, env)),
