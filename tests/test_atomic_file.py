@@ -47,3 +47,20 @@ def test_a_failed_write_keeps_the_old_file_and_no_temporary(tmp_path, monkeypatc
     with pytest.raises(OSError):
         write_atomically(p, "new")
     assert p.read_text() == "old" and os.listdir(tmp_path) == ["r.xml"]
+
+
+def test_output_path_checked_before_any_work(tmp_path):
+    from ncclbench.atomic_file import check_output_path
+    from ncclbench.errors import ArgumentError, ExitCode
+
+    check_output_path(tmp_path / "ok.prom", "--metrics")  # a new file in a writable directory
+    with pytest.raises(ArgumentError, match=r"^report -o .*: is a directory; give a file name like r\.html$") as e:
+        check_output_path(tmp_path, "report -o", "like r.html")
+    assert e.value.code == ExitCode.ARGUMENT
+    with pytest.raises(ArgumentError, match="cannot write in .*/missing: the directory does not exist"):
+        check_output_path(tmp_path / "missing" / "x.xml", "--junit")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    if os.geteuid() != 0:  # root writes anywhere
+        with pytest.raises(ArgumentError, match="not writable"):
+            check_output_path(locked / "x.csv", "--csv")

@@ -84,3 +84,15 @@ def test_environment_check_follows_the_backend_enum(monkeypatch):
     with pytest.raises(ArgumentError, match="MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM"):
         check_environment(topts, Backend.MPI)
     check_environment(topts, Backend.NCCL)
+
+
+def test_an_out_prefix_in_a_missing_directory_fails_before_anything_runs(ncclbench_env, tmp_path):
+    import subprocess
+
+    p = subprocess.run([sys.executable, "-m", "ncclbench", "tune", "all_reduce", "--backend", "mpi", "--nprocs", "2",
+                        "-b", "8", "-e", "64", "--out", str(tmp_path / "no" / "t")],
+                       capture_output=True, text=True, env=ncclbench_env, timeout=60)
+    assert p.returncode == 255, p.stdout + p.stderr
+    assert p.stderr.strip() == (f"ncclbench: tune --out {tmp_path}/no/t.json: cannot write in {tmp_path}/no: "
+                                "the directory does not exist")
+    assert p.stdout == ""  # no rank started, nothing measured

@@ -36,6 +36,7 @@ def add_arguments(parser: CommandParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..atomic_file import check_output_path
     from ..backends.select import choose_backend
     from ..benchmark import local_ranks_to_start, spawn
     from ..launch.detect import detect_launch
@@ -57,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
         return run_tune_here(topts, backend, launch, note)
     check_environment(topts, backend)  # once, before anything starts
     result_path = Path(topts.out_prefix() + ".json")
+    check_output_path(result_path, "tune --out")  # (under a launcher the writing rank checks at the end)
     before = _mtime(result_path)  # a tune that measures nothing (one rank) writes no result
     nprocs, _ = local_ranks_to_start(topts.bench, backend, launch)
     if nprocs:

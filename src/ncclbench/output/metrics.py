@@ -26,14 +26,13 @@ figures.
 from __future__ import annotations
 
 import math
-import os
 import statistics
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..atomic_file import write_atomically
+from ..atomic_file import check_output_path, write_atomically
 from ..config import BenchOptions
 from ..results import ResultRow, RunInfo, RunSummary
 
@@ -125,15 +124,9 @@ def write_textfile(path: str, text: str) -> None:
 
 
 def check_writable(path: str, option: str = "--metrics") -> None:
-    """One clear line before the run when `path` cannot be written (its directory is
-    missing or not writable), not a traceback after it."""
-    from ..errors import ArgumentError
-
-    directory = os.path.dirname(os.path.abspath(path)) or "."
-    if os.path.isdir(path):
-        raise ArgumentError(f"{option} {path}: is a directory; give a file name (node_exporter reads *.prom)")
-    if not os.path.isdir(directory) or not os.access(directory, os.W_OK | os.X_OK):
-        raise ArgumentError(f"{option} {path}: cannot write in {directory}")
+    """One clear line before the run when `path` cannot be written (atomic_file.check_output_path),
+    not a traceback after it."""
+    check_output_path(path, option, "(node_exporter reads *.prom)" if option == "--metrics" else "")
 
 
 # -- runs ---------------------------------------------------------------------------------------

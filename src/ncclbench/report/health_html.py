@@ -417,14 +417,11 @@ def write_health_page(doc: Mapping, label: str, output: str, title: str | None =
     """Write the page (atomically, like the run report); returns the path written."""
     from pathlib import Path
 
-    from ..atomic_file import write_atomically
-    from ..errors import ArgumentError, BenchError, ExitCode
+    from ..atomic_file import check_output_path, write_atomically
+    from ..errors import BenchError, ExitCode
 
     out = Path(output)
-    if out.is_dir():
-        raise ArgumentError(f"report: {out} is a directory; give a file name like health.html")
-    if not out.parent.exists():
-        raise ArgumentError(f"report: directory {out.parent} does not exist")
+    check_output_path(out, "report -o", "like health.html")
     try:
         write_atomically(out, build_health_page(doc, label, title))
     except OSError as e:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
-from ..atomic_file import write_atomically
+from ..atomic_file import check_output_path, write_atomically
 from ..config import BenchOptions
 from ..errors import ArgumentError, BenchError, ExitCode, UnsupportedError
 from ..output.numfmt import now_string
@@ -209,10 +209,7 @@ def write_report(runs, output, *, png: bool = False, title: str | None = None,
                  judged: Mapping[str, RunJudged] | None = None) -> list[Path]:
     """Write the HTML (and with png=True one PNG per plot next to it); return the paths."""
     out = Path(output)
-    if out.is_dir():
-        raise ArgumentError(f"report: {out} is a directory; give a file name like report.html")
-    if not out.parent.exists():
-        raise ArgumentError(f"report: directory {out.parent} does not exist")
+    check_output_path(out, "report -o", "like report.html")
     if png and not plots.have_matplotlib():
         raise UnsupportedError("report --png needs matplotlib: pip install 'ncclbench[plot]'")
     text = build_report(runs, title=title, placement=placement, use_matplotlib=use_matplotlib, judged=judged)

@@ -18,8 +18,9 @@ import sys
 from pathlib import Path
 
 from .. import __version__
+from ..atomic_file import check_output_path
 from ..config import BenchOptions
-from ..errors import ArgumentError, BenchError, ExitCode
+from ..errors import BenchError, ExitCode
 from ..results import HalfResult, ResultRow, RunInfo
 from ..store.db import TUNE_SOURCE, StoredRun
 from .emit import env_file, report_lines, result_json, tuner_config, won_bands
@@ -125,8 +126,7 @@ def write_outputs(result: TuneResult, topts, opts: BenchOptions) -> dict[str, st
     for line in report_lines(result):
         print(line)
     prefix = Path(topts.out_prefix())
-    if not prefix.parent.exists():
-        raise ArgumentError(f"tune: directory {prefix.parent} does not exist (--out)")
+    check_output_path(str(prefix) + ".json", "tune --out")
     doc = result_json(result)
     json_path = prefix.with_name(prefix.name + ".json")
     env_path = prefix.with_name(prefix.name + ".env")
