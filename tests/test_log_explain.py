@@ -444,3 +444,23 @@ def test_gdr_off_names_the_setting_that_turned_it_off():
                          "h:1:1 [0] NCCL INFO Channel 00/0 : 7[7] -> 8[0] [send] via NET/IB/0\n")
     t, = [x for x in find_traps([], log, {}, nnodes=2).raised if x.name == "gdr-off"]
     assert "NCCL_NET_GDR_LEVEL=LOC turns GPU Direct RDMA off" in t.evidence and t.severity == "error"
+
+
+def test_a_training_jobs_log_with_nccl_lines_is_not_an_nccl_tests_run(tmp_path):
+    lines = []
+    for step in range(40):
+        lines.append(f"[rank0] step {step} loss {2.5 - step / 100:.3f} lr 3e-4 tokens/s 41234")
+        if step % 10 == 0:
+            lines.append(f"node1:7:7 [0] NCCL INFO comm 0x{step} rank 0 nRanks 8 nNodes 1 localRanks 8 localRank 0 "
+                         "MNNVL 0")
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(NotImportableError, match="not an nccl-tests text log"):
+        load_file(path)
+
+
+def test_a_fragment_of_nccls_lines_alone_claims_no_hang():
+    run, ex = explained(CORPUS / "gh-nccl-tests-228-p2p-level-loc.log")
+    assert run.info.extra.get("nccl_log_only") is True and "how the run ended is not in the text" in \
+        run.info.extra["end_reason"]
+    assert ex.judgement.traps.causes() == ["p2p_disabled"]  # no hang_no_table: nothing says it hung

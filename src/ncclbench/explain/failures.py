@@ -59,7 +59,7 @@ def _gdr_in_use(log: NcclLogFacts | None) -> bool:
 
 
 def failure_traps(log: NcclLogFacts | None, failure_lines: Sequence[str], rows: Sequence[ResultRow], *,
-                  status: str = "complete", out_of_bounds: int | None = None,
+                  status: str = "complete", out_of_bounds: int | None = None,  # "unknown": no nccl-tests output
                   version_note: str | None = None, nnodes: int | None = None,
                   gpus_per_host: int | None = None) -> list[Trap]:
     """The failure signatures in a run's log (module docstring), each with the line that shows it."""
@@ -162,7 +162,7 @@ def failure_traps(log: NcclLogFacts | None, failure_lines: Sequence[str], rows: 
             + (f"{'; ' if r0 else ''}nccl-tests counted {out_of_bounds} out of bounds value(s)" if out_of_bounds else ""),
             "wrong results are a hardware or driver fault until shown otherwise: run ncclbench health or "
             "nccl-tests per GPU pair to find the GPU or link, check dmesg for Xid errors", ERROR))
-    if status not in ("complete", "failed") and not rows and not any(t.severity == ERROR for t in traps):
+    if status not in ("complete", "failed", "unknown") and not rows and not any(t.severity == ERROR for t in traps):
         after_p2p = log is not None and any(c.kind == "P2P" for c in log.connections)
         several = (gpus_per_host or 0) > 1
         traps.append(Trap(

@@ -79,6 +79,7 @@ class RunFacts:
     version_note: str | None = None  # nccl-tests built against another NCCL than it ran with
     log_topology: LogTopology | None = None  # an imported log: the layout its lines state
     collective_source: str = ""  # how the collective was decided (imports)
+    nccl_log_only: bool = False  # an import with NCCL's lines alone: no nccl-tests header, so no hang is claimed
 
 
 @dataclass
@@ -280,7 +281,8 @@ def judge_facts(f: RunFacts) -> RunJudgement:
     else:
         j = _judge_from_log(f, rows)
     nnodes = f.log_topology.nnodes if f.log_topology is not None else (len(f.hosts) or None)
-    j.traps.raised += [t for t in failure_traps(f.log, f.failure_lines, f.rows, status=f.status,
+    j.traps.raised += [t for t in failure_traps(f.log, f.failure_lines, f.rows,
+                                                status="unknown" if f.nccl_log_only else f.status,
                                                 out_of_bounds=f.out_of_bounds, version_note=f.version_note,
                                                 nnodes=nnodes, gpus_per_host=_gpus_per_host(f))
                        if (t.name, t.evidence) not in {(x.name, x.evidence) for x in j.traps.raised}]

@@ -77,11 +77,21 @@ def _messages(p: ParsedText) -> list[str]:
     return out
 
 
+def _nccl_tests_output(p: ParsedText, rows: list[ResultRow]) -> bool:
+    """Anything nccl-tests itself printed: rows, its banner or version line, device lines, failure lines, or
+    a pasted command line that runs one of its binaries."""
+    return bool(rows or p.devices or p.program or p.nthreads is not None or p.failure_lines
+                or p.nccl_tests_version or any(_LAUNCH_BINARY.search(x) for x in p.launch_lines))
+
+
 def _evidence_of_a_run(p: ParsedText, rows: list[ResultRow]) -> bool:
-    """A test worth importing: rows, or what a failed or hung run leaves (a banner, device lines, NCCL's
-    lines, nccl-tests' failure lines)."""
-    return bool(rows or p.devices or p.program or p.nthreads is not None or p.failure_lines or p.nccl_lines
-                or p.nccl_tests_version)
+    """A test worth importing: nccl-tests' own output (a failed or hung run leaves some), or a fragment of
+    NCCL's log alone (a paste that kept only NCCL's lines).  Another program's log that carries NCCL's lines
+    among its own (a training job's) is not an nccl-tests run: refused."""
+    if _nccl_tests_output(p, rows):
+        return True
+    other = [x for x in p.other_lines + p.notes if x.strip() and not _GAP_LINE.match(x)]
+    return len(p.nccl_lines) >= 3 and len(other) <= len(p.nccl_lines) // 4
 
 
 def _failure(p: ParsedText, rows: list[ResultRow]) -> dict | None:
@@ -115,6 +125,9 @@ def _status(p: ParsedText, rows: list[ResultRow], failure: dict | None) -> tuple
     if not rows and p.avg_busbw is not None:  # the footer: the run finished, the paste lost its rows
         return "complete", ("the log has nccl-tests' footer but no result row: the rows were cut out of the paste"
                             + (f" ({p.gaps} gap(s))" if p.gaps else ""))
+    if not rows and not _nccl_tests_output(p, rows):
+        return "interrupted", ("only NCCL's own lines, no nccl-tests output: how the run ended is not in the "
+                               "text")
     if not rows:
         return "interrupted", ("a header and no result row: the run hung or was cut off before its first size "
                                "(no failure line in the log)")
@@ -155,6 +168,7 @@ def _collective(p: ParsedText, rows: list[ResultRow], path: str, override: str |
 # NCCL WARN lines that do not mean the run failed: an optional library it looked for and went on without.
 _BENIGN_WARN = re.compile(r"Failed to open libibverbs|libnccl-net|Could not find: |is deprecated|"
                           r"NCCL_\w+ set by environment|Call to ibv_fork_init failed", re.IGNORECASE)
+_GAP_LINE = re.compile(r"^\s*\[\.\.\..*\]\s*$")
 _TRAIL = re.compile(r"^\s*\.\. \S+(?: pid \d+)?: Test failure")
 _LAUNCH_BINARY = re.compile(r"(?:^|[\s/])(" + "|".join(sorted(COLLECTIVES, key=len, reverse=True)) + r")_perf")
 
@@ -194,6 +208,8 @@ def parse_text_log(text: str, path: str = "<text>", collective: str | None = Non
             info.extra["end_reason"] = why
         if p.launch_lines:
             info.extra["launch_lines"] = list(dict.fromkeys(p.launch_lines))[:5]
+        if not _nccl_tests_output(p, rows):
+            info.extra["nccl_log_only"] = True
         if p.gaps:
             info.extra.setdefault("import_notes", []).append(
                 f"{p.gaps} gap(s) in the log (lines cut out of the paste): what they held is unknown")
