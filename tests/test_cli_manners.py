@@ -158,3 +158,21 @@ def test_tune_candidates_are_not_latest(tmp_path):
             s.begin_run(info, BenchOptions(), source=TUNE_SOURCE)
         assert s.resolve("latest") == runs[1] and s.resolve("latest~1") == runs[0]
         assert s.latest_run_id() == runs[1] + 3  # still there, under their own ids
+
+
+def test_a_closed_pipe_ends_a_local_spawn_job_quietly():
+    """The launcher of GPU jobs (one process per GPU, `--nprocs` with NCCL): rank 0's reader
+    leaves; rank 0 ends as ncclbench does on a BrokenPipeError, the other rank fails for want
+    of it; the launcher exits 0 and says nothing."""
+    from launch_helpers import child_env
+
+    run = ("import sys\nfrom ncclbench.launch.spawn import LocalSpawnLauncher\n"
+           "sys.exit(LocalSpawnLauncher(2, [], module='pipe_child', timeout_s=10).run())")
+    p = subprocess.Popen([sys.executable, "-c", run], env=child_env(NCCLBENCH_NO_STORE="1"), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    head = [p.stdout.readline() for _ in range(3)]
+    p.stdout.close()
+    rc = p.wait(timeout=60)
+    err = p.stderr.read().decode()
+    assert all(head) and rc == 0, (rc, err)
+    assert err == "", err

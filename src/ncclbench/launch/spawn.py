@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import select
 import shutil
 import signal
 import socket
@@ -74,8 +75,21 @@ def _code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
+def stdout_reader_gone(fd: int = 1) -> bool:
+    """Whether the pipe on `fd` has lost its reader (`ncclbench ... | head -3` once head is
+    done): poll reports POLLERR on the write end of a pipe without readers."""
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(ev & select.POLLERR for _, ev in poller.poll(0))
+    except (OSError, ValueError):
+        return False
+
+
 def _pump(src: IO[bytes], dst: IO[str], prefix: str) -> None:
     for raw in iter(src.readline, b""):
+        if stdout_reader_gone():  # the job is ending for it: its ranks' last words are noise now
+            continue
         try:
             dst.write(prefix + raw.decode(errors="replace"))
             dst.flush()
@@ -279,6 +293,8 @@ class LocalSpawnLauncher:
                     break
                 if bad is not None or len(self._exits) == len(self.procs):
                     break
+                if stdout_reader_gone():
+                    break  # the table's reader left (`| head -3`): end the job now, quietly
                 self._exits_cond.wait(0.5)
         if watch is not None and watch.stop_ended is not None and bad is None:
             rec = watch.stop_ended
@@ -289,6 +305,8 @@ class LocalSpawnLauncher:
             self._reap(_STOP_WAIT_S)
             return int(ExitCode.TIMEOUT)
         if bad is None:
+            if len(self._exits) < len(self.procs):
+                self._reap(0.0)
             return 0
         self.first_failure = bad
         signalled = exit_status_meaning(bad[1]) is not None and bad[1] != int(ExitCode.TIMEOUT)
@@ -300,6 +318,11 @@ class LocalSpawnLauncher:
         watch = self._watch
         assert watch is not None
         watch.sweep()
+        if self._end.signum is None and stdout_reader_gone():
+            # `| head`: rank 0 stopped writing when its reader left; the others ended for want of it
+            _store_outcome(watch, "interrupted", "the reader of its output went away (a closed pipe)",
+                           overwrite_reason=True)
+            return 0
         t_end = time.monotonic()
         since = self._end.signal_at
         n = len(self.procs)
@@ -340,6 +363,8 @@ class LocalSpawnLauncher:
         return code
 
     def _say(self, line: str) -> None:
+        if stdout_reader_gone():
+            return
         try:
             print(line, file=self.stderr, flush=True)
         except (OSError, ValueError):
