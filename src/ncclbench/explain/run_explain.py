@@ -112,7 +112,11 @@ def nccl_path_line(log: NcclLogFacts | None, unknown: str = "") -> str:
     if devs:
         gdr = sum(1 for d in devs if d.gdr_used or (d.gdr and d.gdr_used is None))
         known = sum(1 for d in devs if d.gdr is not None or d.gdr_used is not None)
-        parts.append(f"{len(devs)} NET device(s) ({', '.join(sorted({d.name or str(d.index) for d in devs})[:4])}"
+        def label(d: Any) -> str:
+            text = (d.name or str(d.index)) + (f":{d.port}" if d.port is not None else "") + \
+                (f"/{d.link_layer}" if d.link_layer else "")
+            return text + (f" {d.speed_mbps // 1000} Gb/s" if d.speed_mbps else "")
+        parts.append(f"{len(devs)} NET device(s) ({', '.join(sorted({label(d) for d in devs})[:4])}"
                      f"{', ...' if len(devs) > 4 else ''}), "
                      + (f"GPU Direct RDMA on {gdr}/{len(devs)}" if known else "GPU Direct RDMA not stated"))
     if socks:
