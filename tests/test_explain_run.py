@@ -423,3 +423,68 @@ class _OneRank:
 
     def gather(self, value, root):
         return [value]
+
+
+def _fake_host_pair_run(node1_ifname, tmp_path):
+    """Issue 25's fake hosts: node0 and node1 (2 GPUs each), each in its own network namespace with its own
+    veth (fhv0, fhv1) and its ranks' own NCCL_SOCKET_IFNAME; rank 0 (node0) ran with =fhv0.  Returns the
+    live judgement and the one `ncclbench explain RUN` makes of the stored run."""
+    from ncclbench.explain.stored import run_facts
+    from ncclbench.launch.facts import GpuFact, RankFacts
+    from ncclbench.store.db import ResultStore
+
+    tops = []
+    for i in (0, 1):
+        t = facts(S.hgx_host(f"node{i}", *H200, ngpus=2, nic_kind=None))
+        t.interfaces = {f"fhv{i}": "up", "lo": "unknown"}
+        tops.append(t)
+    ifnames = ["=fhv0", node1_ifname]
+    ranks = [RankFacts(rank=r, size=4, host=f"node{r // 2}", boot_id="b", pid=100 + r, local_rank=r % 2,
+                       nccl_host=f"node{r // 2}",
+                       env={"NCCL_SOCKET_IFNAME": ifnames[r // 2], "NCCL_HOSTID": f"node{r // 2}",
+                            "CUDA_VISIBLE_DEVICES": str(r)},
+                       gpus=[GpuFact(0, f"GPU-{r}", tops[r // 2].gpus[r % 2].pci_bus_id[:-2], H200[0], 1)])
+             for r in range(4)]
+    opts = BenchOptions(program="all_reduce_perf", collective="all_reduce")
+    live = LiveExplain(opts, Backend.NCCL, local_rank=0,
+                       environ={"NCCL_SOCKET_IFNAME": "=fhv0", "NCCL_HOSTID": "node0"})
+    info = RunInfo("all_reduce_perf", ["all_reduce_perf"], "nccl", "0.1.0", 22809, 22809, "libnccl 2.28.9",
+                   nranks=4)
+    live._start_facts([(t.to_dict(), "") for t in tops] + [None, None], ranks, info)
+    assert [h.host for h in live.hosts] == ["node0", "node1"]
+    for r in (8, 256 * MiB):
+        live.rows.row(row(r, 3.8))
+
+    class Plan:
+        class collective:  # noqa: N801 -- stands in for the Collective object
+            name = "all_reduce"
+        nranks = 4
+
+        @staticmethod
+        def tests():
+            from ncclbench.datatypes import DATATYPE_BY_NAME, REDOP_BY_NAME
+            yield DATATYPE_BY_NAME["float"], REDOP_BY_NAME["sum"], -1
+
+    ex = explain_run(live._run_facts(Plan, []))
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        rid = store.begin_run(info, opts, env=live.user_env)
+        for i, r in enumerate(live.rows.rows):
+            store.add_row(rid, i, r)
+        store.finish_run(rid, RunSummary(0, 3.8, None, None, explain_lines=ex.lines, explain=ex.data))
+        again = explain_run(run_facts(store.get_run(rid)))
+    return ex, again
+
+
+def test_each_fake_host_is_judged_with_its_own_ranks_nccl_settings(tmp_path):
+    """Issue 25, GPU visit at 3681118: 'NCCL_SOCKET_IFNAME==fhv0 matches no interface that is up on node1'
+    although node1's ranks ran with =fhv1: every host was judged with rank 0's settings.  Now each host is
+    judged with its own ranks' settings, live and from the store; a host whose own setting names nothing
+    there is still caught, and named alone."""
+    ex, again = _fake_host_pair_run("=fhv1", tmp_path)
+    for j in (ex.judgement, again.judgement):
+        assert "nic-env-mismatch" not in j.traps.names() and "nic-env-mismatch" in j.traps.passed, j.traps
+    assert again.lines == ex.lines
+    wrong, wrong_again = _fake_host_pair_run("=fhv0", tmp_path / "b")  # node1's ranks name node0's veth
+    for j in (wrong.judgement, wrong_again.judgement):
+        t = [t for t in j.traps.raised if t.name == "nic-env-mismatch"]
+        assert len(t) == 1 and "on node1" in t[0].evidence and "node0" not in t[0].evidence, t

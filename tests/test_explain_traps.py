@@ -245,3 +245,15 @@ def test_fails_by_severity(ib_node):
     assert not find_traps([ib_node], None, {"NCCL_ALGO": "Ring"}).fails()
     assert find_traps([ib_node], None, {"NCCL_ALGO": "Ring"}).fails("info")
     assert find_traps([ib_node], None, {"NCCL_P2P_DISABLE": "1"}).fails()
+
+
+def test_host_settings_are_each_hosts_own_and_nccls_lines_fill_only_what_no_rank_set():
+    from ncclbench.explain.nccl_env import host_settings
+
+    per_host = {"node0": {"NCCL_SOCKET_IFNAME": "=fhv0"}, "node1": {"NCCL_SOCKET_IFNAME": "=fhv1"}}
+    log_env = {"NCCL_SOCKET_IFNAME": "=fhv0", "NCCL_IB_DISABLE": "1"}  # rank 0's value first; one from nccl.conf
+    job = {"NCCL_SOCKET_IFNAME": "=fhv0"}
+    assert host_settings("node1", job, per_host, log_env) == {"NCCL_SOCKET_IFNAME": "=fhv1", "NCCL_IB_DISABLE": "1"}
+    assert host_settings("node0", job, per_host, log_env) == {"NCCL_SOCKET_IFNAME": "=fhv0", "NCCL_IB_DISABLE": "1"}
+    assert host_settings("node9", job, per_host, log_env) == {**job, "NCCL_IB_DISABLE": "1"}  # not gathered: the job's
+    assert host_settings("node1", job, None, log_env) == {**job, "NCCL_IB_DISABLE": "1"}

@@ -47,7 +47,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from .mnnvl import find_domain
-from .nccl_env import ALGORITHMS, NCCL_FUNC, allowed_algorithms, env_set, nccl_list_match
+from .nccl_env import ALGORITHMS, NCCL_FUNC, allowed_algorithms, env_set, host_settings, nccl_list_match
 from .nccl_log import NcclLogFacts, format_bytes, per_size_choices
 from .topology import GpuTopology, HostTopology, NicPort, pcie_line_rate
 
@@ -431,12 +431,16 @@ def expected_ceiling(hosts: Sequence[HostTopology], collective: str, nranks: int
                      log: NcclLogFacts | None = None, algorithm: str | None = None,
                      algorithm_source: str = "NCCL log", env: Mapping[str, str] | None = None,
                      nccl_version: str | None = None, net: str | None = None,
-                     tuning_table: Mapping | None = None) -> Ceiling:
+                     tuning_table: Mapping | None = None,
+                     host_env: Mapping[str, Mapping[str, str]] | None = None) -> Ceiling:
     """The expected busbw ceiling of `collective` over `nranks` ranks on `hosts` (each restricted
     to the GPUs the job uses, see HostTopology.only).  `log`: what NCCL said (fills in the
     algorithm at the largest size, the network transport, the version and its TUNING table
-    where not given).  Without an algorithm: NCCL_ALGO, else the one NCCL's model would pick."""
+    where not given).  Without an algorithm: NCCL_ALGO, else the one NCCL's model would pick.
+    `host_env`: host -> its ranks' NCCL settings, where gathered: each host's bounds (which NICs
+    NCCL_SOCKET_IFNAME / NCCL_IB_HCA pick there, P2P there) are read with its own."""
     env = dict(env or {})
+    log_env = dict(log.env) if log is not None else {}
     if log is not None:
         if algorithm is None:
             algorithm, _ = nccl_algorithm(log, collective)
@@ -483,7 +487,7 @@ def expected_ceiling(hosts: Sequence[HostTopology], collective: str, nranks: int
     if ppn > 1 and intra is None:
         bounds = []
         for h in hosts:
-            b, why = intra_bound(h, ppn, nccl_version, env)
+            b, why = intra_bound(h, ppn, nccl_version, host_settings(h.host, env, host_env, log_env))
             if b is None:
                 out.unknown = why
                 return out
@@ -493,7 +497,7 @@ def expected_ceiling(hosts: Sequence[HostTopology], collective: str, nranks: int
     if nccl_nodes > 1:
         bounds = []
         for h in hosts:
-            b, why = inter_bound(h, ppn, env, net, cc)
+            b, why = inter_bound(h, ppn, host_settings(h.host, env, host_env, log_env), net, cc)
             if b is None:
                 out.unknown = why
                 return out

@@ -51,11 +51,15 @@ class RunJudgement:
 
 def judge_run(hosts: Sequence[HostTopology], collective: str, nranks: int, rows: Sequence[tuple[int, float]], *,
               env: Mapping[str, str] | None = None, log: NcclLogFacts | None = None,
-              nccl_version: str | None = None, no_topology: str = "no topology facts") -> RunJudgement:
+              nccl_version: str | None = None, no_topology: str = "no topology facts",
+              host_env: Mapping[str, Mapping[str, str]] | None = None) -> RunJudgement:
     """Judge one collective's sweep.  `hosts`: the job's hosts (see `hosts_in_use`); `rows`: (size in
     bytes, out-of-place busbw GB/s) per measured size; `env`: the run's NCCL_* environment; `log`:
-    NCCL's own log facts, when captured; `no_topology`: why `hosts` is empty, if it is."""
-    ceiling = expected_ceiling(hosts, collective, nranks, log=log, env=env, nccl_version=nccl_version)
+    NCCL's own log facts, when captured; `no_topology`: why `hosts` is empty, if it is; `host_env`:
+    host -> the NCCL settings its ranks ran with (each host judged with its own)."""
+    ceiling = expected_ceiling(hosts, collective, nranks, log=log, env=env, nccl_version=nccl_version,
+                               host_env=host_env)
     plateau = plateau_busbw(rows)
     return RunJudgement(collective, ceiling, plateau, judge(plateau, ceiling),
-                        find_traps(hosts, log, env, nnodes=len(hosts) or None, no_topology=no_topology))
+                        find_traps(hosts, log, env, nnodes=len(hosts) or None, no_topology=no_topology,
+                                   host_env=host_env))

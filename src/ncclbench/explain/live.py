@@ -102,6 +102,16 @@ class RowCollector:
         pass
 
 
+def settings_by_host(rank_facts: Sequence[RankFacts]) -> dict[str, dict[str, str]]:
+    """host (as NCCL groups ranks) -> the NCCL_* settings its first rank started with (preflight's
+    facts, read before explain sets NCCL_DEBUG).  NCCL's settings are per process: a fake host or a
+    node with its own NCCL_SOCKET_IFNAME is judged with that, not with rank 0's."""
+    out: dict[str, dict[str, str]] = {}
+    for f in sorted(rank_facts, key=lambda f: f.rank):
+        out.setdefault(f.host_label, {k: v for k, v in f.env.items() if k.startswith("NCCL_")})
+    return out
+
+
 def _nccl_version_text(code: int | None) -> str | None:
     return version_text(code) if code else None
 
@@ -123,6 +133,7 @@ class LiveExplain:
         self.capture: NcclRunCapture | None = None
         self.rows = RowCollector()
         self.hosts: list[HostTopology] = []
+        self.host_env: dict[str, dict[str, str]] = {}  # host -> its ranks' NCCL settings (rank 0 only)
         self.topology_unknown = ""
         self.result: Explained | None = None
 
@@ -175,6 +186,7 @@ class LiveExplain:
 
         tops, whys = hosts_from_gathered(gathered)
         self.hosts = tops
+        self.host_env = settings_by_host(rank_facts or [])
         if self.backend is Backend.NCCL and rank_facts and tops:
             used = hosts_in_use(tops, list(rank_facts), self.opts.nthreads * self.opts.ngpus)
             if any(h.gpus for h in used):
@@ -191,7 +203,7 @@ class LiveExplain:
             lines.append(f"# Topology unknown: {self.topology_unknown}")
         info.notes.extend(lines)
         info.extra[EXPLAIN_KEY] = {"topology": [h.to_dict() for h in self.hosts],
-                                   "topology_unknown": self.topology_unknown}
+                                   "topology_unknown": self.topology_unknown, "host_env": self.host_env}
 
     # -- after the timed loops ----------------------------------------------------------------
     def finish(self, plan: RunPlan, workers: Sequence[Worker], host: HostComm, summary: RunSummary | None) -> None:
@@ -228,7 +240,8 @@ class LiveExplain:
         f = RunFacts(collective=plan.collective.name, nranks=plan.nranks, rows=self.rows.rows,
                      backend="mpi" if self.backend is Backend.MPI else "nccl", hosts=self.hosts,
                      topology_unknown=self.topology_unknown, tests=tests,
-                     env={k: v for k, v in self.user_env.items() if k.startswith("NCCL_")})
+                     env={k: v for k, v in self.user_env.items() if k.startswith("NCCL_")},
+                     host_env=self.host_env)
         if self.backend is not Backend.NCCL:
             return f
         if not parts:

@@ -68,3 +68,19 @@ def p2p_level(env: Mapping[str, str]) -> tuple[int | None, str]:
     if level.isdigit():
         return PATH_RANK[_OLD_LEVELS[min(int(level), len(_OLD_LEVELS) - 1)]], f"NCCL_P2P_LEVEL={level}"
     return None, ""
+
+
+def host_settings(host: str, env: Mapping[str, str], host_env: Mapping[str, Mapping[str, str]] | None,
+                  log_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The NCCL settings in force on `host`: its ranks' (`host_env[host]`, gathered at start) where
+    known, else the job's `env` (rank 0's).  NCCL's own ENV lines (`log_env`, merged over every
+    rank) fill in only what no rank's environment set (a value from nccl.conf): a value one host's
+    ranks set is that host's, never another's (NCCL_SOCKET_IFNAME, NCCL_HOSTID are set per host)."""
+    host_env = host_env or {}
+    mine = host_env.get(host)
+    out = dict(env) if mine is None else dict(mine)
+    ranks_set = {k for e in host_env.values() for k in e}
+    for k, v in (log_env or {}).items():
+        if mine is None or k not in ranks_set:
+            out.setdefault(k, v)  # what NCCL said was set; the ranks' own environment wins
+    return out

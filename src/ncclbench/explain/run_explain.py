@@ -69,7 +69,9 @@ class RunFacts:
     log_unknown: str = ""  # why `log` is None
     tests: list[Test] = field(default_factory=list)  # the probed tests, in probe order
     probe: list[list[CallChoice]] | None = None  # per probed test, NCCL's choices; None: no probe
-    env: Mapping[str, str] = field(default_factory=dict)  # the run's NCCL_* environment
+    env: Mapping[str, str] = field(default_factory=dict)  # the run's NCCL_* environment (rank 0's)
+    # host -> the NCCL_* settings its ranks ran with (gathered at start): each host is judged with its own
+    host_env: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     nccl_version: str | None = None
     notes: list[str] = field(default_factory=list)  # how NCCL's account was captured (user settings...)
     status: str = "complete"  # the stored run's: complete / interrupted / timeout / failed
@@ -277,7 +279,7 @@ def judge_facts(f: RunFacts) -> RunJudgement:
         return RunJudgement(f.collective, ceiling, plateau, judge(plateau, ceiling), traps)
     if f.hosts or f.log_topology is None:
         j = judge_run(f.hosts, f.collective, f.nranks, rows, env=f.env, log=f.log, nccl_version=f.nccl_version,
-                      no_topology=f.topology_unknown or "no topology facts")
+                      no_topology=f.topology_unknown or "no topology facts", host_env=f.host_env)
         env = {**(f.log.env if f.log is not None else {}), **dict(f.env)}
         _free_choice_ceiling(j, f, f.hosts, env)
         _unconfirmed_nvls(j, f, f.hosts, env)
@@ -339,7 +341,7 @@ def _unconfirmed_nvls(j: RunJudgement, f: RunFacts, hosts: Sequence[HostTopology
     if v.label != "below expected" or c.algorithm not in ("NVLS", "NVLSTree") or c.algorithm_source != "predicted":
         return
     ring = expected_ceiling(hosts, f.collective, c.nranks, algorithm="Ring", algorithm_source="NVLS off",
-                            env=env, nccl_version=f.nccl_version)
+                            env=env, nccl_version=f.nccl_version, host_env=f.host_env)
     if ring.ceiling is None or j.plateau.busbw is None:
         return
     rv = judge(j.plateau, ring)
@@ -363,7 +365,8 @@ def _free_choice_ceiling(j: RunJudgement, f: RunFacts, hosts: Sequence[HostTopol
         return
     free_env = {k: v for k, v in env.items() if k not in forced}
     net = network_in_use(f.log) if f.log is not None else None
-    c = expected_ceiling(hosts, f.collective, j.ceiling.nranks, env=free_env, nccl_version=f.nccl_version, net=net)
+    c = expected_ceiling(hosts, f.collective, j.ceiling.nranks, env=free_env, nccl_version=f.nccl_version, net=net,
+                         host_env=f.host_env)
     if c.ceiling is None:
         return
     c.reasoning = (f"{', '.join(f'{k}={v}' for k, v in forced.items())} forced, and {j.ceiling.unknown or 'that choice'}"

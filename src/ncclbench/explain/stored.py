@@ -3,8 +3,9 @@
 What each kind of run carries (and what is then unknown, said so):
 
 * a run ncclbench measured: the topology of its hosts at start
-  (`RunInfo.extra[EXPLAIN_KEY]["topology"]`), NCCL's log facts and the probe's
-  per-size choices (`RunSummary.explain`), its NCCL_* environment;
+  (`RunInfo.extra[EXPLAIN_KEY]["topology"]`) and the NCCL settings of each host's ranks
+  (`["host_env"]`), NCCL's log facts and the probe's per-size choices (`RunSummary.explain`),
+  its NCCL_* environment (rank 0's);
 * an imported nccl-tests text log: NCCL's INFO lines, if the log has them
   (`RunInfo.extra["nccl_log"]`, raw lines read again here), the environment
   NCCL said it read; no topology (nccl-tests does not print it);
@@ -44,6 +45,7 @@ def run_facts(run: Any) -> RunFacts:
                  env={k: v for k, v in (run.env or {}).items() if k.startswith("NCCL_")},
                  nccl_version=_nccl_version(info.nccl_version_code), tests=tests_of(run.rows))
     f.hosts = [HostTopology.from_dict(h) for h in start.get("topology") or []]
+    f.host_env = {str(h): {str(k): str(v) for k, v in e.items()} for h, e in (start.get("host_env") or {}).items()}
     if not f.hosts:
         f.topology_unknown = start.get("topology_unknown") or (
             "nccl-tests prints no topology: an imported log carries none" if backend == "nccl-tests" else

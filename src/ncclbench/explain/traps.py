@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .ceiling import network_in_use
-from .nccl_env import PATH_RANK, env_set, list_items, nccl_list_match, p2p_level
+from .nccl_env import PATH_RANK, env_set, host_settings, list_items, nccl_list_match, p2p_level
 from .nccl_log import NcclLogFacts
 from .topology import HostTopology
 
@@ -593,18 +593,38 @@ def check_log_links(log: NcclLogFacts, kind: str) -> list[Trap]:
 TOPOLOGY_CHECKS = ("net-socket-fallback", "pcie-downtrained", "nvlink-down", "nic-env-mismatch")
 
 
+# the checks that judge each host's facts with the NCCL settings in force there
+PER_HOST_ENV_CHECKS = ("net-socket-fallback", "p2p-disabled", "nic-env-mismatch", "algo-forced")
+
+
+def _host_env_groups(hosts: Sequence[HostTopology], env: Mapping[str, str],
+                     host_env: Mapping[str, Mapping[str, str]] | None,
+                     log_env: Mapping[str, str]) -> list[tuple[list[HostTopology], dict[str, str]]]:
+    """The hosts grouped by the NCCL settings in force on each (`nccl_env.host_settings`)."""
+    groups: dict[tuple, tuple[list[HostTopology], dict[str, str]]] = {}
+    for h in hosts:
+        e = host_settings(h.host, env, host_env, log_env)
+        groups.setdefault(tuple(sorted(e.items())), ([], e))[0].append(h)
+    return list(groups.values())
+
+
 def find_traps(hosts: Sequence[HostTopology], log: NcclLogFacts | None, env: Mapping[str, str] | None = None,
                *, nnodes: int | None = None, no_topology: str = "no topology facts",
-               host_names: Sequence[str] = (), per_call_channels: Sequence[int] = ()) -> TrapReport:
+               host_names: Sequence[str] = (), per_call_channels: Sequence[int] = (),
+               host_env: Mapping[str, Mapping[str, str]] | None = None) -> TrapReport:
     """Every check, over the job's hosts (restricted to the GPUs in use where known).  With no hosts
     at all the checks that need them are reported unchecked (`no_topology` says why), never passed;
     the ones NCCL's log or the environment can settle alone still run.  `nnodes`: the job's host
     count where known (an imported log's device lines or NCCL's nNodes; None: unknown), `host_names`
-    its hosts; `per_call_channels`: the channels of NCCL's per-call choices (the profiler plugin)."""
+    its hosts; `per_call_channels`: the channels of NCCL's per-call choices (the profiler plugin).
+    `env`: the job's NCCL settings (rank 0's); `host_env`: host -> the settings its ranks run with,
+    where gathered: each host is judged with its own (`PER_HOST_ENV_CHECKS`), since one host's
+    NCCL_SOCKET_IFNAME says nothing about another's interfaces."""
+    log_env = dict(log.env or {}) if log is not None else {}
+    by_env = _host_env_groups(hosts, dict(env or {}), host_env, log_env)
     env = dict(env or {})
-    if log is not None:
-        for k, v in dict(log.env or {}).items():
-            env.setdefault(k, v)  # what NCCL said was set; the run's own environment wins
+    for k, v in log_env.items():
+        env.setdefault(k, v)  # what NCCL said was set; the run's own environment wins
     if nnodes is None and hosts:
         nnodes = max(len(hosts), (log.nnodes or 1) if log is not None else 1)
     elif nnodes is None and log is not None and log.nnodes:
@@ -634,13 +654,37 @@ def find_traps(hosts: Sequence[HostTopology], log: NcclLogFacts | None, env: Map
             net = network_in_use(log) if log is not None and name == "net-socket-fallback" else None
             report.unchecked.append(Unchecked(name, no_topology + (f" (NCCL's log: network {net})" if net else "")))
             continue
-        traps, unchecked = run()
+        if name in PER_HOST_ENV_CHECKS and hosts and host_env:
+            traps, unchecked = _per_env_group(name, by_env, log, nnodes)
+        else:
+            traps, unchecked = run()
         report.raised.extend(traps)
         if unchecked is not None:
             report.unchecked.append(unchecked)
         elif not traps:
             report.passed.append(name)
     return report
+
+
+def _per_env_group(name: str, by_env: list[tuple[list[HostTopology], dict[str, str]]], log: NcclLogFacts | None,
+                   nnodes: int | None) -> tuple[list[Trap], Unchecked | None]:
+    """One host check run once per group of hosts that share their NCCL settings; a trap or a reason
+    two groups give alike is said once."""
+    traps: list[Trap] = []
+    whys: list[str] = []
+    for group, e in by_env:
+        if name == "net-socket-fallback":
+            found, u = check_socket_fallback(group, log, e, nnodes or 1)
+        elif name == "p2p-disabled":
+            found, u = check_p2p(group, log, e)
+        elif name == "nic-env-mismatch":
+            found, u = check_nic_env(group, e)
+        else:
+            found, u = check_forced(group, e), None
+        traps += [t for t in found if t not in traps]
+        if u is not None and u.reason not in whys:
+            whys.append(u.reason)
+    return traps, Unchecked(name, "; ".join(whys)) if whys else None
 
 
 def format_trap_lines(report: TrapReport) -> list[str]:
