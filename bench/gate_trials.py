@@ -58,8 +58,12 @@ PY = sys.executable
 # After gate_false_alarms.TEST (later options win): 8 B .. 4 MiB, the plateau (the top quarter:
 # 256 KiB..4 MiB, 3.5..56 ms an op at 600 Mbit/s) set by the shaped links; about 7 s a run here.
 CPU_ARGS = "-b 8 -e 4M -f 2 -n 12 -w 3"
-GPU_TEST = ["all_reduce_perf", "-b", "8", "-e", "128M", "-f", "4", "-n", "20", "-w", "5", "-c", "0", "--backend", "nccl"]
+# 8 B .. 64 MiB by 2 (24 sizes: latency 8 B..64 KiB, plateau the top quarter 2..64 MiB); on GPUs a run
+# is mostly its start (cuInit, NCCL's communicators), so the sweep costs little
+GPU_TEST = ["all_reduce_perf", "-b", "8", "-e", "64M", "-f", "2", "-n", "10", "-w", "3", "-c", "0", "--backend", "nccl"]
 SLOWDOWN = 0.9
+HOG_SCRIPT = ROOT / "bench" / "gpu_hog.py"
+SEEDS = 5  # good runs before the first trial (a 5-run baseline from round 1 on)
 # Contention on the CPU setup is another job's bulk TCP stream over the shaped link of the first
 # host (the resource that sets the pace there, as HBM bandwidth does for bench/gpu_hog.py on a GPU).
 # A CPU hog was tried first and slowed nothing the gate judges on this shared 2-core VM (load 8-13
@@ -117,8 +121,8 @@ class CpuSetup:
                       "        c = socket.create_connection(('%s', %d)); break\n"
                       "    except OSError:\n        time.sleep(0.05)\nbuf = bytes(1 << 20)\n"
                       "while True:\n    c.sendall(buf)\n" % (b.addr, HOG_PORT))
-            self._hog_procs = [subprocess.Popen(b.cmd([PY, "-c", sink])),
-                               subprocess.Popen(a.cmd([PY, "-c", source]))]
+            sink_proc = subprocess.Popen(b.cmd([PY, "-c", sink]))
+            self._hog_procs = [subprocess.Popen(a.cmd([PY, "-c", source])), sink_proc]  # stopped source first
             time.sleep(HOG_WARMUP_S)  # the stream has filled the link before the run starts
 
     def end_run(self) -> None:
@@ -157,12 +161,17 @@ class GpuSetup:
         if kind not in ("slow", "contention"):
             return
         duty = self.slow_duty if kind == "slow" else 1.0
-        self._hog = subprocess.Popen([PY, str(ROOT / "bench" / "gpu_hog.py"), "--device", str(self.hog_device),
+        self._hog = subprocess.Popen([PY, str(HOG_SCRIPT), "--device", str(self.hog_device),
                                       "--seconds", str(self.hog_seconds), "--duty", str(duty)],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self._hog.stderr.readline() if self._hog.stderr else ""  # printed once its first kernel ran
-        if "running on device" not in line:
-            raise SystemExit(f"gpu_hog did not start: {line.strip()}")
+        said = []
+        while self._hog.stderr is not None:  # "gpu_hog: running on device N" once its first kernel ran
+            line = self._hog.stderr.readline()
+            said.append(line.strip())
+            if not line or "running on device" in line:
+                break
+        if "running on device" not in said[-1]:
+            raise SystemExit("gpu_hog did not start: " + " | ".join(x for x in said if x))
 
     def begin_run(self, kind: str) -> None:
         """The hog runs through its block (begin_block .. end_block)."""
@@ -195,21 +204,25 @@ class GpuSetup:
 TRIALS = {
     "cpu": [("identical, 1-run baseline", "false alarm", "good", "good", (-1,)),
             ("identical, 3-run baseline", "false alarm", "good", "good", (-3, -2, -1)),
+            ("identical, 5-run baseline", "false alarm", "good", "good", (-5, -4, -3, -2, -1)),
             ("10 % slower (tbf 0.9 x rate), 3-run baseline", "caught", "slow", "good", (-2, -1, 0)),
+            ("10 % slower (tbf 0.9 x rate), 5-run baseline", "caught", "slow", "good", (-4, -3, -2, -1, 0)),
             ("contention (another job's TCP stream on the link), 1-run baseline", "caught", "contention", "good",
              (0,))],
     "gpu": [("identical, 1-run baseline", "false alarm", "good", "good", (-1,)),
             ("identical, 3-run baseline", "false alarm", "good", "good", (-3, -2, -1)),
+            ("identical, 5-run baseline", "false alarm", "good", "good", (-5, -4, -3, -2, -1)),
             ("slower (gpu_hog at --slow-duty on one GPU), 3-run baseline", "caught", "slow", "good", (-2, -1, 0)),
+            ("slower (gpu_hog at --slow-duty on one GPU), 5-run baseline", "caught", "slow", "good", (-4, -3, -2, -1, 0)),
             ("contention (gpu_hog back to back on one GPU), 1-run baseline", "caught", "contention", "good", (0,))],
 }
 
 
 def schedule(setup: str, trials: int, blocked: bool) -> list[tuple[str, int]]:
-    """(kind, round): seeds (rounds -2..0 of the good runs), then per round one run of each
-    kind, interleaved, or (blocked) kind by kind."""
+    """(kind, round): seeds (rounds -4..0 of the good runs: the 5-run baselines' first), then
+    per round one run of each kind, interleaved, or (blocked) kind by kind."""
     kinds = [k for k in ("good", "slow", "contention") if any(k in (t[2], t[3]) for t in TRIALS[setup])]
-    seeds = [("good", r) for r in (-2, -1, 0)]
+    seeds = [("good", r) for r in range(-SEEDS + 1, 1)]
     rounds = range(1, trials + 1)
     if blocked:
         return seeds + [(k, r) for k in kinds for r in rounds]
@@ -293,7 +306,9 @@ def report(doc: dict) -> str:
     lines = [f"# Regression gate trials, {m['setup']['setup'].upper()} ({m['date'][:10]})", "",
              f"Machine: {m['machine']}; load average around the runs {m['load']} (shared with other work). "
              f"Commit {m['commit']}, {m['date']}. {m['collect_s']:.0f} s for {m['nruns']} runs.",
-             f"Command: `{m['command']}`; each run: `{m['run_command']}`.",
+             f"Command: `{m['command']}`; each run: `{m['run_command']}`." +
+             (f" Judged again with commit {m['judged_with_commit']} (`{m['judge_command']}`)."
+              if m.get("judged_with_commit") else ""),
              f"Setup: {json.dumps(m['setup'])}.", "",
              "Each trial is judged by the gate (`check`, default --max-drop 5 %), whose noise comes from the baseline "
              "alone. A false alarm is any verdict but ok (exit 7 regression or exit 9 unstable candidate); caught is "
@@ -302,7 +317,8 @@ def report(doc: dict) -> str:
     for label, what, *_ in TRIALS[m["setup"]["setup"]]:
         c = _count(t, label)
         res = c["n"] - c["ok"] if what == "false alarm" else c["regression"]
-        lines.append(f"| {label} | {what}s | {res} of {c['n']} | {c['ok']} | {c['regression']} | {c['unstable']} |")
+        counted = what if what == "caught" else what + "s"
+        lines.append(f"| {label} | {counted} | {res} of {c['n']} | {c['ok']} | {c['regression']} | {c['unstable']} |")
     lines += ["", "Per figure (median over the trials, range in brackets):", "",
               "| trials | figure | change, % worse | limit, % | noise (1 sd), % |", "|---|---|---:|---:|---:|"]
     for label, *_ in TRIALS[m["setup"]["setup"]]:
@@ -330,15 +346,26 @@ def main() -> int:
     g.add_argument("--ngpus", type=int, default=0, help="GPUs (default: all visible)")
     g.add_argument("--hog-device", type=int, default=1)
     g.add_argument("--slow-duty", type=float, default=0.2)
-    g.add_argument("--hog-seconds", type=float, default=300)
+    g.add_argument("--hog-seconds", type=float, default=240, help="the hog's own bound (it is stopped after its block)")
     g.add_argument("--args", default="", help="more options after the test's")
     for p in (c, g):
         p.add_argument("--out", required=True)
         p.add_argument("--trials", type=int, default=20)
         p.add_argument("--results", default=None, help="also write the report here (FILE.md and FILE.json)")
         p.add_argument("--commit", default=None, help="the commit of this tree when it is no git checkout")
+    j = sub.add_parser("judge", help="judge the runs of an earlier collection again with this tree's gate")
+    j.add_argument("--out", required=True)
+    j.add_argument("--results", default=None)
+    j.add_argument("--commit", default=None)
     args = ap.parse_args()
     out = Path(args.out)
+    if args.setup == "judge":
+        doc = json.loads((out / "gate-trials.json").read_text())
+        doc["meta"]["judged_with_commit"] = _commit(args.commit)
+        doc["meta"]["judge_command"] = "python bench/gate_trials.py " + " ".join(sys.argv[1:])
+        trials = max(r for k, d in doc["runs"].items() if k != "good" for r in map(int, d))
+        doc.update(judge(out, doc["meta"]["setup"]["setup"], trials, doc["runs"]))
+        return _write(doc, out, args.results)
     out.mkdir(parents=True, exist_ok=True)
     if args.setup == "cpu":
         setup = CpuSetup(out, args.rate_mbit, args.args)
@@ -359,16 +386,19 @@ def main() -> int:
                     "nruns": sum(len(d) for d in got["runs"].values()),
                     "load": f"{min(all_loads):.1f} .. {max(all_loads):.1f}, median {statistics.median(all_loads):.1f}"},
            "runs": got["runs"], **judge(out, args.setup, args.trials, got["runs"])}
+    return _write(doc, out, args.results)
+
+
+def _write(doc: dict, out: Path, results: str | None) -> int:
     text = report(doc)
     (out / "gate-trials.json").write_text(json.dumps(doc, indent=1))
     (out / "gate-trials.md").write_text(text)
-    if args.results:
-        res = Path(args.results)
+    if results:
+        res = Path(results)
         res.write_text(text)
         res.with_suffix(".json").write_text(json.dumps(doc, indent=1))
     print(text)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

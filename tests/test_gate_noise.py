@@ -56,8 +56,12 @@ def test_noise_statistics():
     assert noise.scatter_sigma({1: 0.1, 2: 0.2}) is None  # too few sizes
     runs = [{8: 10.0, 16: 20.0}, {8: 11.0, 16: 22.0}, {8: 9.0, 16: 18.0}]
     assert noise.reference_profile(runs) == {8: 10.0, 16: 20.0}
-    assert noise.shift_sigma(runs, [8, 16]) == pytest.approx(
-        noise.robust_sigma([0.0, math.log(1.1), math.log(0.9)]))
+    # leave one out: each run against the mean of the other two (a median of two values)
+    d = [math.log(10 / 10), math.log(11 / 9.5), math.log(9 / 10.5)]
+    assert noise.shift_sigma(runs, [8, 16]) == pytest.approx(math.sqrt(2 * sum(x * x for x in d)) / 3)
+    # three runs whose sizes jitter independently, with no whole-run shift: still a noise
+    jitter = [{8: 10.0, 16: 20.0, 32: 40.0}, {8: 20.0, 16: 20.0, 32: 20.0}, {8: 10.0, 16: 40.0, 32: 40.0}]
+    assert noise.shift_sigma(jitter, [8, 16, 32]) > 0.2
     multiples = [noise.noise_multiple(d) for d in (1, 2, 4, 9, 19, 99, None)]
     assert multiples == sorted(multiples, reverse=True) and multiples[-1] == pytest.approx(2.576)
     assert noise.noise_multiple(2) == pytest.approx(9.925)  # t(0.995, 2): a 3-run baseline

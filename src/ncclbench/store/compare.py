@@ -334,7 +334,8 @@ GATE_DEFINITION = (
     "(more when the noise was measured on few runs: Student's t at the same one-sided 0.995).  The noise "
     "comes from the baseline alone, never from the checked run: its history (`baseline set NAME RUN --runs "
     "N`, 3 runs or more), else its -N cycles (3 or more), else a declared prior for the backend and size "
-    'class, printed as "assumed".  A checked run far noisier than the baseline (its -N cycles or its '
+    "class, or the baseline's own size-to-size roughness where that is larger, printed as \"assumed\".  "
+    'A checked run far noisier than the baseline (its -N cycles or its '
     "size-to-size roughness), with no regression beyond the limit, is an unstable candidate: not judged, "
     'exit 9.  --every-size also judges each size on its own (for a baseline of one run, against the -I '
     'samples of that size)')

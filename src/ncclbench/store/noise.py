@@ -161,13 +161,25 @@ def reference_profile(runs: Sequence[Mapping[int, float]]) -> dict[int, float]:
 
 
 def shift_sigma(runs: Sequence[Mapping[int, float]], sizes: Sequence[int]) -> float | None:
-    """How far whole runs (or cycles) move against each other: the spread of each
-    run's median log ratio to the per-size median of them all; None for < 2 runs."""
-    if len(runs) < 2:
+    """How far whole runs (or cycles) move against each other, as one run's standard
+    deviation: each run's median log ratio to the per-size median of the OTHER runs
+    (leave one out), d_i; for values x_i with variance s^2, sum(d_i^2) has expectation
+    n^2 s^2 / (n - 1), hence s = sqrt((n - 1) sum(d_i^2)) / n.  Leaving the run out
+    matters: against a profile it is part of (with 3 runs each size's median IS one of
+    them) a run's median ratio comes out ~0 whatever the sizes do, and on a busy host 3
+    runs whose small sizes jittered 10x measured a noise of 0.0 % (3 false alarms in 20,
+    bench/results/gate-trials-cpu-2026-11-26.md).  None for < 2 runs."""
+    n = len(runs)
+    if n < 2:
         return None
-    ref = reference_profile(runs)
-    shifts = [median_change(log_ratios(ref, r, sizes)) for r in runs]
-    return robust_sigma([s for s in shifts if s is not None])
+    d = []
+    for i, r in enumerate(runs):
+        m = median_change(log_ratios(reference_profile([*runs[:i], *runs[i + 1:]]), r, sizes))
+        if m is not None:
+            d.append(m)
+    if len(d) < 2:
+        return None
+    return math.sqrt((len(d) - 1) * sum(x * x for x in d)) / len(d)
 
 
 @dataclass(frozen=True)
