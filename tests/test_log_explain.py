@@ -464,3 +464,14 @@ def test_a_fragment_of_nccls_lines_alone_claims_no_hang():
     assert run.info.extra.get("nccl_log_only") is True and "how the run ended is not in the text" in \
         run.info.extra["end_reason"]
     assert ex.judgement.traps.causes() == ["p2p_disabled"]  # no hang_no_table: nothing says it hung
+
+
+def test_nic_speeds_nccl_printed_give_a_multi_host_ceiling():
+    """NCCL 2.26+ prints each IB port's speed (NET subsystem): with them two HGX hosts are judged, the
+    NVLink bound (370.8) below the NICs' (8 x 48 = 384)."""
+    _, ex = explained(INPUTS / "two_hosts_ib_speeds_2.28.log")
+    j = ex.judgement
+    assert (j.verdict.label, j.ceiling.ceiling, j.ceiling.bound) == ("as expected", 370.8, "NVLink")
+    assert "8x 400 Gb/s InfiniBand per node over IB" in j.ceiling.reasoning and j.traps.causes() == []
+    path = next(x for x in ex.lines if " path: " in x)
+    assert "mlx5_0:1/IB 400 Gb/s" in path and "GPU Direct RDMA on 1/1 (15 not stated)" in path

@@ -120,7 +120,9 @@ def nccl_path_line(log: NcclLogFacts | None, unknown: str = "") -> str:
             return text + (f" {d.speed_mbps // 1000} Gb/s" if d.speed_mbps else "")
         parts.append(f"{len(devs)} NET device(s) ({', '.join(sorted({label(d) for d in devs})[:4])}"
                      f"{', ...' if len(devs) > 4 else ''}), "
-                     + (f"GPU Direct RDMA on {gdr}/{len(devs)}" if known else "GPU Direct RDMA not stated"))
+                     + (f"GPU Direct RDMA on {gdr}/{known}" + (f" ({len(devs) - known} not stated)"
+                                                                if known < len(devs) else "")
+                        if known else "GPU Direct RDMA not stated"))
     if socks:
         parts.append(f"sockets over {', '.join(sorted({d.name or str(d.index) for d in socks})[:4])}")
     if log.nchannels is not None:
