@@ -321,7 +321,13 @@ def assumed_hosts(t: LogTopology, log: NcclLogFacts | None) -> tuple[list[HostTo
             else:
                 gpu.nvlink_active, gpu.nvlink_remote = 0, "none"
             gpus.append(gpu)
-        hosts.append(HostTopology(host=name, gpus=gpus, nics=_nics_from_log(log, name), gpus_in_box=max(ppn, 1)))
+        nics, borrowed = _nics_from_log(log, name)
+        if borrowed and nics:
+            note = (f"the NICs of hosts whose lines the log lacks ({name}, ...) are taken to be the ones NCCL "
+                    f"listed on the others ({', '.join(n.name for n in nics[:4])})")
+            if not any(a.startswith("the NICs of hosts whose lines") for a in t.assumptions):
+                t.assumptions.append(note)
+        hosts.append(HostTopology(host=name, gpus=gpus, nics=nics, gpus_in_box=max(ppn, 1)))
     return hosts, ""
 
 
@@ -340,19 +346,20 @@ def _links_from_nccl(log: NcclLogFacts | None, b: Board) -> tuple[int | None, fl
     return links, (min(pci) if pci else None)
 
 
-def _nics_from_log(log: NcclLogFacts | None, host: str) -> list[NicPort]:
-    """The RDMA devices NCCL listed on `host` (any host when the lines carry none), with the speed only
-    where NCCL printed it (NET lines, 2.26+): a NIC's speed is never assumed."""
+def _nics_from_log(log: NcclLogFacts | None, host: str) -> tuple[list[NicPort], bool]:
+    """(the RDMA devices NCCL listed on `host`, borrowed): with no line from `host`, the NICs NCCL listed on
+    the other hosts (said as an assumption).  A speed only where NCCL printed it (NET lines, 2.26+): a NIC's
+    speed is never assumed."""
     if log is None:
-        return []
+        return [], False
     devs = [d for d in log.net_devices if d.transport != "Socket" and (d.host in (host, None))]
-    if not devs:
-        devs = [d for d in log.net_devices if d.transport != "Socket"]
-        seen = set()
-        devs = [d for d in devs if not (d.name in seen or seen.add(d.name))]  # type: ignore[func-returns-value]
+    borrowed = not devs
+    if borrowed:
+        by_name = {d.name: d for d in log.net_devices if d.transport != "Socket"}
+        devs = list(by_name.values())
     out = []
     for d in devs:
         kind = "roce" if d.link_layer == "RoCE" else "ib" if d.transport == "IB" else "efa"
         out.append(NicPort(name=d.name or f"net{d.index}", port=d.port, kind=kind, state="ACTIVE",
                            rate_gbps=d.speed_mbps / 1000 if d.speed_mbps else None))
-    return out
+    return out, borrowed and bool(out)

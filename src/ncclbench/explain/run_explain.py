@@ -464,6 +464,7 @@ def _judge_from_log(f: RunFacts, rows: Sequence[tuple[int, float]]) -> RunJudgem
 def explain_run(f: RunFacts) -> Explained:
     """The lines after `# Avg bus bandwidth` and the data behind them (the JSON's EXPLAIN_KEY)."""
     lines: list[str] = []
+    j = judge_facts(f)  # first: judging an import may add an assumption its topology lines then state
     if f.log_topology is not None and not f.hosts:
         lines += f.log_topology.lines()
     if f.status != "complete" and f.status != "failed" and not f.rows:
@@ -483,7 +484,6 @@ def explain_run(f: RunFacts) -> Explained:
         per_row = row_choices(f)
         size_lines, ranges = per_size_lines(f, per_row)
         lines += size_lines if f.rows else []
-    j = judge_facts(f)
     if j.verdict.label == "failed":
         lines.append(f"# Run failed: {j.verdict.text}")
     one_rank = f.nranks == 1 and (f.log_topology is None or f.log_topology.nranks == 1)  # an import: if known
