@@ -475,3 +475,13 @@ def test_nic_speeds_nccl_printed_give_a_multi_host_ceiling():
     assert "8x 400 Gb/s InfiniBand per node over IB" in j.ceiling.reasoning and j.traps.causes() == []
     path = next(x for x in ex.lines if " path: " in x)
     assert "mlx5_0:1/IB 400 Gb/s" in path and "GPU Direct RDMA on 1/1 (15 not stated)" in path
+
+
+def test_live_forced_protocol_cites_what_the_profiler_saw_per_call():
+    f = _live_facts({"NCCL_PROTO": "LL"}, probe=24)
+    for calls in f.probe:
+        for c in calls:
+            c.proto = "LL"
+    ex = explain_run(f)
+    t, = [x for x in ex.judgement.traps.raised if x.name == "proto-forced"]
+    assert "NCCL's per-call choice (profiler): Ring/LL at 1 GiB" in t.evidence

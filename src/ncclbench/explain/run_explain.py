@@ -380,13 +380,22 @@ def _free_choice_ceiling(j: RunJudgement, f: RunFacts, hosts: Sequence[HostTopol
 
 
 def _profiler_channels(j: RunJudgement, f: RunFacts, env: Mapping[str, str]) -> None:
-    """Live runs: the per-call channels the probe saw (NCCL's log or the profiler plugin) as evidence of a cap."""
-    chans = [c.nchannels for calls in (f.probe or []) for c in calls if c.nchannels]
-    if not chans or "channels-capped" not in j.traps.names():
+    """Live runs: what the probe saw per call (NCCL's log or the profiler plugin) as evidence for the traps the
+    environment raised: the channels under a cap, the algorithm/protocol under NCCL_ALGO / NCCL_PROTO."""
+    calls = [c for per_test in (f.probe or []) for c in per_test if c.algo]
+    if not calls:
         return
-    from .traps import check_channels
-    better = check_channels(env, f.log, chans)
-    j.traps.raised = [better[0] if t.name == "channels-capped" and better else t for t in j.traps.raised]
+    chans = [c.nchannels for c in calls if c.nchannels]
+    if chans and "channels-capped" in j.traps.names():
+        from .traps import check_channels
+        better = check_channels(env, f.log, chans)
+        j.traps.raised = [better[0] if t.name == "channels-capped" and better else t for t in j.traps.raised]
+    top = max(calls, key=lambda c: c.nbytes)
+    seen = f"NCCL's per-call choice ({top.fmt}): {top.algo}" + (f"/{top.proto}" if top.proto else "") + \
+        f" at {format_bytes(top.nbytes)}"
+    j.traps.raised = [dataclasses.replace(t, evidence=f"{t.evidence}; {seen}")
+                      if t.name in ("algo-forced", "proto-forced") and seen not in t.evidence else t
+                      for t in j.traps.raised]
 
 
 def _gpus_per_host(f: RunFacts) -> int | None:
