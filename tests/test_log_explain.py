@@ -485,3 +485,18 @@ def test_live_forced_protocol_cites_what_the_profiler_saw_per_call():
     ex = explain_run(f)
     t, = [x for x in ex.judgement.traps.raised if x.name == "proto-forced"]
     assert "NCCL's per-call choice (profiler): Ring/LL at 1 GiB" in t.evidence
+
+
+def test_connection_lines_of_nccl_2_5_to_2_17_are_read():
+    log = parse_nccl_log("\n".join([
+        "h:1:1 [0] NCCL INFO NCCL version 2.7.8+cuda11.0",
+        "h:1:1 [0] NCCL INFO Channel 00 : 0[1a000] -> 1[1b000] via P2P/IPC",
+        "h:1:1 [1] NCCL INFO Channel 00 : 1[1b000] -> 2[3d000] via direct shared memory",
+        "h:1:1 [3] NCCL INFO Channel 00 : 3[3e000] -> 4[1a000] [send] via NET/IB/0/GDRDMA",
+        "h:1:1 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[1] via P2P/CUMEM/read",
+        "h:1:1 [0] NCCL INFO 4 coll channels, 4 p2p channels, 2 p2p channels per peer",
+    ]) + "\n")
+    got = [(c.kind, c.detail, c.net, c.gdr) for c in log.connections]
+    assert got == [("P2P", "P2P/IPC", None, None), ("SHM", "direct shared memory", None, None),
+                   ("NET", "NET/IB/0/GDRDMA", "IB", True), ("P2P", "P2P/CUMEM/read", None, None)]
+    assert log.nchannels == 4 and log.version == "2.7.8" and not log.unparsed
