@@ -500,3 +500,18 @@ def test_connection_lines_of_nccl_2_5_to_2_17_are_read():
     assert got == [("P2P", "P2P/IPC", None, None), ("SHM", "direct shared memory", None, None),
                    ("NET", "NET/IB/0/GDRDMA", "IB", True), ("P2P", "P2P/CUMEM/read", None, None)]
     assert log.nchannels == 4 and log.version == "2.7.8" and not log.unparsed
+
+
+def test_hosts_at_their_own_nvlink_bound_are_as_expected_whatever_the_nics(tmp_path):
+    """Two HGX hosts, NIC speeds not in the log: the ceiling is at most each node's NVLink bound, so a plateau
+    at 97 % of it is as expected; at 54 % the unknown NICs could explain it, so it is not judged."""
+    text = (INPUTS / "two_hosts_ib_speeds_2.28.log").read_text().splitlines()
+    no_speed = [x for x in text if "NET/IB: [" not in x]
+    (tmp_path / "fast.log").write_text("\n".join(no_speed) + "\n")
+    _, ex = explained(tmp_path / "fast.log")
+    j = ex.judgement
+    assert j.verdict.label == "as expected" and j.ceiling.ceiling == 370.8
+    assert "an upper bound whatever the NICs are" in j.ceiling.reasoning
+    (tmp_path / "slow.log").write_text("\n".join(x.replace(" 360.00", " 200.00") for x in no_speed) + "\n")
+    _, slow = explained(tmp_path / "slow.log")
+    assert slow.judgement.verdict.label == "unknown" and "speed of mlx5_0:1 unknown" in slow.judgement.ceiling.unknown

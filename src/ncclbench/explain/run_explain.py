@@ -398,6 +398,28 @@ def _profiler_channels(j: RunJudgement, f: RunFacts, env: Mapping[str, str]) -> 
                       for t in j.traps.raised]
 
 
+def _at_the_nodes_own_bound(f: RunFacts, t: LogTopology, hosts: Sequence[HostTopology], env: Mapping[str, str],
+                            ceiling: Ceiling, plateau: Any) -> None:
+    """Several hosts, NIC speeds not in the log: the ceiling is min(the node's own bound, the NICs'), so it is
+    at most the node's own (NVLink or PCIe) bound.  A plateau at >= 90 % of that is as expected whatever the
+    NICs are; anything lower stays unjudged (the NICs could explain it)."""
+    from .ceiling import intra_bound
+
+    ppn = t.ranks_per_host
+    if not ppn or ppn < 2 or f.collective not in ("all_reduce", "all_gather", "reduce_scatter", "broadcast",
+                                                  "reduce"):
+        return
+    b, _ = intra_bound(hosts[0], ppn, f.nccl_version, env)
+    if b is None or plateau.busbw < AS_EXPECTED_FRACTION * b.model:
+        return
+    ceiling.ceiling, ceiling.bound, ceiling.line_rate = b.model, b.kind, b.line_rate
+    ceiling.algorithm, ceiling.algorithm_source = "Ring", "predicted"
+    ceiling.reasoning = (f"assumed from the GPU model: {b.text}; the NICs' speed is not in the log, but a ring "
+                         f"across hosts runs at most at each node's own bound, so {fmt_gbps(b.model)} GB/s is "
+                         "an upper bound whatever the NICs are")
+    ceiling.unknown = ""
+
+
 def _gpus_per_host(f: RunFacts) -> int | None:
     if f.hosts:
         return max(len(h.gpus) for h in f.hosts)
@@ -438,6 +460,10 @@ def _judge_from_log(f: RunFacts, rows: Sequence[tuple[int, float]]) -> RunJudgem
             f"{verdict.text}, but on PCIe cards the switch layout, the CPU sockets between the GPUs and whether the "
             "card allows peer-to-peer decide between that and about half of it through host memory; the log "
             "states none of them (nvidia-smi topo -m does)"))
+    if hosts and ceiling.ceiling is None and (t.nnodes or 0) > 1 and plateau.busbw is not None and not plateau.reason:
+        _at_the_nodes_own_bound(f, t, hosts, env, ceiling, plateau)
+        if ceiling.ceiling is not None:
+            verdict = judge(plateau, ceiling)
     net = (network_in_use(f.log) or "") if f.log is not None else ""
     if (verdict.label == "unknown" and ceiling.ceiling is None and plateau.busbw is not None and not plateau.reason
             and (t.nnodes or 0) > 1 and t.ranks_per_host is not None and is_datacenter(t.gpu_model)
