@@ -109,7 +109,11 @@ def score_entry(entry: dict, corpus: Path) -> Scored:
         return s
     verdicts, causes, lines, errors = [], [], [], []
     for run in runs:
-        explained = explain_run(run_facts(run))
+        try:
+            explained = explain_run(run_facts(run))
+        except Exception as e:  # a bug: scored as a miss with its name, the other entries still run
+            s.error, s.verdict = f"explain raised {type(e).__name__}: {e}", "error"
+            return s
         j = explained.judgement
         verdicts.append(band(j.verdict.label))
         causes += [c for c in j.traps.causes() if c not in causes]
