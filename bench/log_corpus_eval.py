@@ -107,6 +107,9 @@ def score_entry(entry: dict, corpus: Path) -> Scored:
     except BenchError as e:
         s.error, s.verdict = str(e), "refused"
         return s
+    except Exception as e:  # a bug in the import: this entry's miss
+        s.error, s.verdict = f"import raised {type(e).__name__}: {e}", "error"
+        return s
     verdicts, causes, lines, errors = [], [], [], []
     for run in runs:
         try:
