@@ -262,8 +262,12 @@ def log_topology(devices: Sequence[DeviceInfo], log: NcclLogFacts | None, launch
     if not t.hosts and log is not None and log.hosts and t.nnodes == len(log.hosts):
         t.hosts = [LogHost(name) for name in log.hosts]
     # the environment NCCL read, and what the launch line passed
+    differ = {m.group(1) for u in (log.unparsed if log is not None else [])
+              if (m := re.match(r"(NCCL_\w+) reported with different values", u))}
     for k, v in (log.env if log is not None else {}).items():
         t.env[k], t.env_source[k] = v, "NCCL's ENV line"
+        if k in differ:  # per host or per rank (NCCL_HOSTID): the first value is not the job's
+            t.env[k], t.env_source[k] = f"{v},...", "NCCL's ENV lines, different per rank"
     if launch is not None:
         for k, v in launch.env.items():
             if k.startswith("NCCL_") and k not in t.env:
