@@ -103,6 +103,8 @@ def test_health_not_judged_is_skipped_never_passed():
     phases = [c for (cls, name), c in got.items() if cls == "ncclbench.health.fleet"]
     assert phases and {outcome(c) for c in phases} == {"skipped"}
     assert all("not judged" in c.result[0].message for c in phases)
+    host = got[("ncclbench.health.host", "node0")]
+    assert outcome(host) == "skipped"  # one host, nothing to compare it with: never "healthy"
 
 
 def test_junit_shape_matches_the_common_schema():
@@ -160,3 +162,34 @@ def test_check_command_writes_junit(tmp_path, ncclbench_env):
     p = subprocess.run(ncb + ["check", "latest", "--against", "latest", "--junit", str(tmp_path / "no" / "x.xml")],
                        env=env, capture_output=True, text=True, timeout=60)
     assert p.returncode == 255 and "cannot write in" in p.stderr
+
+
+def test_a_host_not_judged_is_skipped_with_the_scans_reason():
+    """Two GPUs per host: two rail groups, too few for fleet statistics, no baseline, no ceiling:
+    the scan leaves every host not judged (exit 9) and says why; each is a skipped case with
+    that reason and a `not judged` verdict in the metrics, never a pass."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from ncclbench.output.metrics import health_metrics
+
+    doc = scan_document(run_scan(Fleet.uniform(8, 2), ScanConfig(), FakeFabric()), {})
+    assert set(doc["host_status"].values()) == {"not judged"} and doc["exit_code"] == 9
+    got = {name: c for (cls, name), c in cases(health_junit(doc)).items() if cls == "ncclbench.health.host"}
+    assert len(got) == 8 and {outcome(c) for c in got.values()} == {"skipped"}
+    why = doc["not_judged"]["node0"][0]
+    assert "no reference" in why and why in got["node0"].result[0].message
+    fams = {f.name: f for f in text_string_to_metric_families(health_metrics(doc))}
+    host = {s.labels["host"]: s.labels for s in fams["ncclbench_health_host_verdict"].samples}
+    assert host["node0"]["verdict"] == "not judged" and host["node0"]["reason"].startswith(why[:60])
+    counts = {s.labels["verdict"]: s.value for s in fams["ncclbench_health_hosts"].samples}
+    assert counts == {"healthy": 0, "faulty": 0, "not judged": 8}
+    assert fams["ncclbench_health_exit_code"].samples[0].value == 9
+
+
+def test_suspect_and_untested_hosts_are_not_judged_either():
+    doc = scan_document(run_scan(Fleet.uniform(8, 4), ScanConfig(), FakeFabric()), {})
+    assert set(doc["host_status"].values()) == {"healthy"}
+    doc["host_status"].update({"node1": "suspect", "node2": "not tested", "node3": "partly tested"})
+    got = {name: c for (cls, name), c in cases(health_junit(doc)).items() if cls == "ncclbench.health.host"}
+    assert [outcome(got[f"node{i}"]) for i in range(5)] == ["passed", "skipped", "skipped", "skipped", "passed"]
+    assert got["node1"].result[0].message.startswith("not judged (suspect")

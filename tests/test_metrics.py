@@ -225,6 +225,7 @@ def test_a_lone_host_without_fleet_or_baseline_has_no_healthy_gpu():
     for s in m["ncclbench_health_gpu_verdict"]:
         assert s.labels["verdict"] == "not judged" and s.labels["reason"]
     assert "ncclbench_health_rail_verdict" not in m  # one host: no rail was measured, nothing said
+    assert one(m["ncclbench_health_host_verdict"], host="node0").labels["verdict"] == "not judged"
 
 
 # -- the command line ---------------------------------------------------------------------------------

@@ -128,7 +128,8 @@ def health_cases(doc: Mapping[str, Any]) -> list[Case]:
                 if any(f.get("confirmed") for f in fs) else "faulty"
             case.failure_type = "fault"
         elif verdict == NOT_JUDGED:
-            why = "; ".join(_finding_head(f) for f in fs) or "; ".join(doc.get("notes", ())[:1])
+            why = "; ".join([*(dict(doc.get("not_judged") or {}).get(host) or ()), *(_finding_head(f) for f in fs)]) \
+                or "; ".join(doc.get("notes", ())[:1])
             case.skipped = f"{NOT_JUDGED} ({status}" + (f": {why})" if why else ")")
         cases.append(case)
     for f in other:

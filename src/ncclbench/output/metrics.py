@@ -367,15 +367,17 @@ def health_families(doc: Mapping[str, Any], now: float | None = None) -> list[Fa
         fam_exit.add(int(doc["exit_code"]))
     fam_hosts = Family("ncclbench_health_hosts", "Hosts of the scan per verdict.")
     fam_host = Family("ncclbench_health_host_verdict", "One host's verdict (value 1): healthy, faulty or not "
-                      "judged; 'status' is the scan's own word (suspect, partly tested, not tested, ...).")
+                      "judged; 'status' is the scan's own word (suspect, partly tested, not tested, ...), "
+                      "'reason' why a host was not judged where the scan records it.")
     fam_drain = Family("ncclbench_health_host_drain", "1 for a host the scan says to drain (a confirmed fault "
                        "of its own: GPU, NVLink/PCIe, NIC, no answer).")
     counts = {"healthy": 0, "faulty": 0, NOT_JUDGED: 0}
     drain = set(doc.get("drain", ()))
+    whys = dict(doc.get("not_judged") or {})  # host -> why a group of it got no verdict (when the scan says)
     for host, status in dict(doc.get("host_status", {})).items():
         v = host_verdict(str(status))
         counts[v] += 1
-        fam_host.add(1, host=host, verdict=v, status=status)
+        fam_host.add(1, host=host, verdict=v, status=status, reason="; ".join(whys.get(host) or ())[:200])
         fam_drain.add(1 if host in drain else 0, host=host)
     for v, n in counts.items():
         fam_hosts.add(n, verdict=v)
