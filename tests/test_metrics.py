@@ -311,3 +311,13 @@ def test_show_writes_a_stored_runs_and_scans_metrics(tmp_path, ncclbench_env):
     assert one(m["ncclbench_health_timestamp_seconds"]).value == 1795686823.0
     assert one(m["ncclbench_health_host_verdict"], host="node1").labels["verdict"] == "faulty"
     assert 'classname="ncclbench.health.host" name="node1"' in hxml.read_text()
+
+
+def test_host_verdicts_agree_with_the_scans_own_classification():
+    """output/ sits below health/ and cannot import its statuses: this holds the two equal."""
+    from ncclbench.health.scan import HOST_STATUSES, UNRESOLVED
+    from ncclbench.output.metrics import host_verdict
+
+    for status in HOST_STATUSES:
+        assert host_verdict(status) == ("not judged" if status in UNRESOLVED else status)
+    assert {host_verdict(s) for s in HOST_STATUSES} == {"healthy", "faulty", "not judged"}
