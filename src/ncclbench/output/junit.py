@@ -75,27 +75,32 @@ def check_cases(gate: Mapping[str, Any]) -> list[Case]:
     """One case per judged figure of `gate_to_dict`'s result."""
     cases = []
     for j in gate.get("judgements", ()):
-        sizes = list(j.get("sizes") or [])
         name = str(j.get("figure", "?"))
-        unit = "GB/s" if j.get("metric") == "busbw" else "us"
-        worse = j.get("worse_pct")
-        text = (f"{j.get('baseline')} -> {j.get('value')} {unit}; worse by {worse:.2f}% (limit {j.get('limit_pct'):.2f}%; "
-                f"noise {j.get('noise_pct')}% from {j.get('noise_source')}); sizes {sizes}") \
-            if isinstance(worse, (int, float)) and isinstance(j.get("limit_pct"), (int, float)) else str(j)
-        case = Case(f"ncclbench.check.{j.get('series', '')}".rstrip("."), name, details=text)
+        case = Case(f"ncclbench.check.{j.get('series', '')}".rstrip("."), name, details=_figure_text(j))
         if j.get("failed"):
-            case.failure = f"REGRESSION: {j.get('series')} {name}: {text.split(';')[0]}, worse by {worse:.2f}% " \
-                           f"(limit {j.get('limit_pct'):.2f}%)"
+            case.failure = f"REGRESSION: {j.get('series')} {name}: {_figure_text(j).split(';')[0]}"
             case.failure_type = "regression"
         elif j.get("unstable"):
             case.skipped = f"{NOT_JUDGED}: {j['unstable']}"
         cases.append(case)
     if not gate.get("ok", True) and not any(c.failure or c.skipped for c in cases):
-        cases.append(Case("ncclbench.check", "gate", failure="the gate failed: " + str(gate.get("reason", "see the "
-                          "check's text output")), failure_type="regression"))
+        cases.append(Case("ncclbench.check", "gate", failure=f"the gate's outcome: {gate.get('status', 'failed')}",
+                          failure_type="regression"))
     if not cases:
         cases.append(Case("ncclbench.check", "gate", skipped=f"{NOT_JUDGED}: no figure to judge"))
     return cases
+
+
+def _figure_text(j: Mapping[str, Any]) -> str:
+    """'12.5 -> 10.1 GB/s, 19.20 % worse (limit 5.00 %); noise 1.2 % x 3 from ...; sizes ...'"""
+    def pct(v: Any) -> str:
+        return f"{v:.2f} %" if isinstance(v, (int, float)) else "unknown"
+
+    unit = "GB/s" if j.get("metric") == "busbw" else "us"
+    noise = "noise unknown" if j.get("noise_pct") is None else \
+        f"noise {pct(j.get('noise_pct'))} x {j.get('noise_multiple')} from {j.get('noise_source')}"
+    return (f"{j.get('baseline')} -> {j.get('value')} {unit}, {pct(j.get('worse_pct'))} worse (limit "
+            f"{pct(j.get('limit_pct'))}); {noise}; sizes {list(j.get('sizes') or [])}")
 
 
 def check_junit(gate: Mapping[str, Any], run_desc: str = "") -> str:
