@@ -59,6 +59,9 @@ class TimedBatch(ABC):
         read it again: (enqueue seconds, completion seconds), both from the start."""
 
 
+TIMED_DATA_SEED = 99  # nccl-tests initialises the timed run's inputs with seed 99
+
+
 class Worker(ABC):
     """One host thread's handle on its ranks.  See module docstring.
 
@@ -74,6 +77,8 @@ class Worker(ABC):
     max_bytes: int
     supports_graphs: bool = False
     notes: Sequence[str] = ()  # banner notes of the backend (`# ncclbench: ...` lines)
+    # The seed of the inputs the timed loop runs on with -c (docs/behaviour.md §4.1).
+    timed_data_seed: int = TIMED_DATA_SEED
 
     # -- identity of the library -------------------------------------------------------
     @property

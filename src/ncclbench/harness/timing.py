@@ -21,8 +21,6 @@ from ..config import BenchOptions
 from ..datatypes import DataType, RedOp
 from .recording import CallRecorder, rounds_across_ranks
 
-TIMED_INIT_SEED = 99  # nccl-tests initialises the timed run's data with seed 99
-
 
 @dataclass
 class Measurement:
@@ -160,7 +158,7 @@ def measure(worker: Worker, placement: Placement, opts: BenchOptions,
     measurement and the world-wide wrong-element count (0 when unchecked)."""
     iters, agg = opts.iters, max(1, opts.agg_iters)
     if opts.check:
-        placement.prepare_data(TIMED_INIT_SEED)
+        placement.prepare_data(worker.timed_data_seed)
     # Everything the timed loop needs is built first, so that ranks leave the
     # barrier below together and go straight into the first call.
     nops = iters * agg
