@@ -7,7 +7,7 @@ Steps (each writes into OUT/<step>/ and appends its result to OUT/summary.md at 
 later step's failure or the device's time running out loses nothing already measured; run in
 the order 1, 3, 2, 1b, each started only while --budget-s leaves it time):
 
-1. explain: all_reduce across 2 fake hosts x 2 GPUs (env launch, sockets over the veths):
+1. explain: all_reduce 16 B - 256 MiB across 2 fake hosts x 2 GPUs (env launch, sockets over the veths):
    the banner's topology of both hosts, per-size algorithm/protocol/channels, the transport,
    a verdict or its reason; `ncclbench explain latest` on the stored run (the second route).
    With mpirun: the same run under mpirun's fake hosts (UTS + NCCL_HOSTID), and with
@@ -19,7 +19,9 @@ the order 1, 3, 2, 1b, each started only while --budget-s leaves it time):
    against the rate set here):
    a. 5 healthy scans: false alarms counted (any confirmed finding, exit 8);
    b. node2's link at half of BASE: node2's NIC must be named, no other host;
-   c. the link node1<->node3 at half: that link named, no host drained;
+   c. the link node1<->node3 at half (not a round-1 pair: found only because the default schedule
+      on <= 16 hosts pairs every host with every other, 7 + 1 rounds here): that link named, no
+      host drained;
    d. node2's rank killed mid-scan, e. node2's rank stopped (SIGSTOP) mid-scan: named, the
       scan's end bounded.
 3. tune all_reduce across 2 fake hosts x 2 GPUs; a band won is re-checked by alternating
@@ -123,7 +125,9 @@ def _choice_lines(text: str) -> list[str]:
 # -- 1. explain --------------------------------------------------------------------------------------
 
 def step_explain(run: Run, tools: fakehosts.Tools, nccl_tests: str | None) -> Callable[[Path], dict]:
-    args = ["all_reduce", "--backend", "nccl", "-b", "8", "-e", "64M", "-f", "8", "-n", "10", "-w", "3"]
+    # to 256 MiB: below 64 MiB the plateau is latency-bound and not judged (explain/verdict.py); sockets
+    # move ~4 GB/s, so 256 MiB costs ~0.1 s an op (13 sizes, factor 4 from 16 B)
+    args = ["all_reduce", "--backend", "nccl", "-b", "16", "-e", "256M", "-f", "4", "-n", "10", "-w", "3"]
 
     def body(d: Path) -> dict:
         with fakehosts.FakeHosts(2, 2, tools, ngpus=_ngpus()) as fh:
@@ -210,10 +214,10 @@ def _health(run: Run, fh: fakehosts.FakeHosts, d: Path, name: str,
     """One scan over the fake hosts; `fault` = (signal name, rank) sent once 'pairs r1' is done;
     `expect` = (component, hosts, drain): exactly that confirmed, and that drain list."""
     js, drain = d / f"{name}.json", d / f"{name}.drain"
-    # a fault scan pairs every host with every other (7 rounds for 8 hosts), so the fault sent after
-    # the first round lands mid-scan: a healthy pairs phase may end after its first round
-    more = ["--all-pairs"] if fault is not None else []
-    job = fh.start([*NB, *HEALTH, *more, "--json", str(js), "--drain", str(drain)], d, name,
+    # the default schedule on 8 hosts pairs every host with every other (7 rounds + 1 confirming suspect
+    # links, docs/health.md), so a slow link between any two hosts is measured and a fault sent after the
+    # first round lands mid-scan
+    job = fh.start([*NB, *HEALTH, "--json", str(js), "--drain", str(drain)], d, name,
                    extra_env={**_env(run.out), "NCCLBENCH_HEALTH_PROGRESS": "1"})
     sent_at = None
     if fault is not None:

@@ -9,6 +9,7 @@ from ncclbench.health.findings import GPU, LINK, NO_ANSWER_C, NODE_INTRA, NODE_N
 from ncclbench.health.fleet import Fleet
 from ncclbench.health.judge import Baseline
 from ncclbench.health.scan import ScanConfig, run_scan
+from ncclbench.health.schedule import ALL_PAIRS_MAX_HOSTS
 
 
 def scan(fleet, fabric, **cfg):
@@ -24,7 +25,7 @@ def pair_rounds(fabric):
 
 
 def test_healthy_fleet_has_no_finding_and_runs_one_round_per_phase():
-    fleet = Fleet.uniform(16, 8)
+    fleet = Fleet.uniform(ALL_PAIRS_MAX_HOSTS + 8, 8)  # above the all-pairs size: disjoint pairs by default
     fabric = FakeFabric()
     rep = scan(fleet, fabric)
     assert rep.findings == [] and not rep.faults_found and rep.drain == []
@@ -35,7 +36,7 @@ def test_healthy_fleet_has_no_finding_and_runs_one_round_per_phase():
 def test_slow_node_nic_is_pinned_to_the_node_with_two_partners():
     fleet = Fleet.uniform(16, 8)
     fabric = FakeFabric(nic={(5, None): 0.9})
-    rep = scan(fleet, fabric)
+    rep = scan(fleet, fabric, all_pairs=False)  # the re-pairing (the default above ALL_PAIRS_MAX_HOSTS hosts)
     assert confirmed(rep) == [(NODE_NIC, ("node05",), "all rails", "slow")]
     f = rep.findings[0]
     assert f.measured == pytest.approx(43.2, abs=0.3) and f.expected == pytest.approx(48.0, abs=0.3)
@@ -59,7 +60,7 @@ def test_one_slow_nic_rail_is_named_with_its_rail():
 def test_slow_link_is_pinned_to_the_link_in_three_rounds_and_drains_no_host():
     fleet = Fleet.uniform(16, 8)
     fabric = FakeFabric(link={frozenset({2, 3}): 0.9})
-    rep = scan(fleet, fabric)
+    rep = scan(fleet, fabric, all_pairs=False)  # the re-pairing (the default above ALL_PAIRS_MAX_HOSTS hosts)
     assert confirmed(rep) == [(LINK, ("node02", "node03"), "all rails", "slow")]
     assert pair_rounds(fabric) == ["pairs r1", "pairs r2", "pairs r3"]
     assert rep.drain == []
@@ -86,10 +87,10 @@ def test_dead_host_is_no_answer_and_its_partners_are_cleared():
 def test_odd_host_out_of_round_one_is_tested_later_and_can_be_convicted():
     fleet = Fleet.uniform(9, 4)
     fabric = FakeFabric(nic={(8, None): 0.85})
-    rep = scan(fleet, fabric)
+    rep = scan(fleet, fabric, all_pairs=False)  # the re-pairing's odd host (a tournament rests one each round)
     assert confirmed(rep) == [(NODE_NIC, ("node8",), "all rails", "slow")]
     assert pair_rounds(fabric) == ["pairs r1", "pairs r2", "pairs r3"]
-    healthy = scan(fleet, FakeFabric())
+    healthy = scan(fleet, FakeFabric(), all_pairs=False)
     assert healthy.findings == [] and healthy.host_status["node8"] == "healthy"
 
 
@@ -197,6 +198,52 @@ def test_two_bad_measurements_of_different_kinds_corroborate_nothing():
 def test_the_same_symptom_twice_convicts():
     fleet = Fleet.uniform(6, 1)
     fabric = FakeFabric(lat_spikes={("pairs r1", ((4, 0), (5, 0))): 10.0, ("pairs r2", ((5, 0), (1, 0))): 10.0})
-    rep = scan(fleet, fabric, phases=("pairs",))
+    rep = scan(fleet, fabric, phases=("pairs",), all_pairs=False)  # spikes placed on the re-pairing's rounds
     assert confirmed(rep) == [(NODE_NIC, ("node5",), "all rails", "slow")]
     assert any("latency 200" in e for e in rep.findings[0].evidence)
+
+
+def test_a_slow_link_round_one_never_pairs_is_found_by_default():
+    """Issue 25's GPU visit: 8 fake hosts, node1<->node3 at half; the scan ran one round of disjoint pairs
+    (0-1, 2-3, ...), never measured that link and called every host healthy.  By default a fleet of up to
+    ALL_PAIRS_MAX_HOSTS hosts now measures every host pair (n-1 rounds + 1 to confirm), on the simulator's
+    measured noise, for any link and any seed; no host is drained for it, and a slow host is still named."""
+    import numpy as np
+
+    from ncclbench.simulation.fabric import Faults, SimFabric
+
+    fleet = Fleet.uniform(8, 1)
+    for seed, (a, b) in enumerate([(1, 3), (0, 7), (2, 5), (4, 6)]):
+        fabric = SimFabric(fleet, Faults(link={frozenset({a, b}): 0.5}), rng=np.random.default_rng(seed))
+        rep = scan(fleet, fabric, phases=("pairs",))
+        assert confirmed(rep) == [(LINK, (f"node{a}", f"node{b}"), "all rails", "slow")], rep.findings
+        assert rep.drain == [] and set(rep.host_status.values()) == {"healthy"}
+        assert len([r for r in fabric.rounds if r.phase == "pairs"]) <= ALL_PAIRS_MAX_HOSTS  # 7 + 1 here
+        assert "pairs: every host pair measured (28, round-robin)" in rep.notes
+    slow = SimFabric(fleet, Faults(nic={(2, None): 0.5}), rng=np.random.default_rng(9))
+    rep = scan(fleet, slow, phases=("pairs",))
+    assert confirmed(rep) == [(NODE_NIC, ("node2",), "all rails", "slow")] and rep.drain == ["node2"]
+    for seed in range(5):  # healthy fleets: no false alarm from the extra rounds
+        rep = scan(fleet, SimFabric(fleet, rng=np.random.default_rng(100 + seed)), phases=("pairs",))
+        assert rep.confirmed == [] and rep.drain == [], rep.findings
+
+
+def test_above_the_all_pairs_size_the_report_says_which_links_went_unmeasured():
+    big = Fleet.uniform(ALL_PAIRS_MAX_HOSTS + 2, 1)
+    fabric = FakeFabric(link={frozenset({1, 3}): 0.5})
+    rep = scan(big, fabric, phases=("pairs",))
+    assert pair_rounds(fabric) == ["pairs r1"] and rep.confirmed == []  # not measured: not found ...
+    assert "pairs: 9 of 153 host pairs measured: a slow link between two hosts never paired is not tested " \
+           "(--all-pairs measures every pair, 17 rounds)" in rep.notes  # ... and said so
+    everything = scan(big, FakeFabric(link={frozenset({1, 3}): 0.5}), phases=("pairs",), all_pairs=True)
+    assert confirmed(everything) == [(LINK, ("node01", "node03"), "all rails", "slow")]
+
+
+def test_one_slow_rail_of_two_stays_that_rail_when_every_pair_is_measured():
+    """Of two rails the whole-host median is their mean: one slow rail drags it down with every partner of
+    the tournament.  Its other rail never slow, the finding is that rail, not 'all rails'."""
+    fleet = Fleet.uniform(8, 2)
+    rep = scan(fleet, FakeFabric(nic={(5, 0): 0.8}), phases=("pairs",))
+    assert confirmed(rep) == [(NODE_NIC, ("node5",), "rail 0", "slow")]
+    both = scan(fleet, FakeFabric(nic={(5, None): 0.8}), phases=("pairs",))
+    assert confirmed(both) == [(NODE_NIC, ("node5",), "all rails", "slow")]

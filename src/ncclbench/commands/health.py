@@ -38,7 +38,7 @@ CPU_BW_SIZE = "4M"
 
 
 def add_arguments(parser: CommandParser) -> None:
-    from ..health.schedule import PAIR_SHAPES, PHASES
+    from ..health.schedule import ALL_PAIRS_MAX_HOSTS, PAIR_SHAPES, PHASES
     from ..health.service import TOKEN_ENV
 
     parser.description = __doc__.split("\n\n")[0].split(": ", 1)[1]
@@ -47,8 +47,10 @@ def add_arguments(parser: CommandParser) -> None:
     parser.add_argument("--pair-shape", choices=PAIR_SHAPES, default="rails",
                         help="rails: one 2-rank group per GPU slot of a host pair (each NIC alone); "
                              "full: all GPUs of both hosts in one group")
-    parser.add_argument("--all-pairs", action="store_true",
-                        help="every host pair (a round-robin tournament, n-1 rounds) instead of pairs + re-pairing")
+    parser.add_argument("--all-pairs", action=argparse.BooleanOptionalAction, default=None,
+                        help="every host pair (a round-robin tournament, n-1 rounds, so a slow link between any "
+                             f"two hosts is found; the default up to {ALL_PAIRS_MAX_HOSTS} hosts), or with "
+                             "--no-all-pairs disjoint pairs + re-pairing (2-4 rounds; the default above)")
     parser.add_argument("--bw-size", default=None,
                         help=f"bandwidth size of each group's all_reduce (default {GPU_BW_SIZE} on GPUs, "
                              f"{CPU_BW_SIZE} on the CPU backend)")

@@ -8,9 +8,11 @@ partners is at fault (its NIC, on the rails that were slow, or all of them);
 if both come out clean, the path between them is the suspect, and (a, b)
 runs again: bad twice is a slow link.  So a fault is pinned to a node, a NIC
 rail or a link in three rounds whatever the fleet size (four when a host sat
-out round 1: odd count, or a partner that died).  With `all_pairs`, the
-rounds are a round-robin tournament (every pair once) and one more round
-re-runs suspect links.
+out round 1: odd count, or a partner that died) - but only a link round 1 or a
+re-pairing happened to measure.  With `all_pairs` (the default up to
+`schedule.ALL_PAIRS_MAX_HOSTS` hosts), the rounds are a round-robin tournament
+(every pair once, n-1 rounds) and one more round re-runs suspect links, so every
+link is measured.
 """
 
 from __future__ import annotations
@@ -26,20 +28,22 @@ from .judge import Baseline, References, RoundResult, Thresholds
 from .localize import BAD, DEFAULT_THRESHOLDS, VERDICT, PhaseScan, is_fleet
 from .pair_state import Obs, PairState, is_aggregate, pair_aggregate
 from .physics import PhysicsRef
-from .schedule import Round, disjoint_pairs, make_round, pair_groups, round_robin
+from .schedule import Round, all_pairs_by_default, disjoint_pairs, make_round, pair_groups, round_robin
 
 
 class PairScan(PhaseScan):
     """pairs: disjoint pairs, then re-pairing with healthy hosts (or all pairs on request)."""
 
     def __init__(self, fleet: Fleet, thr: Thresholds = DEFAULT_THRESHOLDS, shape: str = "rails", max_rounds: int = 3,
-                 all_pairs: bool = False, baseline: Baseline | None = None,
+                 all_pairs: bool | None = None, baseline: Baseline | None = None,
                  expected: Mapping[str, float] | None = None, hosts: Sequence[int] | None = None,
                  physics: Mapping[str, PhysicsRef] | None = None):
         super().__init__(fleet, "pairs", thr, baseline, expected, physics)
-        self.shape, self.max_rounds, self.all_pairs = shape, max_rounds, all_pairs
+        self.shape, self.max_rounds = shape, max_rounds
         self.hosts = list(range(fleet.nhosts)) if hosts is None else list(hosts)
-        self.tournament = round_robin(self.hosts) if all_pairs else None
+        # None: every pair where the fleet is small enough (a slow link found by default)
+        self.all_pairs = all_pairs_by_default(len(self.hosts)) if all_pairs is None else all_pairs
+        self.tournament = round_robin(self.hosts) if self.all_pairs else None
 
     def _update_refs(self) -> None:
         """As for every phase, but a fleet statistic needs `min_groups` different
@@ -162,6 +166,12 @@ class PairScan(PhaseScan):
     def _node_findings(self, st: PairState, h: int, units: set) -> list[Finding]:
         name = self.fleet.hosts[h]
         tested = st.units_of_node(h) - {None}
+        slow_rails = {u for u in units if u is not None}
+        if None in units and slow_rails and tested - slow_rails and 2 * len(slow_rails) >= len(tested) and \
+                not any(o.unit in tested - slow_rails for o in st.bad_by_node[h]):
+            # the whole-host median moved by the slow rails alone: they are half the rails or more (of two
+            # rails the median is their mean) and every other rail was never bad: those rails, not all
+            units = slow_rails
         if None in units and tested:  # the whole-host median convicted it: all rails, one finding
             obs = [o for o in st.bad_by_node[h] if o.unit is None]
             rails = sorted(u for u in units if u is not None)
@@ -226,6 +236,20 @@ class PairScan(PhaseScan):
     def tested_hosts(self) -> set[int]:
         st = self._state()
         return set(st.answered) & set(self.hosts)
+
+    def coverage_note(self) -> str:
+        """How many of the host pairs (links) the phase measured: a link between two hosts never
+        paired is not tested, and the report says so rather than calling the fabric healthy."""
+        live = [h for h in self.hosts if h not in self.dead]
+        total = len(live) * (len(live) - 1) // 2
+        if total == 0:
+            return ""
+        partners = self._state().partners
+        done = {frozenset((h, p)) for h in live for p in partners.get(h, ()) if p not in self.dead}
+        if len(done) >= total:
+            return f"pairs: every host pair measured ({total}{', round-robin' if self.tournament else ''})"
+        return (f"pairs: {len(done)} of {total} host pairs measured: a slow link between two hosts never paired is "
+                f"not tested (--all-pairs measures every pair, {len(live) - 1 + len(live) % 2} rounds)")
 
 
 def verdict_of(obs: list[Obs]) -> str:

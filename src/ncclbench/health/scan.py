@@ -35,7 +35,7 @@ UNRESOLVED = (NOT_JUDGED_S, "suspect", "partly tested", "not tested")
 class ScanConfig:
     phases: tuple[str, ...] = PHASES
     pair_shape: str = "rails"
-    all_pairs: bool = False
+    all_pairs: bool | None = None  # None: every host pair up to schedule.ALL_PAIRS_MAX_HOSTS hosts
     max_pair_rounds: int = 4
     thresholds: Thresholds = Thresholds()
     baseline: Baseline | None = None
@@ -191,6 +191,7 @@ def run_scan(fleet: Fleet, config: ScanConfig, run_round: RunRound,
             _note_silent(rnd, result, silent, dead)
     for h, why in (dead_hosts() if dead_hosts else {}).items():
         dead.setdefault(h, why)
+    notes.extend(n for s in scans if isinstance(s, PairScan) and s.records for n in [s.coverage_note()] if n)
     raw: list[Finding] = []
     tested: set[int] = set()
     unjudged: dict[int, list[str]] = {}

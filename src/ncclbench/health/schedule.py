@@ -15,8 +15,13 @@ at once and a round costs about one group's time whatever the fleet size:
            one group with all GPUs of both hosts.  Later rounds re-pair
            suspects with hosts already shown healthy (`localize`).
 
-All pairs as a round-robin tournament (`round_robin`, SuperBench's pair-wise
-pattern) is available on request for small fleets: n-1 rounds instead of 2-3.
+Disjoint pairs measure n/2 of the n(n-1)/2 host pairs: a link between two hosts the
+pairing never puts together is never measured, so a slow one goes unseen.  Up to
+`ALL_PAIRS_MAX_HOSTS` hosts the pairs phase is therefore a round-robin tournament
+(`round_robin`, SuperBench's pair-wise pattern): every pair once in n-1 rounds, plus
+one round re-running suspect links.  Above it the disjoint pairs and re-pairing (2-4
+rounds) stay the default and the report says how many host pairs were measured;
+`--all-pairs` / `--no-all-pairs` choose either at any size.
 """
 
 from __future__ import annotations
@@ -28,6 +33,16 @@ from functools import cached_property, lru_cache
 from .fleet import Fleet
 
 PHASES = ("local", "intra", "rail", "pairs")
+# Every host pair measured by default up to this many hosts: the pairs phase then takes at most
+# 15 + 1 rounds (n-1 tournament rounds, one confirming suspect links).  A round costs a few seconds
+# (2-rank communicators, --bw-size; 8 fake hosts over sockets: 3.4 s a round, issue 25's GPU visit),
+# so a 16-host scan stays about a minute; a larger fleet would pay n-1 rounds for one link.
+ALL_PAIRS_MAX_HOSTS = 16
+
+
+def all_pairs_by_default(nhosts: int) -> bool:
+    """Whether the pairs phase measures every host pair when not told (`ALL_PAIRS_MAX_HOSTS`)."""
+    return nhosts <= ALL_PAIRS_MAX_HOSTS
 PAIR_SHAPES = ("rails", "full")
 
 
