@@ -160,6 +160,17 @@ def test_tune_candidates_are_not_latest(tmp_path):
         assert s.latest_run_id() == runs[1] + 3  # still there, under their own ids
 
 
+def test_history_marks_tune_candidates(env):
+    with ResultStore(env["NCCLBENCH_DB"]) as s:
+        info = RunInfo("all_reduce_perf", ["all_reduce_perf"], "mpi", "0", None, None, "")
+        s.begin_run(info, BenchOptions())
+        s.begin_run(info, BenchOptions(), source=TUNE_SOURCE)
+    p = ncclbench(env, "history")
+    lines = [ln for ln in p.stdout.splitlines() if ln.strip()[:1].isdigit()]
+    assert p.returncode == 0 and len(lines) == 2, p.stdout
+    assert lines[0].rstrip().endswith("tune candidate") and lines[1].rstrip().endswith("ncclbench"), p.stdout
+
+
 def test_a_closed_pipe_ends_a_local_spawn_job_quietly():
     """The launcher of GPU jobs (one process per GPU, `--nprocs` with NCCL): rank 0's reader
     leaves; rank 0 ends as ncclbench does on a BrokenPipeError, the other rank fails for want

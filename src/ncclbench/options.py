@@ -230,7 +230,8 @@ _OWN_USAGE_LINES = (
 
 
 _EXIT_STATUS_LINES = (
-    "0 ok (also after -h, an unknown option or a missing value: nccl-tests prints this text and exits 0)",
+    "0 ok (also after -h, an unknown option or a missing value: nccl-tests prints this text and exits 0;",
+    "  a mistake in one of ncclbench's own options is one line, 'did you mean', and 255)",
     "1 internal error, 2 CUDA error, 3 NCCL error, 4 timeout (-T; a rank that stopped answering)",
     "5 not supported here, 6 invalid usage (the launch: ranks, GPUs, MPI), 7 wrong results,",
     "  NCCL_TESTS_MIN_BW missed, --baseline regression or a trap with --fail-on-trap,",

@@ -24,7 +24,7 @@ def add_arguments(parser: CommandParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..store import stats
-    from ..store.db import ResultStore
+    from ..store.db import TUNE_SOURCE, ResultStore
 
     path = db_path(args)
     if args.health:
@@ -64,8 +64,11 @@ def run(args: argparse.Namespace) -> int:
         plateau, lat = runs_summ[h.id]
         gpu = sorted(set(h.gpus))
         gpu_s = (gpu[0] + (f" +{len(gpu) - 1}" if len(gpu) > 1 else "")) if gpu else "-"
-        src = "ncclbench" if h.source == "ncclbench" else \
-            f"{h.source.split(':')[-1]}:{os.path.basename(h.source_path or '')}"
+        if h.source == TUNE_SOURCE:  # one of a tune session's candidates: never `latest`
+            src = "tune candidate"
+        else:
+            src = "ncclbench" if h.source == "ncclbench" else \
+                f"{h.source.split(':')[-1]}:{os.path.basename(h.source_path or '')}"
         if h.id in baselines:
             src += "  [" + ", ".join(baselines[h.id]) + "]"
         date = (h.start_time or h.created_at.replace("T", " "))[:19]
