@@ -488,3 +488,24 @@ def test_each_fake_host_is_judged_with_its_own_ranks_nccl_settings(tmp_path):
     for j in (wrong.judgement, wrong_again.judgement):
         t = [t for t in j.traps.raised if t.name == "nic-env-mismatch"]
         assert len(t) == 1 and "on node1" in t[0].evidence and "node0" not in t[0].evidence, t
+
+
+def test_an_imported_log_whose_hosts_set_their_own_socket_ifname_raises_no_trap_for_it():
+    """The imported route (issue 25's check): a log from 2 fake hosts whose ranks each name their own veth
+    (node0 =fhv0, node1 =fhv1; NCCL's ENV lines, from the lead's GPU visit at 3681118, trimmed) has no
+    interface facts, so nic-env-mismatch is not checked there -- never raised from one host's value --
+    and the settings line says the value differs per rank rather than giving node0's as the job's."""
+    from pathlib import Path
+
+    from ncclbench.explain.stored import run_facts
+    from ncclbench.store.importers import load_file
+
+    path = Path(__file__).parent / "fixtures" / "log_inputs" / "fakehosts_2x2_own_socket_ifname.log"
+    run, = load_file(path, None)
+    ex = explain_run(run_facts(run))
+    traps = ex.judgement.traps
+    assert "nic-env-mismatch" not in traps.names()
+    assert any(u.name == "nic-env-mismatch" and "no link facts" in u.reason for u in traps.unchecked)
+    settings = [ln for ln in ex.lines if "NCCL settings" in ln]
+    assert settings and "NCCL_SOCKET_IFNAME==fhv0,..." in settings[0] and "different per rank" in settings[0]
+    assert "sockets over fhv0, fhv1" in "\n".join(ex.lines)
