@@ -257,3 +257,15 @@ def test_host_settings_are_each_hosts_own_and_nccls_lines_fill_only_what_no_rank
     assert host_settings("node0", job, per_host, log_env) == {"NCCL_SOCKET_IFNAME": "=fhv0", "NCCL_IB_DISABLE": "1"}
     assert host_settings("node9", job, per_host, log_env) == {**job, "NCCL_IB_DISABLE": "1"}  # not gathered: the job's
     assert host_settings("node1", job, None, log_env) == {**job, "NCCL_IB_DISABLE": "1"}
+
+
+def test_a_setting_each_host_has_its_own_of_splits_only_the_checks_that_read_it(ib_node):
+    """NCCL_HOSTID differs on every host (fake hosts, containers): the socket and P2P checks still judge the
+    hosts as one (one trap, not one per host); a NIC list each host sets for itself is judged per host."""
+    other = dataclasses.replace(ib_node, host="n2")
+    per_host = {ib_node.host: {"NCCL_HOSTID": "a", "NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "ib"},
+                "n2": {"NCCL_HOSTID": "b", "NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "nosuch"}}
+    r = find_traps([ib_node, other], None, per_host[ib_node.host], host_env=per_host)
+    assert len([t for t in r.raised if t.name == "net-socket-fallback"]) == 1
+    nic = [t for t in r.raised if t.name == "nic-env-mismatch"]
+    assert len(nic) == 1 and "NCCL_SOCKET_IFNAME=nosuch" in nic[0].evidence and "on n2" in nic[0].evidence

@@ -593,18 +593,26 @@ def check_log_links(log: NcclLogFacts, kind: str) -> list[Trap]:
 TOPOLOGY_CHECKS = ("net-socket-fallback", "pcie-downtrained", "nvlink-down", "nic-env-mismatch")
 
 
-# the checks that judge each host's facts with the NCCL settings in force there
-PER_HOST_ENV_CHECKS = ("net-socket-fallback", "p2p-disabled", "nic-env-mismatch", "algo-forced")
+# The checks that judge each host's facts with the NCCL settings in force there, and the settings each
+# reads: hosts are grouped by those alone, so a setting that differs but does not matter to a check
+# (NCCL_HOSTID on every host) does not split it into one trap per host.
+PER_HOST_ENV_CHECKS: dict[str, tuple[str, ...]] = {
+    "net-socket-fallback": ("NCCL_IB_DISABLE", "NCCL_NET"),
+    "p2p-disabled": ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE"),
+    "nic-env-mismatch": ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME"),
+    "algo-forced": ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE"),
+}
 
 
 def _host_env_groups(hosts: Sequence[HostTopology], env: Mapping[str, str],
-                     host_env: Mapping[str, Mapping[str, str]] | None,
-                     log_env: Mapping[str, str]) -> list[tuple[list[HostTopology], dict[str, str]]]:
-    """The hosts grouped by the NCCL settings in force on each (`nccl_env.host_settings`)."""
+                     host_env: Mapping[str, Mapping[str, str]] | None, log_env: Mapping[str, str],
+                     keys: Sequence[str]) -> list[tuple[list[HostTopology], dict[str, str]]]:
+    """The hosts grouped by the values of `keys` in the NCCL settings in force on each
+    (`nccl_env.host_settings`), with the first host's settings for the group."""
     groups: dict[tuple, tuple[list[HostTopology], dict[str, str]]] = {}
     for h in hosts:
         e = host_settings(h.host, env, host_env, log_env)
-        groups.setdefault(tuple(sorted(e.items())), ([], e))[0].append(h)
+        groups.setdefault(tuple(e.get(k) for k in keys), ([], e))[0].append(h)
     return list(groups.values())
 
 
@@ -621,8 +629,8 @@ def find_traps(hosts: Sequence[HostTopology], log: NcclLogFacts | None, env: Map
     where gathered: each host is judged with its own (`PER_HOST_ENV_CHECKS`), since one host's
     NCCL_SOCKET_IFNAME says nothing about another's interfaces."""
     log_env = dict(log.env or {}) if log is not None else {}
-    by_env = _host_env_groups(hosts, dict(env or {}), host_env, log_env)
-    env = dict(env or {})
+    job_env = dict(env or {})
+    env = dict(job_env)
     for k, v in log_env.items():
         env.setdefault(k, v)  # what NCCL said was set; the run's own environment wins
     if nnodes is None and hosts:
@@ -655,6 +663,7 @@ def find_traps(hosts: Sequence[HostTopology], log: NcclLogFacts | None, env: Map
             report.unchecked.append(Unchecked(name, no_topology + (f" (NCCL's log: network {net})" if net else "")))
             continue
         if name in PER_HOST_ENV_CHECKS and hosts and host_env:
+            by_env = _host_env_groups(hosts, job_env, host_env, log_env, PER_HOST_ENV_CHECKS[name])
             traps, unchecked = _per_env_group(name, by_env, log, nnodes)
         else:
             traps, unchecked = run()
