@@ -34,9 +34,10 @@ from .fleet import Fleet
 
 PHASES = ("local", "intra", "rail", "pairs")
 # Every host pair measured by default up to this many hosts: the pairs phase then takes at most
-# 15 + 1 rounds (n-1 tournament rounds, one confirming suspect links).  A round costs a few seconds
-# (2-rank communicators, --bw-size; 8 fake hosts over sockets: 3.4 s a round, issue 25's GPU visit),
-# so a 16-host scan stays about a minute; a larger fleet would pay n-1 rounds for one link.
+# 15 + 1 rounds (n-1 tournament rounds, one confirming suspect links).  A round costs seconds (2-rank
+# communicators and --bw-size; 8 fake hosts on 4 H100s over 4 Gbit/s sockets: 4.4 s for one round, 24 s
+# for the last six of a tournament, issue 25's GPU visit at 3681118), so the pairs phase of a 16-host
+# scan stays near a minute; a larger fleet would pay n-1 rounds to measure every link.
 ALL_PAIRS_MAX_HOSTS = 16
 
 
