@@ -235,6 +235,7 @@ _EXIT_STATUS_LINES = (
     "1 internal error, 2 CUDA error, 3 NCCL error, 4 timeout (-T; a rank that stopped answering)",
     "5 not supported here, 6 invalid usage (the launch: ranks, GPUs, MPI), 7 wrong results,",
     "  NCCL_TESTS_MIN_BW missed, --baseline regression or a trap with --fail-on-trap,",
+    "  9 --baseline not judged (this run far noisier than the baseline: re-run),",
     "  255 a bad option value (-d nosuchtype)",
     "128+N ended by signal N (129 SIGHUP, 130 SIGINT, 143 SIGTERM): every rank is ended, the run kept",
 )

@@ -96,7 +96,8 @@ collectives: {", ".join(COLLECTIVES)}
 
 exit codes: 0 ok, 1 internal, 2 CUDA, 3 NCCL, 4 timeout, 5 not supported,
             6 invalid usage, 7 wrong results / bandwidth gate / --fail-on-trap,
-            8 `health` found faults (a GPU, node, NIC rail or link to act on), 255 bad arguments,
+            8 `health` found faults (a GPU, node, NIC rail or link to act on),
+            9 not judged (`check`: the checked run far noisier than its baseline; re-run), 255 bad arguments,
             128+N ended by signal N (130 SIGINT, 143 SIGTERM); like nccl-tests, an
             unknown option of a collective prints its usage and exits 0 (a mistyped
             ncclbench option: one line, 'did you mean', 255)
