@@ -284,7 +284,16 @@ def step_health(run: Run, tools: fakehosts.Tools) -> Callable[[Path], dict]:
                 return {"status": "not run", "why": f"{len(fh.hosts)} fake host(s) made; fleet statistics need 6+"}
             out["fake hosts"] = ", ".join(f"{h.name}: GPU {h.gpus[0]}" for h in fh.hosts)
             shaped = fh.shape(BASE_RATE)
+            # The faults first, then the healthy scans: each scan measures every host pair (~30 s on 8
+            # hosts), and a device visit cut short should still have shown what a fault scan names.
             out["links"] = f"every link {BASE_RATE}" if shaped else f"unshaped ({'; '.join(fh.unshaped)})"
+            if run.left() > 60 and fh.shape(BASE_RATE, slow_host=(2, HALF_RATE)):
+                out["slow host node2 (half)"] = _health(run, fh, d, "slow-node2",
+                                                        expect=("node nic", {"node2"}, ["node2"]))
+            if run.left() > 60 and fh.shape(BASE_RATE, slow_link=(1, 3, HALF_RATE)):
+                out["slow link node1-node3 (half)"] = _health(run, fh, d, "slow-link13",
+                                                              expect=("link", {"node1", "node3"}, []))
+            fh.shape(BASE_RATE)
             alarms = []
             for i in range(5):
                 if run.left() < 60:
@@ -297,13 +306,6 @@ def step_health(run: Run, tools: fakehosts.Tools) -> Callable[[Path], dict]:
                     alarms.append(bool(r.get("confirmed")) or r["rank 0 exit"] == 8)
             out["false alarms"] = (f"{sum(alarms)} of {len(alarms)} judged healthy scans"
                                    + (f" ({5 - len(alarms)} gave no verdict)" if len(alarms) < 5 else ""))
-            if run.left() > 60 and fh.shape(BASE_RATE, slow_host=(2, HALF_RATE)):
-                out["slow host node2 (half)"] = _health(run, fh, d, "slow-node2",
-                                                        expect=("node nic", {"node2"}, ["node2"]))
-            if run.left() > 60 and fh.shape(BASE_RATE, slow_link=(1, 3, HALF_RATE)):
-                out["slow link node1-node3 (half)"] = _health(run, fh, d, "slow-link13",
-                                                              expect=("link", {"node1", "node3"}, []))
-            fh.shape(BASE_RATE)
             if run.left() > 60:
                 out["rank 2 (node2) killed mid-scan"] = _health(run, fh, d, "killed", ("SIGKILL", 2), bound_s=90,
                                                                 expect=("no answer", {"node2"}, ["node2"]))
