@@ -159,3 +159,18 @@ def test_cli_baseline_with_history_and_check(tmp_path, capsys):
     assert ncclbench_main(["check", "-h"]) == 0
     helptext = " ".join(capsys.readouterr().out.split())
     assert "the plateau busbw" in helptext and "the latency floor" in helptext and "history" in helptext
+
+
+def test_roughness_ignores_one_bend_and_one_stalled_size():
+    """The size-to-size roughness (the checked run's "far noisier" test, a one-run baseline's
+    floor) reads jitter, not the bend where latency gives way to bandwidth, nor one stall."""
+    sizes = [1 << k for k in range(3, 17)]
+    bend = {s: 10.0 if s < 4096 else 10.0 * s / 4096 for s in sizes}  # flat, then linear in size
+    assert noise.roughness(bend, sizes).sigma == pytest.approx(0.0, abs=1e-9)
+    stalled = {**bend, 1024: 20.0}
+    assert noise.roughness(stalled, sizes).sigma < 0.05
+    rng = random.Random(9)
+    jitter = {s: v * math.exp(rng.gauss(0, 0.3)) for s, v in bend.items()}
+    assert 0.1 < noise.roughness(jitter, sizes).sigma < 0.6
+    assert noise.far_noisier(noise.roughness(jitter, sizes), noise.roughness(stalled, sizes)) is not None
+    assert noise.roughness(bend, sizes[:4]) is None  # too few sizes

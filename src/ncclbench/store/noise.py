@@ -97,15 +97,15 @@ def prior_noise(backend: str, size_class: str, n_reference: int = 1, n_checked: 
 def assumed_noise(backend: str, size_class: str, rough: Spread | None = None) -> Noise:
     """The noise of a change where the reference measured none: the declared prior, or
     the reference's own size-to-size roughness where that is larger (a baseline measured
-    on a machine whose sizes jittered by 40 % says more about it than a 7 % prior; the
-    multiple then follows the roughness' degrees of freedom)."""
+    on a machine whose sizes jittered by 40 % says more about it than a 7 % prior).  Like
+    the prior it is a stand-in, not a measured run-to-run noise: the known-noise multiple."""
     prior = prior_noise(backend, size_class)
     declared = PRIORS[(device_class(backend), size_class)].sigma
     if rough is None or rough.sigma <= declared:
         return prior
     return Noise(rough.sigma * math.sqrt(2), f"assumed: the baseline's own size-to-size roughness "
                  f"{100 * rough.sigma:.1f}% per run, more than the {100 * declared:g}% declared "
-                 f"({prior.source.split(', ', 1)[1]})", False, rough.dof, assumed=True)
+                 f"({prior.source.split(', ', 1)[1]})", False, None, assumed=True)
 
 
 def robust_sigma(values: Sequence[float]) -> float | None:
@@ -233,7 +233,10 @@ Z_UNSTABLE = 3.09
 # error on the figure, times the multiple, above this fraction of the limit.
 UNSTABLE_SHARE_OF_LIMIT = 0.5
 # Second differences of iid values have 6x their variance; overlapping ones are correlated,
-# so n of them carry about n / 1.94 degrees of freedom (1 + 2 (16 + 1) / 36).
+# so n of them carry about n / 1.94 degrees of freedom (1 + 2 (16 + 1) / 36).  The spread is
+# taken from their median absolute value (robust); its degrees of freedom are counted as a
+# standard deviation's would be, which makes the "far noisier" test approximate (a median
+# absolute value scatters more: more such verdicts than Z_UNSTABLE alone promises).
 _D2_VARIANCE, _D2_DOF_SHARE = 6.0, 1.94
 
 
@@ -250,14 +253,16 @@ class Spread:
 def roughness(values: Mapping[int, float], sizes: Sequence[int]) -> Spread | None:
     """One run's size-to-size wobble over `sizes`: the second differences of log
     time along the sweep (a smooth curve of time against size leaves ~0; each
-    size's own jitter shows).  Needs no second run, so a reference and a checked
-    run are measured the same way.  None for < 5 sizes."""
+    size's own jitter shows), by their median absolute value, so that the one bend
+    where latency gives way to bandwidth (or one size that stalled) is not taken
+    for a noisy run.  Needs no second run, so a reference and a checked run are
+    measured the same way.  None for < 5 sizes."""
     xs = [math.log(values[s]) for s in sorted(sizes)
           if s in values and values[s] > 0 and not math.isnan(values[s])]
     d2 = [xs[i + 1] - 2 * xs[i] + xs[i - 1] for i in range(1, len(xs) - 1)]
     if len(d2) < 3:
         return None
-    sigma = math.sqrt(sum(d * d for d in d2) / len(d2) / _D2_VARIANCE)
+    sigma = MAD_TO_SIGMA * statistics.median(abs(d) for d in d2) / math.sqrt(_D2_VARIANCE)
     return Spread(sigma, max(1, round(len(d2) / _D2_DOF_SHARE)), "size-to-size roughness")
 
 
