@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,6 +34,9 @@ from ..launch.hostcomm import HostComm, MpiHostComm
 from ..launch.shutdown import note_for_launcher, run_last_words
 from ..results import DeviceInfo
 from .base import IterationTimer, RankSlot, Worker
+
+if TYPE_CHECKING:  # the generator (and its cache) is imported when a run first fills
+    from ..verifiable import FillCache
 
 _REDUCE_TYPES = {
     "int8": "INT8_T", "uint8": "UINT8_T", "int32": "INT32_T", "uint32": "UINT32_T",
@@ -254,9 +257,9 @@ class HostMemoryWorker(Worker):
     # the same generator (timing cannot tell), and the check still zeroes the receive
     # buffer and writes its inputs again before its op (docs/behaviour.md §4.1).
     timed_data_seed = 1
-    _fill_cache: Any = None
+    _fill_cache: FillCache | None = None
 
-    def _cache(self) -> Any:
+    def _cache(self) -> FillCache:
         if self._fill_cache is None:
             from ..verifiable import FillCache
 

@@ -43,7 +43,7 @@ def run_benchmark(program: str, args: list[str]) -> int:
     except HelpRequested as h:
         print(h.text, end="", flush=True)
         return int(h.exit_code)
-    started_as = os.environ.get(COMMAND_LINE_ENV)
+    started_as = os.environ.pop(COMMAND_LINE_ENV, None)  # not passed on to what this rank starts in turn
     if started_as:  # a rank this command started: record the command line as typed (--nprocs kept)
         with contextlib.suppress(ValueError, TypeError):
             opts = dataclasses.replace(opts, argv=tuple(str(a) for a in json.loads(started_as)))
