@@ -11,8 +11,9 @@ rail or a link in three rounds whatever the fleet size (four when a host sat
 out round 1: odd count, or a partner that died) - but only a link round 1 or a
 re-pairing happened to measure.  With `all_pairs` (the default up to
 `schedule.ALL_PAIRS_MAX_HOSTS` hosts), the rounds are a round-robin tournament
-(every pair once, n-1 rounds) and one more round re-runs suspect links, so every
-link is measured.
+(every pair once, n-1 rounds), so every link is measured, and then suspect links
+are re-run, each once, in rounds of disjoint pairs (two suspects of one host go in
+different rounds): at most as many rounds again as the tournament had.
 """
 
 from __future__ import annotations
@@ -78,10 +79,9 @@ class PairScan(PhaseScan):
             if k < len(self.tournament):
                 pairs = [(a, b) for a, b in self.tournament[k] if a not in self.dead and b not in self.dead]
                 return self._round(k + 1, "fleet", pairs)
-            if k > len(self.tournament):
+            if k >= 2 * len(self.tournament):  # the bound on confirmation rounds (`_confirm_pairs`)
                 return None
-            pairs = [p for p in self._state().link_suspects if not set(p) & set(self.dead)]
-            return self._round(k + 1, "confirm", pairs)
+            return self._round(k + 1, "confirm", self._confirm_pairs())
         if k == 0:
             pairs, _ = disjoint_pairs(self.hosts)
             return self._round(1, "fleet", pairs)
@@ -95,6 +95,30 @@ class PairScan(PhaseScan):
     def _round(self, index: int, purpose: str, pairs: list[tuple[int, int]]) -> Round | None:
         groups = pair_groups(self.fleet, pairs, self.shape)
         return make_round("pairs", index, purpose, groups) if groups else None
+
+    def _rerun(self) -> set[tuple[int, ...]]:
+        """The host pairs a confirmation round has re-run."""
+        return {g.hosts for r in self.records if r.round.purpose == "confirm" for g in r.round.groups}
+
+    def _confirm_pairs(self) -> list[tuple[int, int]]:
+        """The suspect links to re-run next, sharing no host: two suspects of one host cannot
+        run in one round (its GPUs would be in two groups).  Each link is re-run once; taken in
+        the order of the tournament rounds that measured them, so every confirmation round
+        re-runs at least every suspect left from the earliest such tournament round, whose
+        pairs are disjoint: at most as many confirmation rounds as the tournament had (the
+        bound `next_round` keeps), in practice one per suspect link of the busiest host."""
+        assert self.tournament is not None
+        order = {p: i for i, rnd in enumerate(self.tournament) for p in rnd}
+        done = self._rerun()
+        todo = sorted((p for p in self._state().link_suspects if p not in done and not set(p) & set(self.dead)),
+                      key=lambda p: (order.get(p, len(order)), p))
+        busy: set[int] = set()
+        pairs: list[tuple[int, int]] = []
+        for a, b in todo:
+            if a not in busy and b not in busy:
+                pairs.append((a, b))
+                busy |= {a, b}
+        return pairs
 
     def _plan(self) -> list[tuple[int, int]]:
         st = self._state()
@@ -157,10 +181,13 @@ class PairScan(PhaseScan):
             obs = [o for o in st.bad_by_link[(a, b)] if o.unit in units]
             out.append(self._finding(LINK, (fleet.hosts[a], fleet.hosts[b]), verdict_of(obs), detail, obs,
                                      extra=[st.cleared_by(a), st.cleared_by(b)]))
+        rerun = self._rerun()
         for a, b in st.link_suspects:
             obs = list(st.bad_by_link[(a, b)])
+            why = ("re-run once, which settled nothing (not judged, or another symptom)" if (a, b) in rerun
+                   else "not re-run (rounds exhausted)")
             out.append(self._finding(LINK, (fleet.hosts[a], fleet.hosts[b]), SUSPECT_V, "", obs,
-                                     extra=["slow once; both hosts fine with other partners; not re-run (rounds exhausted)"]))
+                                     extra=[f"slow once; both hosts fine with other partners; {why}"]))
         return out + self._fleet_notes() + self._unjudged_note(st.unjudged)
 
     def _node_findings(self, st: PairState, h: int, units: set) -> list[Finding]:

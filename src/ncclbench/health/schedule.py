@@ -18,10 +18,12 @@ at once and a round costs about one group's time whatever the fleet size:
 Disjoint pairs measure n/2 of the n(n-1)/2 host pairs: a link between two hosts the
 pairing never puts together is never measured, so a slow one goes unseen.  Up to
 `ALL_PAIRS_MAX_HOSTS` hosts the pairs phase is therefore a round-robin tournament
-(`round_robin`, SuperBench's pair-wise pattern): every pair once in n-1 rounds, plus
-one round re-running suspect links.  Above it the disjoint pairs and re-pairing (2-4
-rounds) stay the default and the report says how many host pairs were measured;
-`--all-pairs` / `--no-all-pairs` choose either at any size.
+(`round_robin`, SuperBench's pair-wise pattern): every pair once in n-1 rounds, then
+suspect links re-run in rounds of disjoint pairs (`PairScan._confirm_pairs`: usually
+one round, more where suspects share a host; at most as many as the tournament had).
+Above it the disjoint pairs and re-pairing (2-4 rounds) stay the default and the report
+says how many host pairs were measured; `--all-pairs` / `--no-all-pairs` choose either
+at any size.
 """
 
 from __future__ import annotations
@@ -33,11 +35,12 @@ from functools import cached_property, lru_cache
 from .fleet import Fleet
 
 PHASES = ("local", "intra", "rail", "pairs")
-# Every host pair measured by default up to this many hosts: the pairs phase then takes at most
-# 15 + 1 rounds (n-1 tournament rounds, one confirming suspect links).  A round costs seconds (2-rank
-# communicators and --bw-size; 8 fake hosts on 4 H100s over 4 Gbit/s sockets: 4.4 s for one round, 24 s
-# for the last six of a tournament, issue 25's GPU visit at 3681118), so the pairs phase of a 16-host
-# scan stays near a minute; a larger fleet would pay n-1 rounds to measure every link.
+# Every host pair measured by default up to this many hosts: the pairs phase then takes 15 tournament
+# rounds plus those re-running suspect links (usually one, more where suspects share a host; at most
+# 15).  A round costs seconds (2-rank communicators and --bw-size; 8 fake hosts on 4 H100s over 4 Gbit/s
+# sockets: 4.4 s for one round, 24 s for the last six of a tournament, issue 25's GPU visit at 3681118),
+# so the pairs phase of a 16-host scan stays near a minute; a larger fleet would pay n-1 rounds to
+# measure every link.
 ALL_PAIRS_MAX_HOSTS = 16
 
 
