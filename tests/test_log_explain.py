@@ -538,3 +538,21 @@ def test_mangled_corpus_logs_never_raise(tmp_path):
                 continue
             for run in runs:
                 explain_run(run_facts(run))
+
+
+@pytest.mark.mpi
+def test_the_live_causes_script_runs_end_to_end_on_the_cpu(ncclbench_env, tmp_path):
+    """bench/live_causes_gpu.py's plumbing (runs, JSON read back, report written) on the CPU backend; the
+    causes themselves need NCCL (the GPU command is in its docstring)."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parent.parent / "bench" / "live_causes_gpu.py"
+    p = subprocess.run([sys.executable, str(script), "--cpu", "--nprocs", "2", "--out", str(tmp_path),
+                        "--cases", "healthy,channels_capped"], capture_output=True, text=True, env=ncclbench_env,
+                       timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    doc = json.loads((tmp_path / "live_causes.json").read_text())
+    assert [r["case"] for r in doc["results"]] == ["healthy", "channels_capped"]
+    assert all(r["rc"] == 0 and r["causes"] == [] and r["lines"] for r in doc["results"])
+    assert "| channels_capped | NCCL_MAX_NCHANNELS=2 | 0 |" in (tmp_path / "live_causes.md").read_text()
