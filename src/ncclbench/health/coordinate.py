@@ -58,37 +58,52 @@ def coordinate(coord: Coordinator, cfg: ScanConfig, spec: GroupSpec, round_timeo
     `store(doc)`: keep the scan (the result store); returns a line to print, or None."""
     coord.wait_joined(join_timeout_s)
     fleet = fleet_from(coord)
+    rounds = LiveRounds(coord, fleet, spec, round_timeout_s, _progress if outputs.progress else None)
     try:
-        if cfg.baseline is not None:
-            check_baseline_hosts(cfg.baseline, fleet)
-        answers = exchange_setup(coord, fleet, join_timeout_s)
-        cfg, facts = apply_facts(fleet, cfg, answers, spec.bw_bytes)
-    except BenchError as exc:
-        for r in coord.ranks:
-            coord.send(r, ("end", int(exc.code), "exit"))
+        code, report, meta = _scan(coord, fleet, cfg, spec, rounds, join_timeout_s, backend, argv, expected_hosts,
+                                   outputs)
+    except BenchError as exc:  # a launch problem found at set-up (a rank without its GPU, ...): its code
+        _dismiss(coord, rounds, int(exc.code), ending="exit")
         raise
-    said = facts.pop("backend", None)
-    if said and not backend.startswith(said):  # the ranks know their backend better (--serve)
-        rest = backend.split(", ", 1)[1] if ", " in backend else ""
-        backend = said + (f", {rest}" if rest else "")
-    progress = _progress if outputs.progress else None
-    rounds = LiveRounds(coord, fleet, spec, round_timeout_s, progress)
-    started = datetime.datetime.now(datetime.timezone.utc)
-    report = run_scan(fleet, cfg, rounds, dead_hosts=rounds.dead_hosts, expected_hosts=expected_hosts,
-                      lost_hosts=rounds.lost_hosts)
-    meta = {"version": __version__, "backend": backend, "argv": list(argv),
-            "start_time": started.isoformat(timespec="seconds"),
-            "spec": vars(spec), "round_timeout_s": round_timeout_s,
-            "ranks": {str(r): str(i) for r, i in sorted(coord.ranks.items())},
-            "out_of_scan": {str(r): why for r, why in sorted({**rounds.stuck, **rounds.out()}.items())},
-            "accept_not_judged": outputs.accept_not_judged, **facts}
-    code = emit(report, meta, outputs.json_path, outputs.drain_path, outputs.stream)
+    except Exception as exc:
+        # A bug of the scan's own (not a fault of the fleet) must not leave the ranks waiting for
+        # rounds that will never come: every rank is told to leave now with the internal error's
+        # code, and the caller prints one line naming the error (issue 25: a coordinator thread
+        # died with a traceback and every rank waited 90 s).
+        _dismiss(coord, rounds, int(ExitCode.INTERNAL), ending="exit")
+        raise BenchError(f"health: internal error in the coordinator: {type(exc).__name__}: {exc}; the scan "
+                         "ended without a verdict", ExitCode.INTERNAL) from exc
     _dismiss(coord, rounds, code)
     if store is not None:
         line = store(scan_document(report, meta))
         if line:
             print(line, file=sys.stderr, flush=True)
     return ScanOutcome(code, report, meta)
+
+
+def _scan(coord: Coordinator, fleet: Fleet, cfg: ScanConfig, spec: GroupSpec, rounds: LiveRounds,
+          join_timeout_s: float, backend: str, argv: Sequence[str], expected_hosts: list[str] | None,
+          outputs: Outputs) -> tuple[int, HealthReport, dict]:
+    """Set-up, the scan and its written outputs: (exit code, report, what was recorded)."""
+    if cfg.baseline is not None:
+        check_baseline_hosts(cfg.baseline, fleet)
+    answers = exchange_setup(coord, fleet, join_timeout_s)
+    cfg, facts = apply_facts(fleet, cfg, answers, spec.bw_bytes)
+    said = facts.pop("backend", None)
+    if said and not backend.startswith(said):  # the ranks know their backend better (--serve)
+        rest = backend.split(", ", 1)[1] if ", " in backend else ""
+        backend = said + (f", {rest}" if rest else "")
+    started = datetime.datetime.now(datetime.timezone.utc)
+    report = run_scan(fleet, cfg, rounds, dead_hosts=rounds.dead_hosts, expected_hosts=expected_hosts,
+                      lost_hosts=rounds.lost_hosts)
+    meta = {"version": __version__, "backend": backend, "argv": list(argv),
+            "start_time": started.isoformat(timespec="seconds"),
+            "spec": vars(spec), "round_timeout_s": rounds.timeout,
+            "ranks": {str(r): str(i) for r, i in sorted(coord.ranks.items())},
+            "out_of_scan": {str(r): why for r, why in sorted({**rounds.stuck, **rounds.out()}.items())},
+            "accept_not_judged": outputs.accept_not_judged, **facts}
+    code = emit(report, meta, outputs.json_path, outputs.drain_path, outputs.stream)
+    return code, report, meta
 
 
 def exchange_setup(coord: Coordinator, fleet: Fleet, timeout_s: float) -> dict[int, dict]:
@@ -182,12 +197,14 @@ def host_envs(fleet: Fleet, answers: Mapping[int, dict]) -> dict[str, dict[str, 
     return out
 
 
-def _dismiss(coord: Coordinator, rounds: LiveRounds, code: int) -> None:
+def _dismiss(coord: Coordinator, rounds: LiveRounds, code: int, ending: str = "finalize") -> None:
+    """Every live rank told to leave with `code`: `ending` ("finalize", or "exit" after an error), but
+    one rank aborts the job and the others exit where a rank stopped (the launcher ends it)."""
     out = {**rounds.out(), **rounds.stuck}
     live = sorted(r for r in coord.ranks if r not in out and r not in coord.dead)
     stuck = bool(rounds.silent or rounds.stuck)
     for r in live:
-        how = "finalize"
+        how = ending
         if stuck:
             how = "abort" if r == live[0] else "exit"
         coord.send(r, ("end", code, how))

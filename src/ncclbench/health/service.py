@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
-from ..errors import ArgumentError, BenchError
+from ..errors import ArgumentError, BenchError, ExitCode
 from .coordinate import Outputs, ScanOutcome, coordinate
 from .group import GroupSpec
 from .scan import ScanConfig
@@ -320,10 +320,15 @@ def _coordinator_thread(size: int, opts: ServiceOptions, cfg: ScanConfig, spec: 
 
 def _coordinate_in_thread(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec, coord, result: dict[str, int],
                           label: str) -> None:
+    """The thread's body: an error ends the scan on every rank now and is one line here (the
+    thread has no caller to print it, and a traceback is not a message); `coordinate` turns a
+    bug inside the scan into such an error, anything after it (an output hook) is caught here."""
     try:
         result["code"] = run_coordinator(opts, cfg, spec, coord, label)
-    except BenchError as exc:
-        print(f"{PROGRAM}: {exc.message}", file=sys.stderr, flush=True)
-        result["code"] = int(exc.code)
+    except Exception as exc:
+        err = exc if isinstance(exc, BenchError) else BenchError(
+            f"health: internal error in the coordinator: {type(exc).__name__}: {exc}", ExitCode.INTERNAL)
+        print(f"{PROGRAM}: {err.message}", file=sys.stderr, flush=True)
+        result["code"] = int(err.code)
         for r in coord.ranks:
-            coord.send(r, ("end", int(exc.code), "exit"))
+            coord.send(r, ("end", int(err.code), "exit"))
