@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
 import signal
 import sqlite3
@@ -124,6 +125,25 @@ def test_mpiexec_ctrl_c_lines_stay_on_stderr(env):
     assert p.returncode == 130, err
     assert "[mpiexec@" not in "".join(out), "".join(out)
     assert "SIGINT received" in err
+
+
+def test_mpiexec_bad_termination_block_goes_to_stderr(env):
+    """A rank killed mid-run: MPICH's 'BAD TERMINATION' block is launcher noise, on stderr;
+    stdout keeps the table alone."""
+    p = subprocess.Popen([sys.executable, "-m", "ncclbench", "all_reduce", "-b", "1M", "-e", "64M", "-f", "2",
+                          "-n", "200", "-c", "0", "--backend", "mpi", "--nprocs", "2"], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    out = []
+    for line in p.stdout:
+        out.append(line)
+        if line.strip() and not line.startswith("#"):
+            break
+    pid = int(re.search(r"Rank +1 Group +\d+ Pid +(\d+)", "".join(out)).group(1))
+    os.kill(pid, signal.SIGKILL)
+    rest, err = p.communicate(timeout=60)
+    out.append(rest)
+    assert p.returncode != 0 and "BAD TERMINATION" in err and "died" in err, err
+    assert not [ln for ln in "".join(out).splitlines() if ln.startswith(("=", "YOUR APPLICATION"))], out
 
 
 def test_progress_bar_on_a_terminal_with_nprocs(env):

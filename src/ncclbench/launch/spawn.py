@@ -548,7 +548,9 @@ class MpiexecOutput:
             t.join(timeout)
 
 
-_MPIEXEC_OWN = ("[mpiexec@", "[proxy:", "[mpirun@")  # MPICH hydra's (and compatible launchers') own lines
+# MPICH hydra's (and compatible launchers') own lines: its notes, and its BAD TERMINATION block
+_MPIEXEC_OWN = ("[mpiexec@", "[proxy:", "[mpirun@", "====", "=   ", "YOUR APPLICATION TERMINATED",
+                "This typically refers to a problem with your application", "Please see the FAQ page")
 
 
 def _end_session(proc: subprocess.Popen) -> None:
