@@ -248,8 +248,9 @@ class HostMemoryWorker(Worker):
     MpiWorker and health's per-group worker share it."""
 
     # Bytes of generated fill/check data kept between calls (verifiable.FillCache): the
-    # MPI worker sizes it from the host's memory room; other users keep this default.
-    fill_cache_budget = 256 << 20
+    # MPI worker sizes it from the host's memory room; elsewhere (health's groups) it is
+    # what one check needs, its inputs and its expected result at the largest size.
+    fill_cache_budget: int | None = None
     # The timed loop runs on the first check's inputs (seed 1), not on a stream of their
     # own (nccl-tests' seed 99): on a GPU that stream costs a kernel launch, here the numpy
     # generator's time for every element of the largest size, a third of what checking
@@ -263,7 +264,8 @@ class HostMemoryWorker(Worker):
         if self._fill_cache is None:
             from ..verifiable import FillCache
 
-            self._fill_cache = FillCache(self.fill_cache_budget)
+            budget = self.fill_cache_budget
+            self._fill_cache = FillCache(2 * (self.max_bytes + ALIGN) if budget is None else budget)
         return self._fill_cache
 
     def zero(self, slot: RankSlot, ptr: int, nbytes: int) -> None:
