@@ -14,8 +14,6 @@ import numpy as np
 import pytest
 
 pytestmark = pytest.mark.gpu
-os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # never NVLink SHARP on shared machines
-
 
 from ncclbench.backends.select import gpu_count  # noqa: E402
 
@@ -26,6 +24,10 @@ def _gpu_present() -> bool:
 
 if not _gpu_present():
     pytest.skip("needs an NVIDIA GPU with a driver", allow_module_level=True)
+
+# Never NVLink SHARP on shared machines. Set only where the module runs: at collection on a machine
+# without a GPU it leaked into the whole session's environment and into every later test's children.
+os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 
 from ncclbench.backends.nccl_setup import create_nccl_workers  # noqa: E402
 from ncclbench.collectives import COLLECTIVES  # noqa: E402
