@@ -18,6 +18,12 @@ PATH_RANK = {"LOC": 0, "NVL": 1, "NVB": 2, "C2C": 3, "PIX": 4, "PXB": 5, "P2C": 
              "NODE": 8, "SYS": 9}  # topoPathTypeStr (src/graph/topo.h); nvidia-smi's NODE is NCCL's PHB
 _OLD_LEVELS = ("LOC", "PIX", "PXB", "PHB", "SYS", "SYS")  # src/graph/paths.cc levelsOldToNew
 
+# NCCL settings that choose the algorithm the platform runs with (NVLS is kept off on some machines:
+# reference/baseline-h200.md) are part of a healthy ceiling (health judges against the ceiling they
+# allow); settings that degrade the path (NCCL_P2P_DISABLE, NCCL_MAX_NCHANNELS, NCCL_ALGO, ...) are
+# not: they are causes the traps name.
+PLATFORM_SETTINGS = ("NCCL_NVLS_ENABLE",)
+
 
 def env_set(env: Mapping[str, str], name: str) -> str | None:
     v = env.get(name)

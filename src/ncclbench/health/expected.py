@@ -22,16 +22,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..explain.ceiling import expected_ceiling, memory_bandwidth_bound
+from ..explain.nccl_env import PLATFORM_SETTINGS
 from ..explain.topology import HostTopology
 from .fleet import Fleet
 from .schedule import Group, intra_groups, local_groups, pair_groups, rail_groups
 
 LOCAL_UNKNOWN = ("one GPU alone: its figure is the algbw of a 1-rank all_reduce (a device-to-device copy), "
                  "bounded by its memory bandwidth, which NVML did not give")
-# NCCL settings that choose the algorithm the platform runs with (NVLS is kept off on some machines:
-# reference/baseline-h200.md) are part of the healthy ceiling; settings that degrade the path
-# (NCCL_P2P_DISABLE, NCCL_MAX_NCHANNELS, NCCL_ALGO, ...) are not: they are causes the traps name.
-PLATFORM_ENV = ("NCCL_NVLS_ENABLE",)
 
 
 @dataclass(frozen=True)
@@ -73,7 +70,7 @@ def shape_ceilings(fleet: Fleet, groups: Sequence[Group], topologies: Mapping[st
     """The ceiling of each group's shape.  `topologies`: host name -> its facts;
     `gpu_pci`: world rank -> its GPU's PCI address (as `HostTopology.only` takes it)."""
     out = []
-    env = {k: v for k, v in (env or {}).items() if k in PLATFORM_ENV}
+    env = {k: v for k, v in (env or {}).items() if k in PLATFORM_SETTINGS}
     for g in groups:
         label = g.label(fleet)
         if g.phase == "local":
