@@ -76,8 +76,8 @@ def run(cmd: str, cwd: Path, env: dict[str, str], timeout: float = 600) -> subpr
 def test_readme_setup_and_install_as_written(tmp_path):
     clone = tmp_path / "ncclbench"
     copy_checkout(clone)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("NCCLBENCH_", "VIRTUAL_ENV", "PYTHON", "OMPI_", "PMI_", "SLURM_", "MPI"))}
+    env = {k: v for k, v in os.environ.items()  # NCCL_* too: what the run records is then the script's doing
+           if not k.startswith(("NCCLBENCH_", "NCCL_", "VIRTUAL_ENV", "PYTHON", "OMPI_", "PMI_", "SLURM_", "MPI"))}
     env["PYTHON"] = sys.executable  # the interpreter the tests run on makes the .venv
     env["NCCLBENCH_DB"] = str(tmp_path / "r.sqlite")
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
