@@ -63,6 +63,20 @@ def test_a_closed_pipe_ends_the_job_quietly(env):
     assert status == "interrupted" and "closed pipe" in reason
 
 
+def test_a_closed_pipe_ends_a_single_process_run_quietly(env):
+    p = subprocess.Popen([sys.executable, "-m", "ncclbench", "all_reduce", "-b", "8", "-e", "256M", "-f", "2",
+                          "--backend", "mpi"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    line = p.stdout.readline()
+    while line.startswith(b"#"):
+        line = p.stdout.readline()
+    p.stdout.close()
+    rc = p.wait(timeout=60)
+    err = p.stderr.read().decode()
+    assert rc == 0 and err == "", (rc, err)
+    [(_, status, _, reason)] = stored(env)
+    assert status == "interrupted" and "closed pipe" in reason
+
+
 def test_a_json_name_that_is_not_written_is_one_line_before_the_run(env, tmp_path):
     p = ncclbench(env, "all_reduce", *SMALL, "-J", str(tmp_path / "out.txt"), cwd=tmp_path)
     assert p.returncode == 0, p.stderr

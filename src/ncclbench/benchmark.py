@@ -272,6 +272,10 @@ def run_here(opts: BenchOptions, backend: Backend, launch: LaunchInfo, note: str
     except (JobInterrupted, BenchError) as exc:
         # one line, the stored run's outcome, and the other ranks told (they may be waiting for us)
         return end_run(exc, signals, host, store)
+    except BrokenPipeError:  # `| head`: the dispatcher ends quietly (exit 0); the stored run says why it stopped
+        if store is not None:
+            store.set_outcome("interrupted", "the reader of its output went away (a closed pipe)")
+        raise
     finally:
         signals.disarm()
         if reporter is not None:
