@@ -15,7 +15,7 @@ import pytest
 
 from ncclbench.commands import main as ncclbench_main
 from ncclbench.commands.show import show_text
-from ncclbench.store import noise
+from ncclbench.store import noise, stats
 from ncclbench.store.compare import gate
 from ncclbench.store.importers import load_file
 
@@ -174,3 +174,55 @@ def test_roughness_ignores_one_bend_and_one_stalled_size():
     assert 0.1 < noise.roughness(jitter, sizes).sigma < 0.6
     assert noise.far_noisier(noise.roughness(jitter, sizes), noise.roughness(stalled, sizes)) is not None
     assert noise.roughness(bend, sizes[:4]) is None  # too few sizes
+
+
+def test_far_noisier_allows_the_recorded_scatter_of_roughness():
+    """ln(roughness^2) of identical runs scattered 1.19 sd over 14 latency sizes where the
+    normal theory says 0.58 (and 3.54 against 1.00 over 5 plateau sizes): a run 5x rougher
+    than its one-run reference is chance for a roughness, not for -N cycle shifts; 40x is
+    far noisier either way (a really noisier candidate is still 'unstable')."""
+    ref = noise.Spread(0.02, 6, "size-to-size roughness")
+    five, forty = (noise.Spread(0.02 * k, 6, "size-to-size roughness") for k in (5, 40))
+    assert noise.far_noisier(five, ref) is not None  # the normal theory's verdict
+    assert noise.far_noisier(five, ref, "latency") is None
+    assert noise.far_noisier(forty, ref, "latency") is not None
+    z5 = noise.far_noisier(five, ref)
+    assert z5 == pytest.approx(math.log(25) / math.sqrt(2 / 6 + 2 / 6))
+    # the plateau's 5 sizes (dof 2): a 1 % blip against a plateau smooth to 0.03 % is chance
+    assert noise.far_noisier(noise.Spread(0.01, 2, "size-to-size roughness"),
+                             noise.Spread(0.0003, 6, "size-to-size roughness"), "bandwidth") is None
+    assert noise.ROUGHNESS_SCATTER_INFLATION["latency"] == pytest.approx((1.19 / 0.58) ** 2)
+    cyc_ref, cyc_five = noise.Spread(0.02, 4, "-N cycle shifts"), noise.Spread(0.1, 4, "-N cycle shifts")
+    assert noise.far_noisier(cyc_five, cyc_ref, "latency") == noise.far_noisier(cyc_five, cyc_ref)
+
+
+def test_few_runs_whose_medians_agree_by_chance_keep_their_sizes_jitter():
+    """3 baseline runs whose sizes jitter 13 % against each other but whose medians agree
+    exactly (quiet gate trials, 3-run trial 6: medians within 1.5 %, then an identical run
+    37 % slower failed): the noise is floored by the jitter's standard error on a median,
+    so that run is ok, while small sizes 5x slower still fail."""
+    base = load_file(AR)[0]
+    sizes = sorted({r.size for r in base.rows})
+    lat = [s for s in sizes if s <= 64 * 1024]
+
+    def zig(run, amp: float, slow: float = 1.0):
+        new = copy.deepcopy(run)
+        for i, r in enumerate(new.rows):
+            f = math.exp(amp * (-1) ** i) * (slow if r.size <= 64 * 1024 else 1.0)
+            for h in (r.out_of_place, r.in_place):
+                h.time_us *= f
+                h.algbw /= f
+                h.busbw /= f
+        new.content_hash += f"-{amp}-{slow}"
+        return new
+
+    runs = [zig(base, 0.13), zig(base, -0.13), zig(base, 0.13)]
+    values = [next(iter(stats.run_values(r.rows).values())) for r in runs]
+    assert noise.shift_sigma(values, lat) < 0.01  # the medians agree within 1 %
+    floor = noise.jitter_floor(values, lat)
+    assert floor is not None and 0.05 < floor < 0.2
+    j = next(j for j in gate(zig(base, -0.13, slow=1.37), runs[-1], history=runs[:-1]).judgements
+             if j.figure == "latency")
+    assert j.verdict == "ok" and "their sizes' run-to-run jitter" in j.noise.source and j.noise.dof == 2
+    g = gate(zig(base, -0.13, slow=5.0), runs[-1], history=runs[:-1])
+    assert g.exit_code == 7 and "latency" in [f.figure for f in g.failures]

@@ -333,10 +333,12 @@ GATE_DEFINITION = (
     'and it fails when worse by more than the limit and by more than 2.58 standard deviations of its noise '
     "(more when the noise was measured on few runs: Student's t at the same one-sided 0.995).  The noise "
     "comes from the baseline alone, never from the checked run: its history (`baseline set NAME RUN --runs "
-    "N`, 3 runs or more), else its -N cycles (3 or more), else a declared prior for the backend and size "
+    "N`, 3 runs or more, or their sizes' run-to-run jitter where their medians agreed closer than that "
+    "allows), else its -N cycles (3 or more), else a declared prior for the backend and size "
     "class, or the baseline's own size-to-size roughness where that is larger, printed as \"assumed\".  "
-    'A checked run far noisier than the baseline (its -N cycles or its '
-    "size-to-size roughness), with no regression beyond the limit, is an unstable candidate: not judged, "
+    'A checked run far noisier than the baseline (its -N cycles, or its '
+    "size-to-size roughness beyond the recorded scatter of identical runs'), with no regression beyond the "
+    "limit, is an unstable candidate: not judged, "
     'exit 9.  --every-size also judges each size on its own (for a baseline of one run, against the -I '
     'samples of that size)')
 
@@ -529,16 +531,17 @@ def reference_noise(sizes: list[int], per_run: list[dict[int, float]], cyc_a: li
     the baseline's history (>= 3 runs), else its -N cycles (>= 3), else (one size) its -I
     samples, else the declared prior for the backend and size class, or the baseline's own
     size-to-size roughness where larger ("assumed")."""
-    if len(per_run) >= MIN_HISTORY:
-        shift = noise.shift_sigma(per_run, sizes)
-        if shift is not None:
-            return noise.combine(shift, f"the baseline's {len(per_run)} runs", len(per_run), 1,
-                                 shift_dof=len(per_run) - 1)
-    if len(cyc_a) >= 3:
-        shift = noise.shift_sigma(cyc_a, sizes)
-        if shift is not None:
-            return noise.combine(shift, f"the baseline's {len(cyc_a)} -N cycles", len(cyc_a), 1,
-                                 shift_dof=len(cyc_a) - 1)
+    for runs, what in ((per_run, "runs"), (cyc_a, "-N cycles")):
+        if len(runs) < (MIN_HISTORY if what == "runs" else 3):
+            continue
+        shift = noise.shift_sigma(runs, sizes)
+        if shift is None:
+            continue
+        source = f"the baseline's {len(runs)} {what}"
+        floor = None if single else noise.jitter_floor(runs, sizes)
+        if floor is not None and floor > shift:  # the medians agreed closer than their sizes' jitter allows
+            shift, source = floor, f"{source} (their sizes' run-to-run jitter, more than the medians moved)"
+        return noise.combine(shift, source, len(runs), 1, shift_dof=len(runs) - 1)
     if iters is not None:
         return Noise(iters, "the baseline's -I samples of this size (noise of whole runs unknown)", False, None)
     rough = None if single else noise.pooled([noise.roughness(r, sizes) for r in per_run])
@@ -565,7 +568,7 @@ def instability(sizes: list[int], mine: dict[int, float], per_run: list[dict[int
         n = 0
     if cand is None or ref is None:
         return None
-    z = noise.far_noisier(cand, ref)
+    z = noise.far_noisier(cand, ref, "bandwidth" if metric == "busbw" else "latency")
     if z is None:
         return None
     own = cand.sigma * (math.sqrt(noise.median_variance(n)) if n else
