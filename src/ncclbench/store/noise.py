@@ -75,13 +75,14 @@ PRIORS: dict[tuple[str, str], Prior] = {
                                       "noise 5.1 % median (bench/results/gate-false-alarms.md)"),
     # Whole-run shifts of small-message time (shift_sigma over each collection's identical runs,
     # leave one out): 17.7 % over 25 runs of `-n 12` on a quiet VM (load 0.1-2, gate trials of
-    # 2026-11-26, commit 9fac3c2), 6.1 % over 19 runs of `-n 40` under load 3-4
-    # (bench/results/raw/2026-11-24-gate-r3-shaped.tar.xz), 144-184 % under load 4-13 (the first two
+    # 2026-11-26, commit 9fac3c2: bench/results/gate-trials-cpu-2026-11-26-quiet.md), 6.1 % over
+    # 19 runs of `-n 40` under load 3-4 (bench/results/raw/2026-11-24-gate-r3-shaped.tar.xz), 144-184 % under load 4-13 (the first two
     # gate-trials collections of 2026-11-26).  The 7.3 % this replaces was the noise of a change
     # against 10-run baselines of `-n 40` runs, measured before shift_sigma left each run out.
     ("cpu", "latency"): Prior(0.18, "CPU backend small-message time over namespace hosts: whole runs "
                                     "shift 17.7 % (1 sd, 25 identical -n 12 runs on a quiet 2-core VM, "
-                                    "gate trials 2026-11-26; 6.1 % with -n 40, bench/results/gate-false-alarms.md)"),
+                                    "bench/results/gate-trials-cpu-2026-11-26-quiet.md; 6.1 % with -n 40, "
+                                    "bench/results/gate-false-alarms.md)"),
     ("gpu", "bandwidth"): Prior(0.03, "GPU busbw >= 64 MiB, 5 runs per tool on 4x H200: spread up to 7.7 % "
                                       "(max/min), about 3 % per run (bench/results/gpu-h200x4-2026-11-21-session3.md)"),
     ("gpu", "latency"): Prior(0.13, "GPU small-message time, 90 runs on one H100: coefficient of variation "
@@ -274,13 +275,11 @@ _D2_VARIANCE, _D2_DOF_SHARE = 6.0, 1.94
 # theory promised 1 false "unstable" in 1000 and gave ~10 % (gate trials 2026-11-26, quiet VM).
 # Measured: the standard deviation of ln(roughness^2) over each recorded collection's identical
 # runs against sqrt(2 / dof) -- latency (14 sizes, dof 6, normal 0.58): 1.11, 2.05, 2.15, 0.76,
-# 1.19; plateau (5 sizes, dof 2, normal 1.00): 3.16, 3.77, 3.12, 3.54, 4.48 (the quiet, loaded and
-# first gate-trials collections of 2026-11-26, bench/results/raw/2026-11-24-gate-r3-shaped.tar.xz
-# without and with -I).  The median of each, squared over the normal figure, is the inflation.
+# 1.19; plateau (5 sizes, dof 2, normal 1.00): 3.16, 3.77, 3.12, 3.54, 4.48 (bench/results/raw/:
+# the quiet, loaded and first gate-trials collections of 2026-11-26, 2026-11-24-gate-r3-shaped
+# without and with -I; CPU backend only: no GPU collection records it yet).  The median of each,
+# squared over the normal figure, is the inflation.
 ROUGHNESS_SCATTER_INFLATION = {"latency": (1.19 / 0.58) ** 2, "bandwidth": (3.54 / 1.00) ** 2}
-ROUGHNESS_SCATTER_SOURCE = ("ln(roughness^2) of identical CPU-backend runs scatters 1.19 sd over 14 latency "
-                            "sizes (normal theory: 0.58) and 3.54 over 5 plateau sizes (1.00): medians of 5 "
-                            "recorded collections, bench/results/gate-trials-cpu-2026-11-26.md and raw/")
 
 
 @dataclass(frozen=True)
