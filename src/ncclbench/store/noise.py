@@ -74,11 +74,12 @@ PRIORS: dict[tuple[str, str], Prior] = {
     ("cpu", "bandwidth"): Prior(0.05, "CPU backend plateau busbw, 10-run baselines on a shared 2-core VM: "
                                       "noise 5.1 % median (bench/results/gate-false-alarms.md)"),
     # Whole-run shifts of small-message time (shift_sigma over each collection's identical runs,
-    # leave one out): 17.7 % over 25 runs of `-n 12` on a quiet VM (load 0.1-2, gate trials of
-    # 2026-11-26, commit 9fac3c2: bench/results/gate-trials-cpu-2026-11-26-quiet.md), 6.1 % over
-    # 19 runs of `-n 40` under load 3-4 (bench/results/raw/2026-11-24-gate-r3-shaped.tar.xz), 144-184 % under load 4-13 (the first two
-    # gate-trials collections of 2026-11-26).  The 7.3 % this replaces was the noise of a change
-    # against 10-run baselines of `-n 40` runs, measured before shift_sigma left each run out.
+    # leave one out): 17.7 % over 25 runs of `-n 12` on a quiet VM (load 0.1-2, commit 9fac3c2:
+    # bench/results/gate-trials-cpu-2026-11-26-quiet.md); 6.1 % over 19 runs of `-n 40` under
+    # load 3-4 (bench/results/raw/2026-11-24-gate-r3-shaped.tar.xz); 144-184 % under load 4-13
+    # (the first two gate-trials collections of 2026-11-26).  The 7.3 % this replaces was the
+    # noise of a change against 10-run baselines of `-n 40` runs, measured before shift_sigma
+    # left each run out.
     ("cpu", "latency"): Prior(0.18, "CPU backend small-message time over namespace hosts: whole runs "
                                     "shift 17.7 % (1 sd, 25 identical -n 12 runs on a quiet 2-core VM, "
                                     "bench/results/gate-trials-cpu-2026-11-26-quiet.md; 6.1 % with -n 40, "
