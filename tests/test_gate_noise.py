@@ -223,6 +223,8 @@ def test_few_runs_whose_medians_agree_by_chance_keep_their_sizes_jitter():
     assert floor is not None and 0.05 < floor < 0.2
     j = next(j for j in gate(zig(base, -0.13, slow=1.37), runs[-1], history=runs[:-1]).judgements
              if j.figure == "latency")
-    assert j.verdict == "ok" and "their sizes' run-to-run jitter" in j.noise.source and j.noise.dof == 2
+    assert j.verdict == "ok" and "their sizes' run-to-run jitter" in j.noise.source
+    # 3 runs are fewer than LATENCY_TAIL_RUNS: the declared whole-run shift stands in where larger
+    assert "floored at the declared 13% per run" in j.noise.source and j.noise.dof is None
     g = gate(zig(base, -0.13, slow=5.0), runs[-1], history=runs[:-1])
     assert g.exit_code == 7 and "latency" in [f.figure for f in g.failures]

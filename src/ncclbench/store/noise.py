@@ -91,6 +91,19 @@ PRIORS: dict[tuple[str, str], Prior] = {
 }
 
 
+# Small-message time moves by whole runs, rarely and far: a run of identical commands can be 25-40 %
+# slower at every small size (both tools, one H100: bench/results/stability-h100-2026-11-24/README.md;
+# CPU backend: three of 60 identical runs 32-38 % slower while their baselines agreed within 3 %,
+# bench/results/gate-trials-cpu-2026-11-26-quiet2.md).  A history shorter than this cannot show those
+# jumps, so below it the latency figure's noise is never taken as less than the declared prior.
+LATENCY_TAIL_RUNS = 10
+
+
+def latency_floor(backend: str) -> Prior:
+    """The declared whole-run shift of small-message time a short history is floored at."""
+    return PRIORS[(device_class(backend), "latency")]
+
+
 def device_class(backend: str) -> str:
     """'cpu' for the CPU (MPI) backend, 'gpu' for NCCL runs and imported nccl-tests logs."""
     return "cpu" if backend == "mpi" else "gpu"
