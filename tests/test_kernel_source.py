@@ -21,7 +21,7 @@ from ncclbench.cuda.kernel_source import generator_source, kernel_names, kernel_
 from ncclbench.datatypes import DATATYPES, NO_OP, REDOPS
 from ncclbench.errors import BenchError, ExitCode
 from ncclbench.fills import Fill, reduce_input, reduce_result
-from ncclbench.verifiable import PARAM_NAMES, generate_plan_bits, make_plan, plan_vector
+from ncclbench.verifiable import PARAM_NAMES, fill_constants, generate_plan_bits, plan_vector
 
 _SHIM = r"""
 #include <cstdio>
@@ -62,12 +62,12 @@ def _plans():
     plans = []
     for dt in DATATYPES:
         for kind in ("zeros", "plain"):
-            plans.append(make_plan(Fill(kind, 0, 301, seed=12345, index=(1 << 33) + 3), dt, NO_OP, 1))
+            plans.append(fill_constants(Fill(kind, 0, 301, seed=12345, index=(1 << 33) + 3), dt, NO_OP, 1))
         for op in REDOPS:
             for n in (1, 2, 3, 8, 1000):
                 for r in sorted({0, 1 % n, n // 2, n - 1}):
-                    plans.append(make_plan(reduce_input(0, 301, 99 + n, r, index=17), dt, op, n))
-                plans.append(make_plan(reduce_result(0, 301, 99 + n, index=17), dt, op, n))
+                    plans.append(fill_constants(reduce_input(0, 301, 99 + n, r, index=17), dt, op, n))
+                plans.append(fill_constants(reduce_result(0, 301, 99 + n, index=17), dt, op, n))
     return plans
 
 

@@ -1,6 +1,6 @@
 """The launch constants of the exact-result data generator, without numpy.
 
-`make_plan(fill, dtype, op, nranks)` gives every constant one fill needs (the
+`fill_constants(fill, dtype, op, nranks)` gives every constant one fill needs (the
 GPU kernels' parameter struct, `plan_vector`); `ncclbench.verifiable` holds the
 design and the numpy mirror of the generators, `ncclbench.cuda.kernel_source`
 the CUDA one.  Kept apart so that a GPU run, which needs only these integers,
@@ -110,7 +110,7 @@ def _ceil_log2(n: int) -> int:
     return (n - 1).bit_length()
 
 
-def make_plan(fill: Fill, dtype: DataType, op: RedOp, nranks: int) -> dict[str, int]:
+def fill_constants(fill: Fill, dtype: DataType, op: RedOp, nranks: int) -> dict[str, int]:
     """Every constant one fill needs, named as in PARAM_NAMES (Python ints)."""
     kind = KIND_CODES[fill.kind]
     reducing = kind in (2, 3)

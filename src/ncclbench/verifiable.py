@@ -72,8 +72,8 @@ from .fill_plan import (  # noqa: F401  (re-exported: the constants are part of 
     PSI,
     SALT,
     FloatLayout,
+    fill_constants,
     float_layout,
-    make_plan,
     mix_int,
     plan_vector,
     stream_key,
@@ -404,7 +404,7 @@ def generate_plan_bits(plan: dict[str, int], count: int) -> np.ndarray:
 
 def generate_bits(fill: Fill, dtype: DataType, op: RedOp, nranks: int) -> np.ndarray:
     """The bit patterns a fill describes: uint8/16/32/64 (by itemsize), length fill.count."""
-    plan = make_plan(fill, dtype, op, nranks)
+    plan = fill_constants(fill, dtype, op, nranks)
     return _generate_into(np.empty(fill.count, dtype=bits_dtype(dtype)), plan)
 
 
@@ -491,7 +491,7 @@ class FillCache:
                 grown = np.empty(hi - start, dtype=arr.dtype)
                 grown[:len(arr)] = arr
                 del self._entries[key], arr, held  # its memory goes before the tail's is generated
-                _generate_into(grown[end - start:], make_plan(dataclasses.replace(fill, index=end, count=hi - end),
+                _generate_into(grown[end - start:], fill_constants(dataclasses.replace(fill, index=end, count=hi - end),
                                                               dtype, op, nranks))
                 self.generated += hi - end
                 arr = grown
@@ -522,7 +522,7 @@ def host_fill(buffer: np.ndarray, fills: Sequence[Fill], dtype: DataType, op: Re
         elif cache is not None:
             np.copyto(view, cache.bits(f, dtype, op, nranks))
         else:
-            _generate_into(view, make_plan(f, dtype, op, nranks))  # straight into the buffer
+            _generate_into(view, fill_constants(f, dtype, op, nranks))  # straight into the buffer
 
 
 def host_count_wrong(buffer: np.ndarray, count: int, fills: Sequence[Fill], dtype: DataType,

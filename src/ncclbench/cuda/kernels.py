@@ -32,7 +32,7 @@ from typing import Any
 from ..atomic_file import write_atomically
 from ..datatypes import DataType, RedOp
 from ..errors import BenchError, ExitCode
-from ..fill_plan import PARAM_NAMES, make_plan, plan_vector
+from ..fill_plan import PARAM_NAMES, fill_constants, plan_vector
 from ..fills import Fill
 from .kernel_source import kernel_source
 
@@ -241,7 +241,7 @@ class DeviceKernels:
         with self._current():
             for f in fills:
                 if f.count:
-                    params = plan_vector(make_plan(f, dtype, op, nranks))
+                    params = plan_vector(fill_constants(f, dtype, op, nranks))
                     self._launch("fill", dtype.bits, ptr + f.offset * dtype.itemsize, f.count, params, stream)
 
     def count_wrong(self, ptr: int, count: int, fills: Sequence[Fill], dtype: DataType, op: RedOp,
@@ -255,7 +255,7 @@ class DeviceKernels:
             for f in fills:
                 n = max(0, min(f.count, count - f.offset))
                 if n:
-                    params = plan_vector(make_plan(f, dtype, op, nranks))
+                    params = plan_vector(fill_constants(f, dtype, op, nranks))
                     self._launch("check", dtype.bits, ptr + f.offset * dtype.itemsize, n, params, stream)
             self._ck(drv.cuMemcpyDtoHAsync(ctypes.addressof(self._host), self._counter, 8, s), "cuMemcpyDtoHAsync")
             self._ck(drv.cuStreamSynchronize(s), "cuStreamSynchronize")
