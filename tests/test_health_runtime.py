@@ -52,8 +52,8 @@ def test_healthy_hosts_json_and_empty_drain_list(ncclbench_env, tmp_path):
     names = [r["name"] for r in doc["rounds"]]
     assert names[0] == "local r1" and "pairs r1" in names
     pairs = doc["references"]["pairs:2x1"]["busbw"]
-    if pairs is not None:  # judged: the three host pairs made the reference
-        assert pairs["source"] == "fleet" and pairs["n"] == 3 and pairs["center"] > 0
+    if pairs is not None:  # judged: the steady ones of the 15 host pairs (every pair of 6 hosts, round-robin)
+        assert pairs["source"] == "fleet" and 3 <= pairs["n"] <= 15 and pairs["center"] > 0
     else:  # on a loaded machine the pairs' cycles may disagree: then it must say so, not guess
         notes = [e for f in doc["findings"] if f["verdict"] == "not judged" for e in f["evidence"]]
         assert any("pairs:" in e and "timed cycles disagreed" in e for e in notes), doc["findings"]
