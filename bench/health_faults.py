@@ -30,7 +30,6 @@ import datetime
 import json
 import os
 import shlex
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -39,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from health_gpu import commit, machine, start_hog, stop_hog  # noqa: E402  (bench/ is not a package)
+from health_gpu import commit, machine, run_scan_command, start_hog, stop_hog  # noqa: E402  (bench/ is not a package)
 
 
 @dataclass(frozen=True)
@@ -73,26 +72,10 @@ def run_scan(name: str, out: Path, backend: str, ngpus: int, extra: list[str], e
     js = out / f"{name}.json"
     js.unlink(missing_ok=True)
     cmd = scan_command(backend, ngpus, js, extra)
-    t0 = time.monotonic()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env, cwd=ROOT)
-        code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
-    except subprocess.TimeoutExpired as exc:
-        code = None
-        stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        stderr = (exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")) + \
-            f"\n[health_faults: killed after {timeout_s:.0f} s]\n"
-    wall = time.monotonic() - t0
-    (out / f"{name}.stdout").write_text(stdout)
-    (out / f"{name}.stderr").write_text(stderr)
-    doc = json.loads(js.read_text()) if js.exists() else None
-    print(f"[{name}] exit {code} in {wall:.1f} s", file=sys.stderr, flush=True)
-    sys.stderr.write(stdout)
+    res = run_scan_command(name, out, cmd, js, timeout_s, env, "health_faults")
     env_shown = {k: env[k] for k in sorted(env) if k.startswith("NCCL_")}
-    return {"name": name, "exit_code": code, "wall_s": round(wall, 2), "doc": doc, "stdout": stdout,
-            "stderr_tail": stderr[-2000:], "env": env_shown,
-            "command": " ".join([*(f"{k}={shlex.quote(v)}" for k, v in env_shown.items()),
-                                 *(shlex.quote(c) for c in cmd)])}
+    return {**res, "env": env_shown,
+            "command": " ".join([*(f"{k}={shlex.quote(v)}" for k, v in env_shown.items()), res["command"]])}
 
 
 # -- judging the scans (pure: tests/test_health_faults_bench.py) ------------------------------------

@@ -53,7 +53,12 @@ def scan_command(ngpus: int, json_path: Path, extra: list[str]) -> list[str]:
 def run_scan(name: str, out: Path, ngpus: int, extra: list[str], timeout_s: float, env: dict) -> dict:
     """One scan; its exit code, wall time, document (None when it wrote none) and the command."""
     js = out / f"{name}.json"
-    cmd = scan_command(ngpus, js, extra)
+    return run_scan_command(name, out, scan_command(ngpus, js, extra), js, timeout_s, env, "health_gpu")
+
+
+def run_scan_command(name: str, out: Path, cmd: list[str], js: Path, timeout_s: float, env: dict, tag: str) -> dict:
+    """Run one `ncclbench health` command line (bench/health_faults.py runs its catalog through it
+    too): keep its stdout/stderr under OUT, echo its table, read the JSON it wrote (None when none)."""
     t0 = time.monotonic()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env, cwd=ROOT)
@@ -62,7 +67,7 @@ def run_scan(name: str, out: Path, ngpus: int, extra: list[str], timeout_s: floa
         code = None
         stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         stderr = (exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")) + \
-            f"\n[health_gpu: killed after {timeout_s:.0f} s]\n"
+            f"\n[{tag}: killed after {timeout_s:.0f} s]\n"
     wall = time.monotonic() - t0
     (out / f"{name}.stdout").write_text(stdout)
     (out / f"{name}.stderr").write_text(stderr)
