@@ -299,13 +299,7 @@ class _Reader:
             c = Connection(channel=int(m.group("ch")), conn_index=int(m.group("ci")), from_rank=int(m.group("src")),
                            to_rank=int(m.group("dst")), from_dev=m.group("sdev"), to_dev=m.group("ddev"),
                            kind="NET", detail=m.group("detail"), direction=m.group("dir"), host=ln.host)
-            if d := F.NET_DETAIL.match(c.detail):
-                c.net, c.net_device = d.group("net"), int(d.group("dev"))
-                c.gdr = "/GDRDMA" in d.group("flags")
-                dev = self.device(ln.host, c.net_device, c.net)
-                dev.gdr_used = bool(dev.gdr_used) or c.gdr
-            else:
-                self.note(f"NET connection detail not understood: {c.detail}")
+            self.net_detail(c, ln)
         elif m := F.P2P_CONN.match(msg):
             c = Connection(channel=int(m.group("ch")), conn_index=int(m.group("ci")), from_rank=int(m.group("src")),
                            to_rank=int(m.group("dst")), from_dev=m.group("sdev"), to_dev=m.group("ddev"),
@@ -342,14 +336,19 @@ class _Reader:
                        from_rank=int(m.group("src")), to_rank=int(m.group("dst")), from_dev=m.group("sdev"),
                        to_dev=m.group("ddev"), kind=kind, detail=detail, direction=m.group("dir"), host=ln.host)
         if kind == "NET":
-            if d := F.NET_DETAIL.match(detail):
-                c.net, c.net_device = d.group("net"), int(d.group("dev"))
-                c.gdr = "/GDRDMA" in d.group("flags")
-                dev = self.device(ln.host, c.net_device, c.net)
-                dev.gdr_used = bool(dev.gdr_used) or c.gdr
-            else:
-                self.note(f"NET connection detail not understood: {detail}")
+            self.net_detail(c, ln)
         return c
+
+    def net_detail(self, c: Connection, ln: LogLine) -> None:
+        """A NET connection's network, device index and GDR (`NET/IB/0/GDRDMA`), new and old formats
+        alike; the device it names learns that GDR was used on it."""
+        if d := F.NET_DETAIL.match(c.detail):
+            c.net, c.net_device = d.group("net"), int(d.group("dev"))
+            c.gdr = "/GDRDMA" in d.group("flags")
+            dev = self.device(ln.host, c.net_device, c.net)
+            dev.gdr_used = bool(dev.gdr_used) or c.gdr
+        else:
+            self.note(f"NET connection detail not understood: {c.detail}")
 
     def channels(self, msg: str, ln: LogLine) -> bool:
         if m := F.CHANNELS.match(msg):
