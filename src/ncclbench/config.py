@@ -21,6 +21,16 @@ class Backend(str, Enum):
     NCCL = "nccl"
     MPI = "mpi"
 
+    @property
+    def label(self) -> str:
+        """How a report names it (health's verdict head, its JSON and stored scans)."""
+        return _BACKEND_LABELS[self]
+
+
+_BACKEND_LABELS = {Backend.NCCL: "NCCL (GPU)", Backend.MPI: "CPU backend (MPI)"}
+# `--backend`'s choices: `auto`, resolved by `backends.select.choose_backend`, and each Backend
+BACKEND_CHOICES = ("auto", *(b.value for b in Backend))
+
 
 @dataclass(frozen=True)
 class BenchOptions:

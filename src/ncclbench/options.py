@@ -26,15 +26,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import collectives
-from .config import BenchOptions
+from .config import BACKEND_CHOICES, BenchOptions
 from .datatypes import DATATYPES, REDOPS
 from .errors import ArgumentError
 from .launch.affinity import CPU_BIND_CHOICES
 
-__all__ = ["HelpRequested", "parse_bench_args", "usage_text", "strtol", "parse_size", "BACKENDS", "did_you_mean",
+__all__ = ["HelpRequested", "parse_bench_args", "usage_text", "strtol", "parse_size", "did_you_mean",
            "split_leading_options"]
 
-BACKENDS = ("auto", "nccl", "mpi")
 TRAP_LEVELS = ("error", "warn")  # --fail-on-trap: the trap severities (explain/traps.py) that fail a run
 
 _C_SPACE = " \t\n\v\f\r"  # C isspace() in the "C" locale
@@ -488,9 +487,9 @@ def _parse_own(values: dict[str, Any], key: str, value: str) -> None:
             raise ArgumentError(f"invalid value '{value}' for '--fail-on-trap'; valid: {', '.join(TRAP_LEVELS)}")
         values["fail_on_trap"] = value
     elif key == "backend":
-        if value not in BACKENDS:
+        if value not in BACKEND_CHOICES:
             raise ArgumentError(
-                f"invalid backend '{value}' for '--backend'; valid: {', '.join(BACKENDS)}")
+                f"invalid backend '{value}' for '--backend'; valid: {', '.join(BACKEND_CHOICES)}")
         values["backend"] = value
     elif key == "nprocs":
         text = value.strip()

@@ -6,8 +6,8 @@ from __future__ import annotations
 import importlib.util
 import os
 
-from ..config import Backend
-from ..errors import BenchError
+from ..config import BACKEND_CHOICES, Backend
+from ..errors import ArgumentError, BenchError
 
 # Set by a parent that starts ranks: the backend it chose, used for `--backend auto`.
 BACKEND_ENV = "NCCLBENCH_BACKEND"
@@ -37,12 +37,24 @@ def mpi_available() -> bool:
     return importlib.util.find_spec("mpi4py") is not None
 
 
+def requested_backend(value: str) -> Backend | None:
+    """`--backend`'s value typed: a Backend, or None for `auto` (resolved by `choose_backend`
+    where the collectives run; a coordinator outside the job learns the ranks' own)."""
+    if value == "auto":
+        return None
+    try:
+        return Backend(value)
+    except ValueError:
+        raise ArgumentError(f"invalid backend '{value}' for '--backend'; valid: {', '.join(BACKEND_CHOICES)}") from None
+
+
 def choose_backend(requested: str, nccl_lib: str | None = None) -> tuple[Backend, str | None]:
     """(backend, note): the backend to use and a line explaining an automatic choice."""
-    if requested in ("nccl", "mpi"):
-        return Backend(requested), None
-    inherited = os.environ.get(BACKEND_ENV)
-    if inherited in ("nccl", "mpi"):
+    chosen = requested_backend(requested)
+    if chosen is not None:
+        return chosen, None
+    inherited = os.environ.get(BACKEND_ENV, "")
+    if inherited in {b.value for b in Backend}:
         return Backend(inherited), None
     ngpu = gpu_count()
     if ngpu and nccl_available(nccl_lib):

@@ -21,6 +21,7 @@ import argparse
 import os
 import sys
 
+from ..config import BACKEND_CHOICES, Backend
 from ..errors import ArgumentError
 from .base import CommandParser
 
@@ -28,16 +29,8 @@ NAME = "health"
 HELP = "find the slow GPU, node, NIC rail or link: one job, phases as concurrent groups, verdicts with evidence"
 
 
-# The bandwidth size: where a GPU's or a link's figure repeats.  One H100 alone, 6 scans each
-# (bench/results/health-gpu-h100-2026-11-24.md): 4 MiB 539-833 GB/s (41 % max-min, L2 and launch
-# bound), 64 MiB 2.2 %, 256 MiB 0.2 %; the judge's floor and the simulator assume the >= 64 MiB
-# spread.  The CPU backend keeps 4 MiB: MPI over shared cores and TCP, where larger sizes only
-# lengthen the scan.
-GPU_BW_SIZE = "256M"
-CPU_BW_SIZE = "4M"
-
-
 def add_arguments(parser: CommandParser) -> None:
+    from ..health.group import BW_SIZE
     from ..health.schedule import ALL_PAIRS_MAX_HOSTS, PAIR_SHAPES, PHASES
     from ..health.service import TOKEN_ENV
 
@@ -52,8 +45,8 @@ def add_arguments(parser: CommandParser) -> None:
                              f"two hosts is found; the default up to {ALL_PAIRS_MAX_HOSTS} hosts), or with "
                              "--no-all-pairs disjoint pairs + re-pairing (2-4 rounds; the default above)")
     parser.add_argument("--bw-size", default=None,
-                        help=f"bandwidth size of each group's all_reduce (default {GPU_BW_SIZE} on GPUs, "
-                             f"{CPU_BW_SIZE} on the CPU backend)")
+                        help=f"bandwidth size of each group's all_reduce (default {BW_SIZE[Backend.NCCL]} on GPUs, "
+                             f"{BW_SIZE[Backend.MPI]} on the CPU backend)")
     parser.add_argument("--lat-size", default="8", help="latency size (default 8 bytes)")
     parser.add_argument("--judge", choices=("both", "busbw"), default="both",
                         help="busbw: latency is measured and reported but gives no verdict (where small-message "
@@ -81,7 +74,9 @@ def add_arguments(parser: CommandParser) -> None:
                              "(no fleet statistics) adds its figure to FILE's samples: save from 3 healthy "
                              "scans to give it a spread of its own")
     parser.add_argument("--hosts", default=None, help="comma-separated host list the job should hold (checked)")
-    parser.add_argument("--backend", choices=("auto", "nccl", "mpi"), default="auto")
+    parser.add_argument("--backend", choices=BACKEND_CHOICES, default="auto",
+                        help="auto: NCCL where a GPU and libnccl are usable, else the CPU backend; with --serve "
+                             "the ranks' backend, which auto learns from the ranks when they join")
     parser.add_argument("--nprocs", type=int, default=None, help="start N local ranks (no launcher needed)")
     parser.add_argument("--serve", default=None, metavar="[ADDR:]PORT",
                         help="be the coordinator only, outside the job; ranks join with --coordinator")
@@ -98,14 +93,17 @@ def add_arguments(parser: CommandParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..backends.select import choose_backend, requested_backend
     from ..health import service
 
     opts = _service_options(args)
     if args.serve is not None:
-        cfg, spec = _config(args, gpus=args.backend == "nccl")
-        return service.serve(opts, cfg, spec)
-    from ..backends.select import choose_backend
-    from ..config import Backend
+        # The coordinator runs no collective: the backend is the ranks'.  With `auto` it is not
+        # guessed from this host (a login node has no GPU): the ranks say theirs when they join,
+        # and the default bandwidth size follows it.
+        requested = requested_backend(args.backend)
+        cfg, spec = _config(args, gpus=requested is Backend.NCCL)
+        return service.serve(opts, cfg, spec, requested, bw_size_given=args.bw_size is not None)
     from ..launch.detect import detect_launch
 
     backend, _ = choose_backend(args.backend)
@@ -125,7 +123,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _config(args: argparse.Namespace, gpus: bool = False):
+    """The scan's configuration and each group's spec; `gpus` (the NCCL backend) gives
+    --bw-size's default."""
     from ..health.baseline import load_baseline
+    from ..health.group import BW_SIZE
     from ..health.judge import Thresholds
     from ..health.mpi_group import GroupSpec
     from ..health.scan import ScanConfig
@@ -137,7 +138,7 @@ def _config(args: argparse.Namespace, gpus: bool = False):
             raise ArgumentError(f"health: {name} must be at least 1")
     if args.warmup_iters < 0 or args.round_timeout <= 0 or args.join_timeout <= 0:
         raise ArgumentError("health: --warmup-iters must be >= 0 and the timeouts > 0")
-    bw_size = args.bw_size or (GPU_BW_SIZE if gpus else CPU_BW_SIZE)
+    bw_size = args.bw_size or BW_SIZE[Backend.NCCL if gpus else Backend.MPI]
     spec = GroupSpec(parse_size(bw_size, "--bw-size"), parse_size(args.lat_size, "--lat-size"),
                      args.iters, args.warmup_iters, args.cycles)
     if spec.bw_bytes < 4 or spec.lat_bytes < 4:

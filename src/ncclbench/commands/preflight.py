@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..config import BACKEND_CHOICES
 from ..errors import ArgumentError
 from .base import PROGRAM, CommandParser
 
@@ -22,7 +23,7 @@ def add_arguments(parser: CommandParser) -> None:
     parser.add_argument("-t", "--nthreads", type=int, default=1, help="threads per process (as -t)")
     parser.add_argument("-T", "--timeout", type=float, default=0.0, help="seconds to wait for every rank "
                         "(default NCCLBENCH_RDZV_TIMEOUT or 60)")
-    parser.add_argument("--backend", choices=("auto", "nccl", "mpi"), default="auto")
+    parser.add_argument("--backend", choices=BACKEND_CHOICES, default="auto")
     parser.add_argument("--nprocs", type=int, default=None, help="start N local processes (no launcher needed)")
     parser.add_argument("--json", dest="json_path", default=None, help="also write facts and findings to PATH")
     parser.add_argument("--nccl-lib", default=None, help="libnccl to report the version of")

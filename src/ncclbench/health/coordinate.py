@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from .. import __version__
+from ..config import Backend
 from ..errors import BenchError, ExitCode
 from .baseline import check_baseline_hosts
 from .control import Coordinator
@@ -53,15 +54,19 @@ class Outputs:
 
 def coordinate(coord: Coordinator, cfg: ScanConfig, spec: GroupSpec, round_timeout_s: float, join_timeout_s: float,
                outputs: Outputs, backend: str, argv: Sequence[str] = (),
-               expected_hosts: list[str] | None = None, store: Callable[[dict], str | None] | None = None) -> ScanOutcome:
+               expected_hosts: list[str] | None = None, store: Callable[[dict], str | None] | None = None,
+               spec_for: Callable[[Backend], GroupSpec] | None = None) -> ScanOutcome:
     """Run the scan over the joined ranks and write its outputs; the outcome (exit code, report).
-    `store(doc)`: keep the scan (the result store); returns a line to print, or None."""
+    `backend` labels the run (the ranks' own backend, said at set-up, wins);
+    `store(doc)`: keep the scan (the result store); returns a line to print, or None;
+    `spec_for(backend)`: the spec for the ranks' backend, where this coordinator could not
+    know it before they joined (--serve without --bw-size)."""
     coord.wait_joined(join_timeout_s)
     fleet = fleet_from(coord)
     rounds = LiveRounds(coord, fleet, spec, round_timeout_s, _progress if outputs.progress else None)
     try:
         code, report, meta = _scan(coord, fleet, cfg, spec, rounds, join_timeout_s, backend, argv, expected_hosts,
-                                   outputs)
+                                   outputs, spec_for)
     except BenchError as exc:  # a launch problem found at set-up (a rank without its GPU, ...): its code
         _dismiss(coord, rounds, int(exc.code), ending="exit")
         raise
@@ -83,16 +88,18 @@ def coordinate(coord: Coordinator, cfg: ScanConfig, spec: GroupSpec, round_timeo
 
 def _scan(coord: Coordinator, fleet: Fleet, cfg: ScanConfig, spec: GroupSpec, rounds: LiveRounds,
           join_timeout_s: float, backend: str, argv: Sequence[str], expected_hosts: list[str] | None,
-          outputs: Outputs) -> tuple[int, HealthReport, dict]:
+          outputs: Outputs, spec_for: Callable[[Backend], GroupSpec] | None = None) -> tuple[int, HealthReport, dict]:
     """Set-up, the scan and its written outputs: (exit code, report, what was recorded)."""
     if cfg.baseline is not None:
         check_baseline_hosts(cfg.baseline, fleet)
     answers = exchange_setup(coord, fleet, join_timeout_s)
+    said = ranks_backend(answers)
+    if said is not None and spec_for is not None:
+        spec = rounds.spec = spec_for(said)
     cfg, facts = apply_facts(fleet, cfg, answers, spec.bw_bytes)
-    said = facts.pop("backend", None)
-    if said and not backend.startswith(said):  # the ranks know their backend better (--serve)
+    if said is not None and not backend.startswith(said.label):  # the ranks know their backend better (--serve)
         rest = backend.split(", ", 1)[1] if ", " in backend else ""
-        backend = said + (f", {rest}" if rest else "")
+        backend = said.label + (f", {rest}" if rest else "")
     started = datetime.datetime.now(datetime.timezone.utc)
     report = run_scan(fleet, cfg, rounds, dead_hosts=rounds.dead_hosts, expected_hosts=expected_hosts,
                       lost_hosts=rounds.lost_hosts)
@@ -145,9 +152,6 @@ def apply_facts(fleet: Fleet, cfg: ScanConfig, answers: dict[int, dict],
         raise BenchError(f"health: rank {r} (host {fleet.hosts[fleet.where(r)[0]]}): {a['error']}{more}",
                          ExitCode(int(a.get("code", ExitCode.INTERNAL))))
     facts: dict = {}
-    backends = {a["backend"] for a in answers.values() if a.get("backend")}
-    if len(backends) == 1:
-        facts["backend"] = {"nccl": "NCCL (GPU)", "mpi": "CPU backend (MPI)"}.get(*backends, *backends)
     envs = host_envs(fleet, answers)
     if any(envs.values()):
         facts["nccl_env"] = {h: dict(sorted(e.items())) for h, e in envs.items() if e}
@@ -185,6 +189,18 @@ def apply_facts(fleet: Fleet, cfg: ScanConfig, answers: dict[int, dict],
         facts["topology_unread"] = sorted(set(notes))
     return dataclasses.replace(cfg, expected=expected_map(ceilings) or None, physics=physics or None,
                                causes=causes or None), facts
+
+
+def ranks_backend(answers: Mapping[int, dict]) -> Backend | None:
+    """The backend every rank that answered its set-up said it runs, or None (none said, or
+    they differ)."""
+    said = {a["backend"] for a in answers.values() if a.get("backend")}
+    if len(said) != 1:
+        return None
+    try:
+        return Backend(said.pop())
+    except ValueError:  # a rank of another version: not a backend this one knows
+        return None
 
 
 def host_envs(fleet: Fleet, answers: Mapping[int, dict]) -> dict[str, dict[str, str]]:

@@ -9,15 +9,30 @@ report the same numbers the same way and neither has a timing loop of its own.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..backends.base import Worker
 from ..collectives import lookup
-from ..config import BenchOptions
+from ..config import Backend, BenchOptions
 from ..datatypes import DATATYPE_BY_NAME, REDOP_BY_NAME
 from ..harness.timing import Placement, measure, warm_up
+
+# The bandwidth size: where a GPU's or a link's figure repeats.  One H100 alone, 6 scans each
+# (bench/results/health-gpu-h100-2026-11-24.md): 4 MiB 539-833 GB/s (41 % max-min, L2 and launch
+# bound), 64 MiB 2.2 %, 256 MiB 0.2 %; the judge's floor and the simulator assume the >= 64 MiB
+# spread.  The CPU backend keeps 4 MiB: MPI over shared cores and TCP, where larger sizes only
+# lengthen the scan.
+BW_SIZE = {Backend.NCCL: "256M", Backend.MPI: "4M"}
+
+
+def default_bw_bytes(backend: Backend) -> int:
+    """The bandwidth size a scan on `backend` uses when --bw-size does not say (BW_SIZE)."""
+    from ..options import parse_size
+
+    return parse_size(BW_SIZE[backend], "--bw-size")
 
 
 class GroupTimeout(Exception):
@@ -37,6 +52,11 @@ class GroupSpec:
     def max_bytes(self) -> int:
         """Bytes per buffer a group's worker needs (at least one float's worth of slack)."""
         return max(self.bw_bytes, self.lat_bytes, 64)
+
+    def with_default_bw(self, backend: Backend) -> GroupSpec:
+        """This spec at `backend`'s default bandwidth size (BW_SIZE): for a coordinator that
+        learns the ranks' backend only when they join (--serve without --bw-size)."""
+        return dataclasses.replace(self, bw_bytes=default_bw_bytes(backend))
 
     def options(self, timeout_s: int = 0) -> BenchOptions:
         """The harness options of one timed cycle; `timeout_s`: -T (0 = none)."""

@@ -59,7 +59,7 @@ from typing import Any
 
 from ..backends.nccl_gpu import NcclSlot, NcclWorker, ProcessSetup, _free_buffers
 from ..backends.threads import ThreadTeam
-from ..config import BenchOptions
+from ..config import Backend, BenchOptions
 from ..cuda.runtime import CudaError, DeviceProps
 from ..datatypes import DATATYPE_BY_NAME, REDOP_BY_NAME
 from ..errors import BenchError, ExitCode
@@ -369,7 +369,7 @@ class GpuRankService:
         gpu = self._gpu()
         device = gpu.choose_device(int(request["slot"]))
         props = gpu.props
-        answer: dict[str, Any] = {"backend": "nccl", "device": device, "nccl": gpu.lib.version,
+        answer: dict[str, Any] = {"backend": Backend.NCCL.value, "device": device, "nccl": gpu.lib.version,
                                   "pci": props.pci_hex if props else None, "gpu": props.name if props else None,
                                   "env": nccl_settings()}
         if request.get("topology"):

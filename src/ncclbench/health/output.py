@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..config import Backend
 from ..errors import ExitCode
 from .findings import Finding
 from .scan import HOST_STATUSES, NOT_JUDGED_S, HealthReport
@@ -135,7 +136,7 @@ def figure_lines(report: HealthReport, meta: Mapping[str, Any] | None = None) ->
                 out.append(f"# judged against the ceiling {shape}: {e['physics']['text']}")
         else:
             out.append(f"# expected ceiling {shape}: unknown: {e.get('text', 'no facts')}")
-    if not expected and str((meta or {}).get("backend", "")).startswith("CPU"):
+    if not expected and str((meta or {}).get("backend", "")).startswith(Backend.MPI.label):
         out.append("# expected ceiling: none on the CPU backend (MPI over host memory and TCP has no model here): "
                    "groups are judged against the fleet or a baseline only")
     for host, c in dict((meta or {}).get("causes") or {}).items():

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
+from ..config import Backend
 from ..errors import ArgumentError, BenchError, ExitCode
 from .coordinate import Outputs, ScanOutcome, coordinate
 from .group import GroupSpec
@@ -69,8 +70,10 @@ class ServiceOptions:
         return argv[argv.index(COMMAND) + 1:] if COMMAND in argv else []
 
 
-def run_coordinator(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec, coord, backend: str) -> int:
-    """Run the scan over `coord`'s ranks and write every output: the exit code."""
+def run_coordinator(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec, coord, backend: str,
+                    spec_for: Callable[[Backend], GroupSpec] | None = None) -> int:
+    """Run the scan over `coord`'s ranks and write every output: the exit code.  `backend`
+    labels the run; `spec_for`: see `coordinate`."""
     from .baseline import save_baseline
 
     progress = sys.stderr.isatty() or os.environ.get("NCCLBENCH_HEALTH_PROGRESS") == "1"
@@ -78,7 +81,7 @@ def run_coordinator(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec, coor
                       accept_not_judged=opts.accept_not_judged)
     outcome = coordinate(coord, cfg, spec, opts.round_timeout_s, opts.join_timeout_s, outputs, backend,
                          argv=list(opts.argv), expected_hosts=opts.expected_hosts,
-                         store=partial(store_scan, opts.db) if opts.store else None)
+                         store=partial(store_scan, opts.db) if opts.store else None, spec_for=spec_for)
     if opts.save_baseline and opts.json_path:
         save_baseline(opts.save_baseline, opts.json_path)
     if opts.after_scan is not None:
@@ -119,8 +122,11 @@ def child_args(argv: Sequence[str]) -> list[str]:
 
 
 # -- the ways to run ------------------------------------------------------------------------------
-def serve(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec) -> int:
-    """The coordinator alone, outside the job; ranks join with --coordinator."""
+def serve(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec, backend: Backend | None = None,
+          bw_size_given: bool = True) -> int:
+    """The coordinator alone, outside the job; ranks join with --coordinator.  It runs no
+    collective, so `backend` (None: --backend auto) only names the run until the ranks say
+    theirs at set-up; unless --bw-size was given, the bandwidth size follows the ranks' backend."""
     from .control import Coordinator
 
     if not opts.ranks or opts.ranks < 1:
@@ -138,7 +144,9 @@ def serve(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec) -> int:
     print(f"# health: coordinator listening on {addr or '0.0.0.0'}:{coord.port} for {opts.ranks} rank(s)",
           file=sys.stderr, flush=True)
     try:
-        return run_coordinator(opts, cfg, spec, coord, "CPU backend (MPI), external coordinator")
+        label = backend.label if backend is not None else "backend of the ranks"
+        return run_coordinator(opts, cfg, spec, coord, f"{label}, external coordinator",
+                               spec_for=None if bw_size_given else spec.with_default_bw)
     finally:
         coord.close()
 
@@ -165,7 +173,7 @@ def mpi_self_launch(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec) -> i
     t = threading.Thread(target=launch, daemon=True, name="health-mpiexec")
     t.start()
     try:
-        code = run_coordinator(opts, cfg, spec, coord, "CPU backend (MPI), coordinator outside the job")
+        code = run_coordinator(opts, cfg, spec, coord, f"{Backend.MPI.label}, coordinator outside the job")
     finally:
         coord.close()
     t.join(timeout=30)
@@ -187,7 +195,7 @@ def mpi_rank(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec) -> int:
     result: dict[str, int] = {}
     if where is None:
         if rank == 0:
-            where, token, thread = _coordinator_thread(size, opts, cfg, spec, result, "CPU backend (MPI)")
+            where, token, thread = _coordinator_thread(size, opts, cfg, spec, result, Backend.MPI.label)
         where, token = world.bcast((where, token), root=0)
     elif not token:
         raise ArgumentError(f"health: --coordinator needs the coordinator's token in ${TOKEN_ENV}")
@@ -195,7 +203,7 @@ def mpi_rank(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec) -> int:
     from .causes import nccl_settings
 
     code, how = _join_and_measure(where, token, rank, opts, mpi_measure(world),
-                                  lambda request: {"backend": "mpi", "env": nccl_settings()}, thread, result)
+                                  lambda request: {"backend": Backend.MPI.value, "env": nccl_settings()}, thread, result)
     if how == "abort":
         world.Abort(code)
     if how == "exit":
@@ -217,13 +225,13 @@ def nccl_self_launch(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec) -> 
     token = secrets.token_hex(16)
     coord = Coordinator(n, token, bind="127.0.0.1")
     env = dict(os.environ)
-    env.update({COORD_ENV: f"127.0.0.1:{coord.port}", TOKEN_ENV: token, BACKEND_ENV: "nccl"})
+    env.update({COORD_ENV: f"127.0.0.1:{coord.port}", TOKEN_ENV: token, BACKEND_ENV: Backend.NCCL.value})
     child = [COMMAND, *child_args(opts.command_args()), "--no-store"]
     launcher = LocalSpawnLauncher(n, child, env=env)
     t = threading.Thread(target=launcher.run, daemon=True, name="health-ranks")
     t.start()
     try:
-        code = run_coordinator(opts, cfg, spec, coord, "NCCL (GPU), coordinator outside the job")
+        code = run_coordinator(opts, cfg, spec, coord, f"{Backend.NCCL.label}, coordinator outside the job")
     finally:
         coord.close()
         _end_ranks(launcher, t)
@@ -267,7 +275,7 @@ def nccl_rank(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec, launch) ->
         host = make_host_comm(launch, timeout_s=opts.join_timeout_s)
         rank = host.rank
         if rank == 0:
-            where, token, thread = _coordinator_thread(host.size, opts, cfg, spec, result, "NCCL (GPU)")
+            where, token, thread = _coordinator_thread(host.size, opts, cfg, spec, result, Backend.NCCL.label)
         where, token = host.bcast((where, token), 0)
     elif not token:
         raise ArgumentError(f"health: --coordinator needs the coordinator's token in ${TOKEN_ENV}")
