@@ -49,7 +49,7 @@ from ncclbench.datatypes import DATATYPE_BY_NAME, NO_OP
 from ncclbench.harness.timing import Placement
 from ncclbench.launch.hostcomm import MpiHostComm
 from ncclbench.nccl.callpath import timed_call_path
-from ncclbench.nccl.communicator import _compile
+from ncclbench.nccl.communicator import NcclCommunicator
 
 ITERS = 20  # nccl-tests' default -n
 
@@ -71,7 +71,7 @@ def main() -> int:
     copies = [a for n, a in recorded if n == "local_copy"]
     assert len(copies) == 1, recorded
     dst, src, size = copies[0]
-    rounds_only = _compile([(comm, n, a) for n, a in recorded if n != "local_copy"])
+    rounds_only = NcclCommunicator.compile_group([(comm, n, a) for n, a in recorded if n != "local_copy"])
     stream = comm.stream
 
     bound = cuda.bound_dtod_copy(dst, src, size, stream)

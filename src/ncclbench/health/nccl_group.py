@@ -57,7 +57,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from ..backends.nccl_gpu import NcclSlot, NcclWorker, ProcessSetup, _free_buffers
+from ..backends.nccl_gpu import NcclSlot, NcclWorker, ProcessSetup, release_memory
 from ..backends.threads import ThreadTeam
 from ..config import Backend, BenchOptions
 from ..cuda.runtime import CudaError, DeviceProps
@@ -278,7 +278,7 @@ class GpuRank:
             slot.recv_base = slot.recv = alloc(max(nbytes, 1))
             host.scratch = cuda.malloc(8)
         except (CudaError, NcclError):
-            _free_buffers(lib, cuda, slot)
+            release_memory(lib, cuda, slot)  # what was made: the buffers and the stream
             raise
         worker = GroupNcclWorker(setup, [slot], deadline, self.kernels)
         slot.comm = NcclCommunicator(lib, handle, rank, nranks, slot.stream, self.device,
