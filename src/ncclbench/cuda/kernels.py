@@ -35,6 +35,7 @@ from ..errors import BenchError, ExitCode
 from ..fill_plan import PARAM_NAMES, fill_constants, plan_vector
 from ..fills import Fill
 from .kernel_source import kernel_source
+from .runtime import cuda_version_text
 
 THREADS = 256
 BLOCKS_PER_SM = 8
@@ -217,7 +218,7 @@ class DeviceKernels:
         _, ver = drv.cuDriverGetVersion()
         major, minor = nvrtc_version()
         _, name = drv.cuGetErrorName(result[0])
-        raise _err(f"the CUDA driver ({ver // 1000}.{ver % 1000 // 10}) cannot load kernels built by "
+        raise _err(f"the CUDA driver ({cuda_version_text(ver)}) cannot load kernels built by "
                    f"NVRTC {major}.{minor} for {self.arch} ({name.decode()}): install the nvidia-cuda-nvrtc "
                    f"matching the driver, e.g. {INSTALL_HINT}")
 

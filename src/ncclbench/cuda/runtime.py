@@ -26,6 +26,12 @@ _NOT_READY = 600  # cudaErrorNotReady
 _NO_DEVICE_ERRORS = {35, 100, 999, 3}  # insufficient driver, no device, unknown, initialization
 
 
+def cuda_version_text(code: int) -> str:
+    """A CUDA version as cudaDriverGetVersion / cuDriverGetVersion / cudaRuntimeGetVersion give
+    it, 1000 * major + 10 * minor, as people write it: 13000 -> '13.0', 12080 -> '12.8'."""
+    return f"{code // 1000}.{code % 1000 // 10}"
+
+
 class CudaError(BenchError):
     def __init__(self, message: str):
         super().__init__(message, ExitCode.CUDA_ERROR)

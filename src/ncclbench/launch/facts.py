@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .. import __version__
+from ..cuda.runtime import cuda_version_text
 from ..nccl.version import version_text
 from .hostid import host_label
 
@@ -98,7 +99,7 @@ def _cuda_version(cu: Any) -> str | None:
 
     version = ctypes.c_int(0)
     if cu.cuDriverGetVersion(ctypes.byref(version)) == 0 and version.value:
-        return f"{version.value // 1000}.{version.value % 1000 // 10}"
+        return cuda_version_text(version.value)
     return None
 
 
