@@ -59,6 +59,16 @@ def test_srun_without_pmi_uses_ncclbench_rendezvous(slurm, task_env):
     assert p.returncode == 6 and "srun without PMI (--mpi=none)" in p.stderr
 
 
+def test_srun_one_task_with_nprocs_is_one_line_exit_255(slurm, task_env):
+    """The launcher made the ranks: --nprocs under it is bad input (before: exit 6 on a line that
+    suggested --nprocs); tests/test_nprocs_under_launcher.py covers every command without Slurm."""
+    p = slurm.run("srun", "-n", "1", "--mpi=none", PY, "-m", "ncclbench", "all_reduce_perf", "-b", "8", "-e", "8",
+                  "--backend", "mpi", "--nprocs", "2", env=task_env)
+    assert p.returncode == 255, p.stdout + p.stderr
+    assert p.stderr.count("ncclbench:") == 1 and "Traceback" not in p.stderr
+    assert "but srun started this process (rank 0 of 1): ask it for the ranks (srun -n 2)" in p.stderr
+
+
 def test_health_drains_the_node_and_sinfo_shows_the_reason(slurm, pmi2, task_env, tmp_path):
     base = tmp_path / "impossible.json"
     base.write_text('{"name": "impossible", "busbw": {"local:1x1": [1000, 10]}, "lat_us": {}}')

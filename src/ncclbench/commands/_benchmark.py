@@ -49,9 +49,10 @@ def run_benchmark(program: str, args: list[str]) -> int:
             opts = dataclasses.replace(opts, argv=tuple(str(a) for a in json.loads(started_as)))
     backend, note = choose_backend(opts.backend, opts.nccl_lib)
 
-    from ..launch.detect import detect_launch
+    from ..launch.detect import check_nprocs, detect_launch
 
     launch = detect_launch()
+    check_nprocs(opts.nprocs, launch)
     if launch.rank == 0 and LAUNCHER_PID_ENV not in os.environ:  # once per job: not again in the ranks we start
         for line in before_run_notes(opts):
             print(f"ncclbench: {line}", file=sys.stderr, flush=True)

@@ -104,11 +104,12 @@ def run(args: argparse.Namespace) -> int:
         requested = requested_backend(args.backend)
         cfg, spec = _config(args, gpus=requested is Backend.NCCL)
         return service.serve(opts, cfg, spec, requested, bw_size_given=args.bw_size is not None)
-    from ..launch.detect import detect_launch
+    from ..launch.detect import check_nprocs, detect_launch
 
     backend, _ = choose_backend(args.backend)
     cfg, spec = _config(args, gpus=backend is Backend.NCCL)
     launch = detect_launch()
+    check_nprocs(args.nprocs, launch)
     joining = bool(args.coordinator or os.environ.get(service.COORD_ENV))
     if backend is Backend.NCCL:
         if launch.kind == "single" and not joining:

@@ -41,12 +41,13 @@ def child_argv(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..launch.detect import detect_launch
+    from ..launch.detect import check_nprocs, detect_launch
     from ..launch.preflight import run_checks
 
     if args.ngpus < 1 or args.nthreads < 1:
         raise ArgumentError("preflight: -g and -t must be at least 1")
     info = detect_launch()
+    check_nprocs(args.nprocs, info)
     if args.nprocs is not None and info.kind == "single":
         if args.nprocs < 1:
             raise ArgumentError("preflight: --nprocs must be at least 1")

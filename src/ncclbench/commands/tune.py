@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from ..atomic_file import check_output_path
     from ..backends.select import choose_backend
     from ..benchmark import local_ranks_to_start, spawn
-    from ..launch.detect import detect_launch
+    from ..launch.detect import check_nprocs, detect_launch
     from ..launch.spawn import strip_nprocs
     from ..options import HelpRequested
     from ..tune.job import check_environment, run_tune_here
@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
         return int(h.exit_code)
     backend, note = choose_backend(topts.bench.backend, topts.bench.nccl_lib)
     launch = detect_launch()
+    check_nprocs(topts.bench.nprocs, launch)
     if launch.kind != "single":
         return run_tune_here(topts, backend, launch, note)
     check_environment(topts, backend)  # once, before anything starts

@@ -112,7 +112,7 @@ def mpi_impossible_reason(info: LaunchInfo) -> str | None:
     if not info.mpi_capable:
         how = ("srun without PMI (--mpi=none)" if info.kind == "slurm" else info.launcher)
         return (f"--backend mpi needs an MPI launch, but this process was started by {how}: use "
-                f"mpiexec -n N, srun --mpi=pmix / --mpi=pmi2, or ncclbench --nprocs N")
+                f"mpiexec -n N, srun --mpi=pmix / --mpi=pmi2, or ncclbench --nprocs N outside {info.launcher}")
     if not mpi4py_available():
         return "--backend mpi needs mpi4py: pip install 'ncclbench[mpi]'"
     return None

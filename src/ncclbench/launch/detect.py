@@ -72,6 +72,26 @@ class LaunchInfo:
         return self.size > 1
 
 
+# How each launcher is asked for N ranks, for the line that refuses --nprocs under it.
+_ASK_FOR_RANKS = {"slurm": "srun -n {n}", "ompi": "mpirun -n {n}", "mpich-hydra": "mpiexec -n {n}",
+                  "torchrun": "torchrun --nproc-per-node {n}"}
+
+
+def check_nprocs(nprocs: int | None, launch: LaunchInfo) -> None:
+    """`--nprocs N` starts N ranks on this host where no launcher did.  Under a launcher
+    (`srun -n 1`, `mpirun`, torchrun, ...) the launcher made the ranks: N more per launched
+    process is not what anyone means, and silently running the launcher's count instead is
+    not what was asked either, so this is bad input - one line, exit 255 - naming what to
+    ask the launcher for, or to run without it."""
+    if nprocs is None or launch.kind in ("single", "ncclbench-spawn"):
+        return  # (ncclbench's own ranks are started without --nprocs: launch.spawn.strip_nprocs)
+    ask = _ASK_FOR_RANKS.get(launch.kind, "the launcher's option for {n} ranks").format(n=nprocs)
+    raise BenchError(f"--nprocs {nprocs} starts ranks where no launcher did, but {launch.launcher} started this "
+                     f"process (rank {launch.rank} of {launch.size}): ask it for the ranks ({ask}) and drop "
+                     f"--nprocs, or run ncclbench --nprocs {nprocs} outside {launch.launcher}",
+                     ExitCode.ARGUMENT, all_ranks=True)
+
+
 @overload
 def _int(env: Mapping[str, str], *names: str, default: int) -> int: ...
 @overload
