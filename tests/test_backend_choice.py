@@ -89,3 +89,18 @@ def test_serve_with_backend_auto_takes_the_ranks_backend(said, bw_bytes, ncclben
 def test_serve_keeps_a_given_bandwidth_size(ncclbench_env):
     specs, out, err = _serve_one_rank(["--bw-size", "64K"], "nccl", ncclbench_env)
     assert specs and all(s.bw_bytes == 64 << 10 for s in specs), (specs, err)
+
+
+def test_preflight_takes_the_typed_backend(capsys):
+    """preflight's checks read the same Backend: NCCL requires a GPU on every rank, auto
+    (None) only where some rank has one."""
+    from ncclbench.backends.select import gpu_count
+    from ncclbench.launch.detect import detect_launch
+    from ncclbench.launch.preflight import run_checks
+
+    if gpu_count() > 0:
+        pytest.skip("a GPU is visible here: the NCCL backend's requirement is met")
+    single = detect_launch({})
+    assert run_checks(single, backend=None) == 0
+    assert run_checks(single, backend=Backend.NCCL) == 6
+    assert "sees no GPU" in capsys.readouterr().out

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..config import BACKEND_CHOICES
+from ..config import BACKEND_CHOICES, Backend
 from ..errors import ArgumentError
 from .base import PROGRAM, CommandParser
 
@@ -41,11 +41,13 @@ def child_argv(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..backends.select import requested_backend
     from ..launch.detect import check_nprocs, detect_launch
     from ..launch.preflight import run_checks
 
     if args.ngpus < 1 or args.nthreads < 1:
         raise ArgumentError("preflight: -g and -t must be at least 1")
+    backend = requested_backend(args.backend)
     info = detect_launch()
     check_nprocs(args.nprocs, info)
     if args.nprocs is not None and info.kind == "single":
@@ -53,10 +55,10 @@ def run(args: argparse.Namespace) -> int:
             raise ArgumentError("preflight: --nprocs must be at least 1")
         from ..launch.spawn import LocalSpawnLauncher, spawn_mpiexec
 
-        if args.backend == "mpi":
+        if backend is Backend.MPI:
             return spawn_mpiexec(args.nprocs, child_argv(args), module=PROGRAM)
         return LocalSpawnLauncher(args.nprocs, child_argv(args), module=PROGRAM).run()
-    return run_checks(info, timeout_s=args.timeout or None, backend=args.backend,
+    return run_checks(info, timeout_s=args.timeout or None, backend=backend,
                       gpus_per_rank=args.ngpus * args.nthreads, nccl_lib=args.nccl_lib, json_path=args.json_path,
                       extra=topology_facts())
 

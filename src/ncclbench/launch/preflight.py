@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..config import Backend
 from ..errors import BenchError, ExitCode
 from .detect import LaunchInfo
 from .facts import SHM_MIN_BYTES, RankFacts
@@ -282,23 +283,25 @@ class ExtraFacts:
     report: Callable[[list[RankFacts], list[Any]], tuple[list[str], dict[str, Any]]]
 
 
-def run_checks(info: LaunchInfo, *, timeout_s: float | None = None, backend: str = "auto",
+def run_checks(info: LaunchInfo, *, timeout_s: float | None = None, backend: Backend | None = None,
                gpus_per_rank: int = 1, nccl_lib: str | None = None, json_path: str | None = None,
                extra: ExtraFacts | None = None) -> int:
     """Form the job described by `info` as a benchmark would, gather every rank's
     facts and print the verdict at rank 0.  Collective: every rank calls it.
-    Returns the exit status (0 clean, 6 on a trap), the same on every rank."""
+    Returns the exit status (0 clean, 6 on a trap), the same on every rank.  `backend`: the
+    one the run would use, None for --backend auto (GPUs required only if some rank has one)."""
     from .bootstrap import host_comm_name, make_host_comm
     from .facts import collect_rank_facts
 
-    comm = make_host_comm(info, timeout_s, prefer_mpi=backend == "mpi", require_mpi=backend == "mpi")
+    mpi = backend is Backend.MPI
+    comm = make_host_comm(info, timeout_s, prefer_mpi=mpi, require_mpi=mpi)
     try:
         uid = comm.bcast(os.urandom(128) if comm.rank == 0 else None, 0)  # the NCCL unique id's trip
         if not isinstance(uid, bytes) or len(uid) != 128:
             raise BenchError("the 128-byte broadcast arrived damaged", ExitCode.INTERNAL)
         comm.barrier()
         facts = collect_rank_facts(info, hostcomm=host_comm_name(comm), nccl_lib=nccl_lib,
-                                   probe_nccl=None if backend != "mpi" else info.local_rank == 0)
+                                   probe_nccl=info.local_rank == 0 if mpi else None)
         gathered = comm.gather(facts, 0)
         more = None
         if extra is not None:  # collected by each host's first rank as NCCL groups hosts (NCCL_HOSTID)
@@ -307,7 +310,7 @@ def run_checks(info: LaunchInfo, *, timeout_s: float | None = None, backend: str
         code = 0
         if comm.rank == 0:
             assert gathered is not None
-            require = {"nccl": True, "mpi": False}.get(backend)
+            require = None if backend is None else backend is Backend.NCCL
             findings = check_facts(gathered, info.size, gpus_per_rank, require)
             added = extra.report(gathered, more or []) if extra is not None else ([], {})
             code = _report(gathered, findings, info, host_comm_name(comm), gpus_per_rank, json_path, added)
