@@ -29,10 +29,10 @@ def broken_round_two(monkeypatch):
     """The scan's second pair round raises, as the confirmation round did on the GPUs."""
     real = pairs.make_round
 
-    def make_round(phase, index, purpose, groups):
+    def make_round(phase, index, purpose, groups, controls=()):
         if index == 2:
             raise ValueError(f"{phase} round {index}: GPU (1, 0) is in two groups")
-        return real(phase, index, purpose, groups)
+        return real(phase, index, purpose, groups, controls)
 
     monkeypatch.setattr(pairs, "make_round", make_round)
     monkeypatch.setenv("NCCLBENCH_HEALTH_HOST_MAP", ",".join(f"h{r}" for r in range(NRANKS)))

@@ -128,7 +128,7 @@ def _config(args: argparse.Namespace, gpus: bool = False):
     --bw-size's default."""
     from ..health.baseline import load_baseline
     from ..health.group import BW_SIZE
-    from ..health.judge import Thresholds
+    from ..health.judge import thresholds_for
     from ..health.mpi_group import GroupSpec
     from ..health.scan import ScanConfig
     from ..options import parse_size
@@ -149,7 +149,7 @@ def _config(args: argparse.Namespace, gpus: bool = False):
     baseline = load_baseline(args.baseline) if args.baseline else None
     try:
         cfg = ScanConfig(phases=phases, pair_shape=args.pair_shape, all_pairs=args.all_pairs, baseline=baseline,
-                         thresholds=Thresholds(judge_latency=args.judge == "both"))
+                         thresholds=thresholds_for(gpus, judge_latency=args.judge == "both"))
     except ValueError as exc:
         raise ArgumentError(f"health: {exc}") from None
     return cfg, spec

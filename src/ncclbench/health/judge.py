@@ -52,6 +52,7 @@ STABLE_LAT_RATIO = 2.0
 SCATTER_LIMIT = 0.5
 
 OK, SLOW, NO_ANSWER, WRONG, UNJUDGED = "ok", "slow", "no answer", "wrong results", "not judged"
+CONTROL = "control"  # measured as a later round's yardstick, not judged itself (`RoundShift`)
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,30 @@ class Thresholds:
     # three or four groups the MAD is the healthy groups' own scatter and even a 7x
     # slowdown can stay under the z limit (seen across 6 namespace hosts sharing 2 cores).
     gross_fraction: float = 0.5
+    # ... but only while the fleet is that small: from this many groups the MAD is a usable
+    # spread (relative error 1.16/sqrt(8) = 41 %), and the z says what is normal.  Over 13 host
+    # pairs on 2 shared cores, healthy pairs measured 0.14-0.96 GB/s (z down to -2.2): the rule
+    # made two 29 % figures of one healthy host a conviction (CI, 2026-11-26).  Baselines
+    # (n = 0: a stored spread) keep it.
+    gross_max_groups: int = 7
     judge_latency: bool = True  # False: latency is measured and reported, never a verdict
+
+
+# The CPU backend's floors (fractions of the median).  Its figures are the scheduler's as much
+# as the transport's: on the 2-core CI machine, healthy local-phase (memory copy) figures sat
+# 3.6 % MAD-sigma from their round's median, but 5 % of them fell 23 % below it and 1 % 33 %
+# (latency: +55 % / +62 %), one process at a time; floors at the 1 % tail / the z limit keep such
+# dips from reading as -4 sigma (bench/results/health-cpu-noise-2026-11-26.md).  GPU figures
+# keep the GPU floors above.
+CPU_BW_FLOOR = 0.10
+CPU_LAT_FLOOR = 0.20
+
+
+def thresholds_for(gpus: bool, judge_latency: bool = True) -> Thresholds:
+    """The thresholds of a scan on GPUs (NCCL) or on the CPU backend (its own noise floors)."""
+    if gpus:
+        return Thresholds(judge_latency=judge_latency)
+    return Thresholds(bw_floor=CPU_BW_FLOOR, lat_floor=CPU_LAT_FLOOR, judge_latency=judge_latency)
 
 
 @dataclass(frozen=True)
@@ -170,6 +194,65 @@ def references(values_bw: np.ndarray, values_lat: np.ndarray, shape: str, thr: T
     return References(bw or base_bw, lat or base_lat, base_bw, base_lat, tuple(notes))
 
 
+@dataclass(frozen=True)
+class RoundShift:
+    """How a later round as a whole moved against the fleet round(s), read from its controls:
+    groups that were ok in a fleet round, run again beside the suspects.
+
+    A fleet round's reference holds the spread between groups measured at one time, not how
+    a whole round moves from one minute to the next: on a shared machine (the 2-core CPU
+    backend, a rank that hung and left its partners spinning) a later round ran 2x slower
+    as a whole and convicted healthy links against the fleet round's figures.  Judging the
+    suspects against the reference scaled by their own round's controls is a paired
+    comparison: what moved the whole round cancels, a fault does not."""
+
+    bw: float  # control busbw now / in its fleet round (median over the controls)
+    lat: float | None  # control latency now / in its fleet round (None: no latency figure)
+    n: int  # independent controls (host sets) it was read from
+    text: str  # what the controls measured, for the evidence
+    # scatter of the controls' log ratios (sample sd; 0 for one control): a control measured
+    # twice is a direct sample of how much one group's figure moves between two rounds
+    bw_sd: float = 0.0
+    lat_sd: float = 0.0
+
+    @classmethod
+    def from_ratios(cls, bw: Sequence[float], lat: Sequence[float], n: int) -> RoundShift | None:
+        """From the controls' ratios (now / fleet round); None without a busbw ratio."""
+        if not bw:
+            return None
+        f_bw, sd_bw = _log_center(bw)
+        f_lat, sd_lat = _log_center(lat) if lat else (None, 0.0)
+        lat_text = f", latency {f_lat:.2f}x" if f_lat is not None else ""
+        text = f"this round's {n} control(s) ran at {f_bw:.2f}x their fleet-round busbw{lat_text}"
+        return cls(f_bw, f_lat, n, text, sd_bw, sd_lat)
+
+    def apply(self, refs: References) -> References:
+        """The references scaled by the round's movement, their spread widened by the
+        controls' own noise (a ratio of one control measurement carries one more
+        measurement's scatter: x sqrt(1 + 1/n)) and at least the controls' own scatter."""
+        widen = float(np.sqrt(1.0 + 1.0 / max(1, self.n)))
+        return References(_scaled(refs.busbw, self.bw, widen, self.bw_sd, self.text),
+                          _scaled(refs.lat_us, self.lat, widen, self.lat_sd, self.text),
+                          refs.base_busbw, refs.base_lat_us, refs.notes)
+
+
+def _log_center(ratios: Sequence[float]) -> tuple[float, float]:
+    """Geometric mean of ratios and the sample sd of their logs (0 for one)."""
+    logs = np.log(np.asarray(ratios, dtype=float))
+    sd = float(np.std(logs, ddof=1)) if logs.size >= 2 else 0.0
+    return float(np.exp(logs.mean())), sd
+
+
+def _scaled(ref: Reference | None, factor: float | None, widen: float, rel_sd: float,
+            text: str) -> Reference | None:
+    """ref scaled by factor; None where the controls gave no factor for it (not judged then)."""
+    if ref is None or factor is None or not np.isfinite(factor) or factor <= 0:
+        return None
+    center = ref.center * factor
+    spread = max(ref.spread * factor * widen, center * rel_sd)
+    return Reference(center, spread, ref.n, f"{ref.source} x{factor:.2f} ({text})", ref.raw_spread * factor)
+
+
 @dataclass
 class Score:
     """The verdict on each group of one round."""
@@ -182,6 +265,9 @@ class Score:
     symptom: list[str] = field(default_factory=list)
     # per group, its verdict against the ceiling of its shape ("" where no ceiling is known)
     physics: list[str] = field(default_factory=list)
+    # per group, whether the ceiling's threshold alone makes it slow (an absolute verdict, which
+    # needs no fleet, baseline or control)
+    below_ceiling: list[bool] = field(default_factory=list)
 
     def bad(self) -> np.ndarray:
         return np.array([s in (SLOW, NO_ANSWER, WRONG) for s in self.status], dtype=bool)
@@ -195,7 +281,7 @@ def symptoms(text: str) -> set[str]:
 
 
 def score(result: RoundResult, refs: References, limit_z: float, gross_fraction: float = 0.0,
-          physics: PhysicsRef | None = None) -> Score:
+          physics: PhysicsRef | None = None, gross_max_groups: int = 1 << 30) -> Score:
     """Each group against the references: slow when busbw z < -limit, or busbw below
     gross_fraction x the reference median, or latency z > +limit; and against physics
     (the ceiling of its shape, `physics`): slow below its threshold, with or without a
@@ -218,7 +304,8 @@ def score(result: RoundResult, refs: References, limit_z: float, gross_fraction:
     threshold = physics.threshold if physics is not None else None
     with np.errstate(invalid="ignore"):
         slow_bw = z_bw < -limit_z
-        gross = (bw < gross_fraction * refs.busbw.center) if refs.busbw else np.zeros(n, dtype=bool)
+        gross = (bw < gross_fraction * refs.busbw.center) if refs.busbw and refs.busbw.n <= gross_max_groups \
+            else np.zeros(n, dtype=bool)
         slow_bw |= gross
         slow_lat = np.isfinite(z_lat) & (z_lat > limit_z)
         if result.unsteady_lat:
@@ -266,7 +353,7 @@ def score(result: RoundResult, refs: References, limit_z: float, gross_fraction:
             if slow_phys[i]:
                 parts.append(phys[i])
             why[i] = "; ".join(parts)
-    return Score(list(status), z_bw, z_lat, why, symptom, phys)
+    return Score(list(status), z_bw, z_lat, why, symptom, phys, [bool(x) for x in slow & slow_phys])
 
 
 def _physics_line(physics: PhysicsRef | None, value: float, slow: bool, above: bool) -> str:

@@ -10,12 +10,19 @@ bad again on a new communicator.  The pair phase, which re-pairs instead
 of repeating, is `pairs.PairScan`.
 
 Later rounds are judged against the fleet round's references (they hold
-too few groups to make their own).
+too few groups to make their own), scaled by how the round moved as a whole:
+each later round also re-runs up to `CONTROLS_PER_SHAPE` groups that were ok
+in a fleet round (its controls, on GPUs the suspects do not use), and a
+suspect is judged against the reference times the controls' ratio to their
+own fleet figures (`judge.RoundShift`).  Where no control fits beside a
+suspect, a slow figure against the fleet is "not judged" (the ceiling's
+threshold still judges it): a round slowed as a whole cannot be told from a
+fault without one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,13 +43,16 @@ from .findings import (
 )
 from .fleet import Fleet
 from .judge import (
+    CONTROL,
     NO_ANSWER,
+    OK,
     SLOW,
     UNJUDGED,
     WRONG,
     Baseline,
     References,
     RoundResult,
+    RoundShift,
     Score,
     Thresholds,
     fleet_shift,
@@ -58,6 +68,12 @@ BAD = (SLOW, NO_ANSWER, WRONG)
 DEFAULT_THRESHOLDS = Thresholds()
 PARTNER_DEAD = "partner died"
 VERDICT = {SLOW: SLOW_V, NO_ANSWER: NO_ANSWER_V, WRONG: WRONG_V}
+# Controls per group shape in a later round: two make the round's movement a median of two
+# independent figures (the reference's spread widens by sqrt(1 + 1/n) for their noise) while
+# adding little load beside the suspects.
+CONTROLS_PER_SHAPE = 2
+NO_CONTROL = ("no control ran beside it in this round (no group that was ok in a fleet round had its GPUs free), "
+              "so a round slowed as a whole cannot be told from a fault")
 
 
 def is_fleet(rnd: Round) -> bool:
@@ -83,6 +99,8 @@ class PhaseScan:
         self.records: list[Recorded] = []
         self.refs: dict[str, References] = {}
         self.dead: dict[int, str] = {}  # host -> what the runtime saw (rank, pid)
+        # group -> (fleet round, busbw, latency) where it was first measured steadily in a fleet round
+        self.fleet_seen: dict[Group, tuple[str, float, float]] = {}
 
     def mark_dead(self, host: int, why: str) -> None:
         """The runtime saw this host's process die: leave it out of later rounds."""
@@ -103,10 +121,12 @@ class PhaseScan:
             self.refs[shape] = references(np.concatenate(bw), np.concatenate(lat), shape, self.thr, self.baseline)
 
     def _score(self, rnd: Round, result: RoundResult) -> Score:
-        limit = self.thr.suspect_z if is_fleet(rnd) else self.thr.confirm_z
+        fleet_round = is_fleet(rnd)
+        limit = self.thr.suspect_z if fleet_round else self.thr.confirm_z
         shapes = [g.shape for g in rnd.groups]
         n = len(rnd.groups)
-        out = Score([UNJUDGED] * n, np.full(n, np.nan), np.full(n, np.nan), [""] * n, [""] * n, [""] * n)
+        out = Score([UNJUDGED] * n, np.full(n, np.nan), np.full(n, np.nan), [""] * n, [""] * n, [""] * n,
+                    [False] * n)
         for shape in dict.fromkeys(shapes):
             idx = np.array([i for i, s in enumerate(shapes) if s == shape])
             sub = RoundResult(result.busbw[idx], result.lat_us[idx], result.wrong[idx],
@@ -118,17 +138,104 @@ class PhaseScan:
             refs = self.refs.get(shape) or References(None, None)
             if not self.thr.judge_latency:
                 refs = References(refs.busbw, None, refs.base_busbw, None, refs.notes)
-            sc = score(sub, refs, limit, self.thr.gross_fraction, self.physics.get(shape))
+            # a later round judged against the fleet or a baseline needs its controls, where a
+            # fleet round had an ok group of this shape to serve as one (with none, every group was
+            # slow against a baseline: a fleet-wide condition, which no control could show either)
+            relative = not fleet_round and (refs.busbw is not None or refs.lat_us is not None) and \
+                self._had_ok(shape)
+            shift = self.round_shift(rnd, result, shape) if relative else None
+            if shift is not None:
+                refs = shift.apply(refs)
+            sc = score(sub, refs, limit, self.thr.gross_fraction, self.physics.get(shape), self.thr.gross_max_groups)
             for j, i in enumerate(idx):
-                out.status[i], out.why[i], out.symptom[i] = sc.status[j], sc.why[j], sc.symptom[j]
-                out.physics[i] = sc.physics[j]
+                status, why, symptom = sc.status[j], sc.why[j], sc.symptom[j]
+                if rnd.groups[i] in rnd.controls:
+                    status, why, symptom = CONTROL, self._control_line(rnd, result, int(i)), ""
+                elif relative and shift is None and status == SLOW and not sc.below_ceiling[j]:
+                    status, why, symptom = UNJUDGED, f"not judged: {why}; but {NO_CONTROL}", ""
+                out.status[i], out.why[i], out.symptom[i] = status, why, symptom
+                out.physics[i], out.below_ceiling[i] = sc.physics[j], sc.below_ceiling[j]
                 out.z_bw[i], out.z_lat[i] = sc.z_bw[j], sc.z_lat[j]
         return out
+
+    def round_shift(self, rnd: Round, result: RoundResult, shape: str) -> RoundShift | None:
+        """How this round moved as a whole, from its controls of `shape` that answered
+        steadily and right: busbw and latency now over their fleet-round figures (geometric
+        means, with their scatter).
+        None without such a control."""
+        bw, lat, hosts = [], [], set()
+        for i, g in enumerate(rnd.groups):
+            if g not in rnd.controls or g.shape != shape or g not in self.fleet_seen:
+                continue
+            _, bw0, lat0 = self.fleet_seen[g]
+            now = float(result.busbw[i])
+            if not np.isfinite(now) or i in result.errors or i in result.unstable or result.wrong[i] > 0:
+                continue
+            bw.append(now / bw0)
+            hosts.add(g.hosts)
+            lat_now = float(result.lat_us[i])
+            if np.isfinite(lat_now) and np.isfinite(lat0) and lat0 > 0 and i not in result.unsteady_lat:
+                lat.append(lat_now / lat0)
+        return RoundShift.from_ratios(bw, lat, len(hosts))
+
+    def _control_line(self, rnd: Round, result: RoundResult, i: int) -> str:
+        g = rnd.groups[i]
+        name, bw0, _ = self.fleet_seen.get(g, ("", float("nan"), float("nan")))
+        now = float(result.busbw[i])
+        if not np.isfinite(now):
+            return f"control: no answer ({result.errors.get(i, 'no figure')}): not used as the yardstick"
+        return f"control: busbw {now:.4g} GB/s, {now / bw0:.2f}x its {name} figure ({bw0:.4g} GB/s)"
+
+    def controls_for(self, groups: Sequence[Group], eligible: Callable[[Group], bool] | None = None) -> list[Group]:
+        """Up to CONTROLS_PER_SHAPE groups per shape of `groups` to run beside them: ok in a
+        fleet round (the most typical first: smallest |z|), on no GPU the groups use, no dead
+        host, and `eligible` where given.  Only shapes judged against the fleet or a baseline
+        need them (the ceiling is absolute)."""
+        used = {m for g in groups for m in g.members}
+        out: list[Group] = []
+        for shape in dict.fromkeys(g.shape for g in groups):
+            refs = self.refs.get(shape)
+            if refs is None or (refs.busbw is None and refs.lat_us is None):
+                continue
+            cands = []
+            for rec in self.records:
+                if not is_fleet(rec.round):
+                    continue
+                for i, g in enumerate(rec.round.groups):
+                    if g.shape != shape or rec.score.status[i] != OK or g not in self.fleet_seen:
+                        continue
+                    if set(g.hosts) & set(self.dead) or (eligible is not None and not eligible(g)):
+                        continue
+                    z = float(rec.score.z_bw[i])
+                    cands.append((abs(z) if np.isfinite(z) else np.inf, rec.round.index, i, g))
+            taken = 0
+            for *_, g in sorted(cands, key=lambda c: c[:3]):
+                if taken >= CONTROLS_PER_SHAPE:
+                    break
+                if used & set(g.members):
+                    continue
+                out.append(g)
+                used |= set(g.members)
+                taken += 1
+        return out
+
+    def _had_ok(self, shape: str) -> bool:
+        """Whether a fleet round measured a group of this shape ok (a possible control)."""
+        return any(g.shape == shape and st == OK for rec in self.records if is_fleet(rec.round)
+                   for g, st in zip(rec.round.groups, rec.score.status))
+
+    def _remember(self, rnd: Round, result: RoundResult) -> None:
+        """A fleet round's steady figures per group: what a control is later compared with."""
+        for i, g in enumerate(rnd.groups):
+            bw = float(result.busbw[i])
+            if np.isfinite(bw) and bw > 0 and i not in result.unstable and g not in rnd.controls:
+                self.fleet_seen.setdefault(g, (rnd.name, bw, float(result.lat_us[i])))
 
     def record(self, rnd: Round, result: RoundResult) -> None:
         rec = Recorded(rnd, result, None)  # type: ignore[arg-type]
         self.records.append(rec)
         if is_fleet(rnd):
+            self._remember(rnd, result)
             self._update_refs()
             for r in self.records:  # earlier rounds against the grown reference
                 r.score = self._score(r.round, r.result)
@@ -225,7 +332,7 @@ class RepeatScan(PhaseScan):
                     again.append(Group(g.phase, members, g.rail))
             elif not set(g.hosts) & set(self.dead):
                 again.append(g)
-        return make_round(self.phase, 2, "confirm", again) if again else None
+        return make_round(self.phase, 2, "confirm", again, self.controls_for(again)) if again else None
 
     def _key(self, g: Group) -> object:
         return ("rail", g.rail) if self.phase == "rail" else g
@@ -258,6 +365,8 @@ class RepeatScan(PhaseScan):
                 evidence.append(self.evidence_line(rec, j))
                 status2 = rec.score.status[j]
                 verdict = VERDICT.get(status2) if status2 in BAD else None
+                if status2 == UNJUDGED:
+                    verdict = SUSPECT_V  # measured again, but the second figure could not be judged
                 if verdict and not symptoms(first.score.symptom[i]) & symptoms(rec.score.symptom[j]):
                     verdict = SUSPECT_V  # bad twice, but not the same way: not corroborated
                     evidence.append("bad twice with different symptoms: not a confirmation")

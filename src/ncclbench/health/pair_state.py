@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .judge import NO_ANSWER, OK, SLOW, UNJUDGED, WRONG, RoundResult, symptoms
+from .judge import CONTROL, NO_ANSWER, OK, SLOW, UNJUDGED, WRONG, RoundResult, symptoms
 from .localize import BAD, PARTNER_DEAD, PhaseScan, Recorded, is_fleet
 from .schedule import Group, Round
 
@@ -30,7 +30,7 @@ class Obs:
     symptom: str = ""  # what was bad (judge.symptoms)
 
 
-CODE = {OK: 0, SLOW: 1, NO_ANSWER: 2, WRONG: 3, UNJUDGED: 4}
+CODE = {OK: 0, SLOW: 1, NO_ANSWER: 2, WRONG: 3, UNJUDGED: 4, CONTROL: 6}  # a control is evidence of nothing
 CODE_NAME = {v: k for k, v in CODE.items()} | {5: PARTNER_DEAD}
 BAD_CODES = np.array([CODE[s] for s in BAD])
 
@@ -166,20 +166,23 @@ class PairState:
         return f"{self.scan.fleet.hosts[h]} is fine with {', '.join(names[:4]) or 'no partner'}"
 
     def _raw_units(self, h: int, explained: set[int]) -> set:
-        """Rails on which h was bad with two different partners, and more often bad than
-        good - not counting measurements with a partner in `explained` (convicted itself)."""
+        """Rails on which h was bad with two different partners, and more often bad (with
+        that symptom) than good - not counting measurements with a partner in `explained` (convicted itself)."""
         bad_partners: dict[tuple, set[int]] = defaultdict(set)  # (rail, symptom) -> partners
-        bad: dict[object, int] = defaultdict(int)
+        bad: dict[tuple, int] = defaultdict(int)  # (rail, symptom) -> bad measurements
         for o in self.bad_by_node.get(h, []):
             if o.partner in explained:
                 continue
             for part in symptoms(o.symptom):
                 bad_partners[(o.unit, part)].add(o.partner)
-            bad[o.unit] += 1
+                bad[(o.unit, part)] += 1
         if not bad:
             return set()
         ok = self._ok_counts(h)
-        return {u for (u, _), ps in bad_partners.items() if len(ps) >= 2 and bad[u] > ok.get(u, 0)}
+        # more often bad *in the same way* than fine: a latency spike does not add to two bandwidth
+        # dips (CI, 2026-11-26: a healthy host's two 29 % busbw figures and a later latency spike
+        # outnumbered its two good measurements)
+        return {u for (u, part), ps in bad_partners.items() if len(ps) >= 2 and bad[(u, part)] > ok.get(u, 0)}
 
     def _strength(self, h: int) -> tuple[int, float]:
         """How strongly h's own measurements convict it: bad partners that were shown
@@ -268,10 +271,13 @@ def pair_aggregate(rnd: Round, result: RoundResult) -> tuple[Round, RoundResult]
     if all(len(idx) == 1 for idx in by_pair.values()):
         return None  # one rail per pair: the rail is the whole host
     groups, n = [], len(by_pair)
+    controls = set()
     res = RoundResult.empty(n)
     for j, idx in enumerate(by_pair.values()):
         members = tuple(m for i in idx for m in rnd.groups[i].members)
         groups.append(Group("pairs", members))
+        if all(rnd.groups[i] in rnd.controls for i in idx):
+            controls.add(groups[-1])
         errs = [result.errors[i] for i in idx if i in result.errors]
         bw = result.busbw[idx]
         if errs or not np.isfinite(bw).all():
@@ -280,7 +286,7 @@ def pair_aggregate(rnd: Round, result: RoundResult) -> tuple[Round, RoundResult]
         res.busbw[j] = float(np.median(bw))
         res.lat_us[j] = float(np.median(result.lat_us[idx]))
         res.wrong[j] = int(result.wrong[idx].max())
-    return Round(rnd.phase, rnd.index, f"{rnd.purpose} {AGGREGATE}", tuple(groups)), res
+    return Round(rnd.phase, rnd.index, f"{rnd.purpose} {AGGREGATE}", tuple(groups), frozenset(controls)), res
 
 
 def _symptom(rec: Recorded, i: int) -> str:

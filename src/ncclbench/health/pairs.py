@@ -25,8 +25,8 @@ import numpy as np
 
 from .findings import LINK, NO_ANSWER_C, NO_ANSWER_V, NODE_NIC, RAIL, SLOW_V, SUSPECT_V, Finding
 from .fleet import Fleet
-from .judge import Baseline, References, RoundResult, Thresholds
-from .localize import BAD, DEFAULT_THRESHOLDS, VERDICT, PhaseScan, is_fleet
+from .judge import OK, Baseline, References, RoundResult, Thresholds
+from .localize import BAD, CONTROLS_PER_SHAPE, DEFAULT_THRESHOLDS, VERDICT, PhaseScan, is_fleet
 from .pair_state import Obs, PairState, is_aggregate, pair_aggregate
 from .physics import PhysicsRef
 from .schedule import Round, all_pairs_by_default, disjoint_pairs, make_round, pair_groups, round_robin
@@ -94,11 +94,44 @@ class PairScan(PhaseScan):
 
     def _round(self, index: int, purpose: str, pairs: list[tuple[int, int]]) -> Round | None:
         groups = pair_groups(self.fleet, pairs, self.shape)
-        return make_round("pairs", index, purpose, groups) if groups else None
+        if not groups:
+            return None
+        controls = [] if purpose == "fleet" else pair_groups(self.fleet, self._control_pairs(pairs), self.shape)
+        return make_round("pairs", index, purpose, groups, controls)
+
+    def _control_pairs(self, pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Up to CONTROLS_PER_SHAPE host pairs to run beside a later round's pairs (the
+        round's yardstick, `PhaseScan.round_shift`): pairs measured ok on every rail in a
+        fleet round, both hosts cleared, neither in the round nor dead; the most typical first.
+        As measured then (host order included), so their figures can be compared."""
+        st = self._state()
+        busy = {h for p in pairs for h in p} | set(self.dead)
+        worst: dict[tuple[int, ...], float] = {}
+        bad: set[tuple[int, ...]] = set()
+        for rec in self.records:
+            if not is_fleet(rec.round) or is_aggregate(rec.round):
+                continue
+            for i, g in enumerate(rec.round.groups):
+                if rec.score.status[i] != OK or g not in self.fleet_seen:
+                    bad.add(g.hosts)
+                    continue
+                z = float(rec.score.z_bw[i])
+                worst[g.hosts] = max(worst.get(g.hosts, 0.0), abs(z) if np.isfinite(z) else np.inf)
+        out: list[tuple[int, int]] = []
+        for hosts, _ in sorted(((h, w) for h, w in worst.items() if h not in bad), key=lambda x: (x[1], x[0])):
+            if len(out) >= CONTROLS_PER_SHAPE:
+                break
+            a, b = hosts
+            if a in busy or b in busy or not (st.cleared(a) and st.cleared(b)):
+                continue
+            out.append((a, b))
+            busy |= {a, b}
+        return out
 
     def _rerun(self) -> set[tuple[int, ...]]:
-        """The host pairs a confirmation round has re-run."""
-        return {g.hosts for r in self.records if r.round.purpose == "confirm" for g in r.round.groups}
+        """The host pairs a confirmation round has re-run (its controls are not re-runs)."""
+        return {g.hosts for r in self.records if r.round.purpose == "confirm" for g in r.round.groups
+                if g not in r.round.controls}
 
     def _confirm_pairs(self) -> list[tuple[int, int]]:
         """The suspect links to re-run next, sharing no host: two suspects of one host cannot

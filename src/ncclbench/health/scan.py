@@ -290,13 +290,16 @@ def _without_dead(rnd: Round, dead: Mapping[int, str]) -> Round:
         return rnd
     groups = []
     for g in rnd.groups:
+        if g in rnd.controls:
+            continue
         if not set(g.hosts) & set(dead):
             groups.append(g)
         elif g.phase == "rail":
             members = tuple(m for m in g.members if m[0] not in dead)
             if len(members) >= 2:
                 groups.append(Group(g.phase, members, g.rail))
-    return make_round(rnd.phase, rnd.index, rnd.purpose, groups)
+    controls = [g for g in rnd.controls if not set(g.hosts) & set(dead)]
+    return make_round(rnd.phase, rnd.index, rnd.purpose, groups, controls)
 
 
 def _host_status(fleet: Fleet, findings: list[Finding], tested: set[int],

@@ -84,6 +84,9 @@ class Round:
     index: int  # 1-based within its phase
     purpose: str  # "fleet" (everyone), "localize" (re-pair suspects), "confirm" (re-run suspects)
     groups: tuple[Group, ...]
+    # groups measured only as this round's yardstick: ok in a fleet round, run again beside the
+    # suspects so a round slowed as a whole is told from a fault (`localize.PhaseScan._score`)
+    controls: frozenset[Group] = frozenset()
 
     @property
     def name(self) -> str:
@@ -173,11 +176,13 @@ def round_robin(hosts: Sequence[int]) -> list[list[tuple[int, int]]]:
     return rounds
 
 
-def make_round(phase: str, index: int, purpose: str, groups: Sequence[Group]) -> Round:
+def make_round(phase: str, index: int, purpose: str, groups: Sequence[Group],
+               controls: Sequence[Group] = ()) -> Round:
+    """A round of disjoint groups; `controls` run with them as the round's yardstick."""
     used: set[tuple[int, int]] = set()
-    for g in groups:
+    for g in (*groups, *controls):
         for m in g.members:
             if m in used:
                 raise ValueError(f"{phase} round {index}: GPU {m} is in two groups")
             used.add(m)
-    return Round(phase, index, purpose, tuple(groups))
+    return Round(phase, index, purpose, (*groups, *controls), frozenset(controls))
