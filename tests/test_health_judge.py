@@ -14,12 +14,14 @@ from ncclbench.health.judge import (
     Baseline,
     References,
     RoundResult,
+    RoundShift,
     Thresholds,
     fleet_shift,
     percent_of,
     references,
     robust_reference,
     score,
+    thresholds_for,
 )
 
 
@@ -95,6 +97,53 @@ def test_a_gross_outlier_is_slow_even_when_few_groups_make_a_wide_spread():
     assert plain.status == [OK, OK, OK] and plain.z_bw[2] > -3.5  # the z alone misses it
     sc = score(RoundResult(bw, np.full(3, np.nan), np.zeros(3, dtype=int)), refs, 3.5, gross_fraction=0.5)
     assert sc.status == [OK, OK, SLOW] and "(13 % of it)" in sc.why[2]
+
+
+def test_the_gross_rule_holds_for_small_fleets_only():
+    """From 8 groups the MAD is a usable spread: CI (2026-11-26) had two 29 % figures of a healthy
+    host among 13 host pairs on 2 shared cores at z -2.1 and -2.2, convicted by the gross rule."""
+    thr = Thresholds()
+    healthy = [0.42, 0.74, 0.42, 0.45, 0.25, 0.96, 0.50, 0.53, 0.47, 0.56, 0.76, 0.62, 0.30]
+    bw = np.array(healthy + [0.145])
+    refs = References(robust_reference(bw, thr.bw_floor, 3), None)
+    res = RoundResult(bw, np.full(bw.size, np.nan), np.zeros(bw.size, dtype=int))
+    big = score(res, refs, 3.5, thr.gross_fraction, gross_max_groups=thr.gross_max_groups)
+    assert big.status[-1] == OK and big.z_bw[-1] > -3.5  # 14 groups: the z decides, and says noise
+    small = bw[[0, 3, -1]]
+    refs3 = References(robust_reference(small, thr.bw_floor, 3), None)
+    sc = score(RoundResult(small, np.full(3, np.nan), np.zeros(3, dtype=int)), refs3, 3.5, thr.gross_fraction,
+               gross_max_groups=thr.gross_max_groups)
+    assert sc.status[-1] == SLOW  # 3 groups: the gross rule still convicts a third of the median
+
+
+def test_a_round_shift_scales_the_reference_and_widens_it_by_the_controls_noise():
+    ref = References(robust_reference([10.0] * 8, 0.01, 3), robust_reference([5.0] * 8, 0.15, 3))
+    shift = RoundShift.from_ratios([0.5, 0.5], [2.0, 2.0], 2)
+    assert shift is not None and shift.bw == pytest.approx(0.5) and shift.lat == pytest.approx(2.0)
+    scaled = shift.apply(ref)
+    assert scaled.busbw.center == pytest.approx(5.0) and scaled.lat_us.center == pytest.approx(10.0)
+    assert scaled.busbw.spread == pytest.approx(ref.busbw.spread * 0.5 * np.sqrt(1.5))
+    assert "control(s) ran at 0.50x" in scaled.busbw.source
+    # a group at half the fleet figure in a round whose controls ran at half: ok; at a quarter: slow
+    res = RoundResult(np.array([5.0, 2.5]), np.array([10.0, 10.0]), np.zeros(2, dtype=int))
+    assert score(res, scaled, 3.5).status == [OK, SLOW]
+    # controls that disagree widen the spread to their own scatter (a re-measurement's noise)
+    wild = RoundShift.from_ratios([1.9, 0.67], [], 2)
+    assert wild is not None and wild.lat is None
+    assert wild.apply(ref).busbw.spread == pytest.approx(10.0 * wild.bw * wild.bw_sd)
+    assert wild.apply(ref).lat_us is None  # no latency figure from the controls: latency not judged
+    assert RoundShift.from_ratios([], [], 0) is None
+
+
+def test_the_cpu_backend_has_its_own_noise_floors():
+    gpu, cpu = thresholds_for(True), thresholds_for(False, judge_latency=False)
+    assert gpu == Thresholds()
+    assert cpu.bw_floor > gpu.bw_floor and cpu.lat_floor > gpu.lat_floor and not cpu.judge_latency
+    # a local-phase dip of the kind 5 % of healthy CPU figures show (-23 %) is not -3.5 sigma there
+    bw = np.array([23.4, 23.7, 23.2, 23.5, 18.0])
+    for thr, status in ((gpu, SLOW), (cpu, OK)):
+        refs = References(robust_reference(bw, thr.bw_floor, 3), None)
+        assert score(RoundResult(bw, np.full(5, np.nan), np.zeros(5, dtype=int)), refs, 3.5).status[-1] == status
 
 
 def test_a_fleet_that_scatters_too_much_is_not_judged_and_says_so():

@@ -294,3 +294,60 @@ def test_suspect_links_sharing_a_host_are_confirmed_in_disjoint_rounds():
         assert rep.confirmed == [] and rep.drain == [], rep.findings
         assert not [f for f in rep.findings if f.component == LINK], rep.findings
         assert set(rep.host_status.values()) == {"healthy"}
+
+
+class _SlowRounds:
+    """FakeFabric with whole later rounds slowed (every group, controls too), as a shared
+    machine or a hung rank's spinning partners slow a round: (round name) -> factor."""
+
+    def __init__(self, fabric, slow):
+        self.fabric, self.slow = fabric, slow
+        self.rounds = fabric.rounds
+
+    def __call__(self, rnd):
+        res = self.fabric(rnd)
+        res.busbw *= self.slow.get(rnd.name, 1.0)
+        return res
+
+
+def test_a_one_off_dip_confirmed_in_a_round_slowed_as_a_whole_is_not_a_fault():
+    """CI, 2026-11-26: a healthy pair dipped once, and its re-run landed in a round slowed as a
+    whole; against the fleet round's figures it read as -19 sigma and the scan convicted a healthy
+    link.  The round's controls (pairs that were ok, run beside it) ran as slow: nothing confirmed."""
+    fleet = Fleet.uniform(6, 1)
+    base = FakeFabric(dips={("pairs r1", ((0, 0), (5, 0))): 0.6})
+    rep = scan(fleet, _SlowRounds(base, {"pairs r6": 0.5}), phases=("pairs",))
+    r6 = [r for r in base.rounds if r.name == "pairs r6"][0]
+    assert r6.purpose == "confirm" and len({g.hosts for g in r6.controls}) == 2, r6
+    assert rep.confirmed == [] and rep.drain == [], rep.findings
+    rerun = [f for f in rep.findings if f.component == LINK]
+    assert rerun == [], rerun  # the re-run was ok against its controls: noise, not a suspect
+
+
+def test_a_slow_link_is_still_confirmed_when_its_round_is_slowed_as_a_whole():
+    """The controls scale the reference, they do not excuse a fault: a link at 0.6x, re-run in a
+    round slowed to 0.8x, is still 0.6/0.8 = 0.75x of its controls."""
+    fleet = Fleet.uniform(6, 1)
+    base = FakeFabric(link={frozenset((1, 4)): 0.6})
+    rep = scan(fleet, _SlowRounds(base, {"pairs r6": 0.8}), phases=("pairs",))
+    assert confirmed(rep) == [(LINK, ("node1", "node4"), "all rails", "slow")], rep.findings
+    ev = " ".join(e for f in rep.findings if f.confirmed for e in f.evidence)
+    assert "control(s) ran at 0.80x their fleet-round busbw" in ev, ev
+
+
+def test_without_room_for_a_control_a_slow_rerun_is_not_judged_and_stays_a_suspect():
+    """Three hosts: the re-run of a pair leaves one host free, no pair to serve as control.  A
+    slow re-run then cannot be told from a round slowed as a whole: the link is a suspect, said
+    so, never confirmed and never called healthy."""
+    fleet = Fleet.uniform(3, 1)
+    base = FakeFabric(link={frozenset((0, 1)): 0.6})
+    rep = scan(fleet, base, phases=("pairs",))
+    confirm = [r for r in base.rounds if r.purpose == "confirm"]
+    assert confirm and not any(r.controls for r in confirm)
+    assert rep.confirmed == [], rep.findings
+    link = [f for f in rep.findings if f.component == LINK]
+    assert [(f.hosts, f.verdict) for f in link] == [(("node0", "node1"), SUSPECT_V)], rep.findings
+    assert any("no control ran beside it" in e for e in link[0].evidence), link[0].evidence
+    from ncclbench.health.output import exit_code
+
+    assert exit_code(rep) == 9  # an unconfirmed suspect: not "healthy" (0), not a fault (8)

@@ -204,32 +204,32 @@ def _fault_mid_scan(tmp_path, sig):
         return coord.returncode, out, "".join(lines), elapsed, doc, found, names, pids[4]
 
 
-def _only_the_stopped_host_has_no_answer(found, stopped):
-    """The stopped or killed rank's host is named 'no answer', and no live host is.
-
-    What else the scan confirms is not asserted here, and that is a known weakness, not a pass: with
-    every host pair measured (the default) the rounds after a rank hung or died run while its partners
-    spin on this 2-core machine, slow as a whole, and the fleet reference (pooled over rounds, with the
-    0.5x-of-median rule) has confirmed a healthy link (CI, z -2.6 then -2.1) and a healthy host (z -1.2)
-    there. Recorded in issue 22's note: judge a group against its own round when the round moved."""
-    assert ("no answer", (stopped,), "") in found, found
-    assert all(kind != "no answer" for kind, hosts, _ in found if hosts != (stopped,)), found
+def _only_the_stopped_host_is_named(found, stopped, status):
+    """The stopped or killed rank's host is the one confirmed finding ('no answer'), and no other
+    host is faulty.  With every host pair measured (the default) the rounds after a rank hung or
+    died run while its partners spin on this 2-core machine, slow as a whole: before later rounds
+    carried controls (pairs that were ok, run beside the re-runs) the scan confirmed a healthy link
+    (CI, z -2.6 then -2.1) and a healthy host (z -1.2) there (issue 22)."""
+    assert found == [("no answer", (stopped,), "")], found
+    assert status[stopped] == "faulty", status
+    others = [s for h, s in status.items() if h != stopped]
+    # a host whose re-run the fault cut short, or whose group's cycles disagreed, is said so
+    assert all(s in ("healthy", "partly tested", "suspect", "not judged") for s in others), status
 
 
 def test_hung_host_is_named_and_the_scan_goes_on(tmp_path):
     code, out, err, elapsed, doc, found, names, pid = _fault_mid_scan(tmp_path, signal.SIGSTOP)
     assert code == 8, (out, err)
-    _only_the_stopped_host_has_no_answer(found, names[4])
+    _only_the_stopped_host_is_named(found, names[4], doc["host_status"])
     ev = " ".join(f for x in doc["findings"] for f in x["evidence"])
     assert f"rank 4 (host {names[4]}, pid {pid})" in ev
-    assert doc["host_status"][names[4]] == "faulty", doc["host_status"]
     assert elapsed < 60
 
 
 def test_killed_host_is_named_and_what_was_measured_is_kept(tmp_path):
     code, out, err, elapsed, doc, found, names, pid = _fault_mid_scan(tmp_path, signal.SIGKILL)
     assert code == 8, (out, err)
-    _only_the_stopped_host_has_no_answer(found, names[4])
+    _only_the_stopped_host_is_named(found, names[4], doc["host_status"])
     ev = " ".join(f for x in doc["findings"] for f in x["evidence"])
     assert f"rank 4 (host {names[4]}, pid {pid}) died" in ev
     assert doc["rounds"] and doc["rounds"][0]["name"] == "local r1" and doc["rounds"][0]["answered"] == NHOSTS

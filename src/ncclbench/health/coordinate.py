@@ -23,6 +23,7 @@ from ..config import Backend
 from ..errors import BenchError, ExitCode
 from .baseline import check_baseline_hosts
 from .control import Coordinator
+from .crowding import crowded_machines, latency_note
 from .fleet import Fleet
 from .group import GroupSpec
 from .output import emit, scan_document
@@ -155,6 +156,10 @@ def apply_facts(fleet: Fleet, cfg: ScanConfig, answers: dict[int, dict],
     envs = host_envs(fleet, answers)
     if any(envs.values()):
         facts["nccl_env"] = {h: dict(sorted(e.items())) for h, e in envs.items() if e}
+    crowded = crowded_machines(answers) if backends == {"mpi"} else []
+    if crowded and cfg.thresholds.judge_latency:
+        cfg = dataclasses.replace(cfg, thresholds=dataclasses.replace(cfg.thresholds, judge_latency=False),
+                                  notes=(*cfg.notes, latency_note(crowded)))
     gpus = {r: a for r, a in answers.items() if a.get("pci")}
     if not gpus:
         return cfg, facts

@@ -92,12 +92,12 @@ def summary_lines(report: HealthReport, accept_not_judged: bool = False) -> list
     confirmed = report.confirmed
     if confirmed:
         lines.append(f"# faults found: {len(confirmed)} (exit {code}); drain: {', '.join(report.drain) or '-'}")
-    elif report.unresolved:
-        suspects = [f for f in report.findings if not f.confirmed and f.verdict.startswith("suspect")]
-        more = f", {len(suspects)} unconfirmed suspect(s) listed" if suspects else ""
+    elif report.unresolved or report.open_suspects:
+        parts = [f"{len(report.unresolved)} host(s) not judged healthy"] if report.unresolved else []
+        if report.open_suspects:
+            parts.append(f"{len(report.open_suspects)} unconfirmed suspect(s) listed")
         accepted = " (accepted: --accept-not-judged)" if accept_not_judged else ""
-        lines.append(f"# no fault confirmed, but {len(report.unresolved)} host(s) not judged healthy{more}: "
-                     f"exit {code}{accepted}")
+        lines.append(f"# no fault confirmed, but {', '.join(parts)}: exit {code}{accepted}")
     else:
         lines.append(f"# no fault confirmed: every host judged healthy (exit {code})")
     return lines
@@ -203,14 +203,14 @@ def outcome(report: HealthReport) -> str:
     """"faults found", "not judged" (no fault confirmed, some host not judged healthy) or "healthy"."""
     if report.faults_found:
         return "faults found"
-    return NOT_JUDGED_S if report.unresolved else "healthy"
+    return NOT_JUDGED_S if report.unresolved or report.open_suspects else "healthy"
 
 
 def exit_code(report: HealthReport, accept_not_judged: bool = False) -> int:
     """8 faults found; 9 no fault but something not judged (0 with `accept_not_judged`); 0 healthy."""
     if report.faults_found:
         return FAULTS_FOUND
-    if report.unresolved and not accept_not_judged:
+    if (report.unresolved or report.open_suspects) and not accept_not_judged:
         return NOT_JUDGED
     return 0
 

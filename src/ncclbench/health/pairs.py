@@ -220,8 +220,21 @@ class PairScan(PhaseScan):
             why = ("re-run once, which settled nothing (not judged, or another symptom)" if (a, b) in rerun
                    else "not re-run (rounds exhausted)")
             out.append(self._finding(LINK, (fleet.hosts[a], fleet.hosts[b]), SUSPECT_V, "", obs,
-                                     extra=[f"slow once; both hosts fine with other partners; {why}"]))
+                                     extra=self._reruns_not_bad((a, b)) +
+                                     [f"slow once; both hosts fine with other partners; {why}"]))
         return out + self._fleet_notes() + self._unjudged_note(st.unjudged)
+
+    def _reruns_not_bad(self, link: tuple[int, int]) -> list[str]:
+        """The evidence of a suspect link's re-runs that were not bad (not judged, or another
+        symptom): what settled nothing, said."""
+        out = []
+        for rec in self.records:
+            if rec.round.purpose != "confirm":
+                continue
+            for i, g in enumerate(rec.round.groups):
+                if g not in rec.round.controls and set(g.hosts) == set(link) and rec.score.status[i] not in BAD:
+                    out.append(self.evidence_line(rec, i))
+        return out[:2]
 
     def _node_findings(self, st: PairState, h: int, units: set) -> list[Finding]:
         name = self.fleet.hosts[h]

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .causes import HostCauses, attach_causes
-from .findings import NO_ANSWER_C, NO_ANSWER_V, NODE_COMPONENTS, Finding, drain_hosts, merge
+from .findings import NO_ANSWER_C, NO_ANSWER_V, NODE_COMPONENTS, SUSPECT_V, Finding, drain_hosts, merge
 from .fleet import Fleet
 from .judge import Baseline, RoundResult, Thresholds
 from .localize import RepeatScan
@@ -42,6 +42,7 @@ class ScanConfig:
     expected: Mapping[str, float] | None = None  # ceiling per group shape (the explain model), when known
     physics: Mapping[str, PhysicsRef] | None = None  # per shape: its ceiling's threshold at the scan's size
     causes: Mapping[str, HostCauses] | None = None  # per host: explain's traps (named in the findings)
+    notes: tuple[str, ...] = ()  # what the set-up found that the report must say (crowding.latency_note)
 
     def __post_init__(self) -> None:
         bad = [p for p in self.phases if p not in PHASES]
@@ -96,6 +97,12 @@ class HealthReport:
         """Hosts the scan could not call healthy or faulty: not judged, suspect (one bad
         measurement, not confirmed), partly or not tested."""
         return [h for h, st in self.host_status.items() if st in UNRESOLVED]
+
+    @property
+    def open_suspects(self) -> list[Finding]:
+        """Unconfirmed suspects of any component (a host, a link between two hosts fine with
+        everyone else, a rail): bad once and not settled, so the scan is not "healthy"."""
+        return [f for f in self.findings if not f.confirmed and f.verdict == SUSPECT_V]
 
     @property
     def wall_s(self) -> float:
@@ -157,7 +164,7 @@ def run_scan(fleet: Fleet, config: ScanConfig, run_round: RunRound,
     the runtime saw die or go silent (host index -> rank, pid), so later rounds leave
     them out and name them; `lost_hosts()` the hosts left out without blame (stuck
     behind a stopped member), reported as partly tested."""
-    notes = fleet.problems(expected_hosts)
+    notes = fleet.problems(expected_hosts) + list(config.notes)
     scans, skipped = _phase_scans(fleet, config)
     notes.extend(skipped)
     logs: list[RoundLog] = []

@@ -201,9 +201,12 @@ def mpi_rank(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec) -> int:
         raise ArgumentError(f"health: --coordinator needs the coordinator's token in ${TOKEN_ENV}")
     assert where is not None
     from .causes import nccl_settings
+    from .crowding import machine_facts
 
     code, how = _join_and_measure(where, token, rank, opts, mpi_measure(world),
-                                  lambda request: {"backend": Backend.MPI.value, "env": nccl_settings()}, thread, result)
+                                  lambda request: {"backend": Backend.MPI.value, "env": nccl_settings(),
+                                                   **machine_facts()},
+                                  thread, result)
     if how == "abort":
         world.Abort(code)
     if how == "exit":
