@@ -35,4 +35,6 @@ def test_the_scan_stops_judging_latency_on_a_crowded_cpu_machine_and_says_why():
     roomy, _ = apply_facts(fleet, cfg, _answers(6, cpus=range(8)))
     assert roomy.thresholds.judge_latency and roomy.notes == ()
     gpu = {r: dict(a, backend="nccl") for r, a in _answers(6).items()}
-    assert apply_facts(fleet, cfg, gpu)[0].thresholds.judge_latency  # NCCL's GPU times are the GPUs'
+    on_gpus = apply_facts(fleet, cfg, gpu)[0].thresholds
+    assert on_gpus.judge_latency  # NCCL's GPU times are the GPUs'
+    assert on_gpus.bw_floor == thresholds_for(True).bw_floor  # and the floors those of the ranks' backend

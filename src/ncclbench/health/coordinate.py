@@ -26,6 +26,7 @@ from .control import Coordinator
 from .crowding import crowded_machines, latency_note
 from .fleet import Fleet
 from .group import GroupSpec
+from .judge import thresholds_for
 from .output import emit, scan_document
 from .runtime import LiveRounds, fleet_from
 from .scan import HealthReport, ScanConfig, run_scan
@@ -156,7 +157,12 @@ def apply_facts(fleet: Fleet, cfg: ScanConfig, answers: dict[int, dict],
     envs = host_envs(fleet, answers)
     if any(envs.values()):
         facts["nccl_env"] = {h: dict(sorted(e.items())) for h, e in envs.items() if e}
-    crowded = crowded_machines(answers) if backends == {"mpi"} else []
+    said = ranks_backend(answers)
+    if said is not None:  # the noise floors of the backend the ranks run (judge.thresholds_for)
+        floors = thresholds_for(said is Backend.NCCL)
+        cfg = dataclasses.replace(cfg, thresholds=dataclasses.replace(cfg.thresholds, bw_floor=floors.bw_floor,
+                                                                      lat_floor=floors.lat_floor))
+    crowded = crowded_machines(answers) if said is Backend.MPI else []
     if crowded and cfg.thresholds.judge_latency:
         cfg = dataclasses.replace(cfg, thresholds=dataclasses.replace(cfg.thresholds, judge_latency=False),
                                   notes=(*cfg.notes, latency_note(crowded)))
