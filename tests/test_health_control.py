@@ -96,3 +96,32 @@ def test_a_median_backed_by_most_cycles_is_judged_and_one_without_is_not():
     assert not _uncorroborated(np.array([100.0, 104.0, 260.0]), 1.5)  # one starved cycle: the median stands
     assert _uncorroborated(np.array([100.0, 160.0, 260.0]), 1.5)  # no two cycles agree
     assert not _uncorroborated(np.array([100.0]), 1.5)  # one cycle: nothing to compare
+
+
+def test_close_order_is_the_order_the_hang_ups_arrived_in_however_late_it_is_read():
+    """A killed rank's connection closes a few ms before the launcher's teardown closes the rest;
+    the reader threads may wake in any order (CI named rank 4 for a killed rank 3).  The kernel's
+    epoll ready list keeps the arrival order even when its thread reads it late."""
+    import select
+    import socket
+    import time
+
+    from ncclbench.health.control import CloseOrder
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    clients = [socket.create_connection(server.getsockname()) for _ in range(4)]
+    ends = [server.accept()[0] for _ in clients]
+    order = CloseOrder()
+    with order._lock:  # the watcher cannot record anything until all four have closed
+        for rank, end in enumerate(ends):
+            order._fd_rank[end.fileno()] = rank
+            order._ep.register(end.fileno(), select.EPOLLRDHUP | select.EPOLLET)
+        for i in (2, 0, 3, 1):
+            clients[i].close()
+            time.sleep(0.002)
+    assert [order.position(r, wait_s=2.0) for r in range(4)] == [1, 3, 0, 2]
+    order.close()
+    for s in (*ends, server):
+        s.close()

@@ -19,8 +19,8 @@ they hold the job's token (HMAC challenge-response in both directions).
 from __future__ import annotations
 
 import queue
+import select
 import socket
-import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -42,6 +42,64 @@ class RankInfo:
         return f"rank {self.rank} (host {self.host}, pid {self.pid})"
 
 
+class CloseOrder:
+    """The order in which the ranks' connections were closed by their ends, as the kernel saw it.
+
+    When a launcher ends a whole job after one rank died (MPICH's Hydra SIGKILLs the rest a few
+    ms later), the first close names the rank that died.  The reader threads cannot tell: they
+    wake in the order the GIL and a loaded scheduler choose (CI, 2026-11-26: the killed rank 3
+    was named after rank 4), and TCP_INFO keeps no time of a FIN.  An epoll set watching only
+    the peers' hang-ups does: its ready list is filled in the order the hang-ups arrived, however
+    late its thread reads it.  Linux only; elsewhere the readers' wake-up times stand in."""
+
+    def __init__(self) -> None:
+        self._ep = select.epoll() if hasattr(select, "epoll") else None
+        self._fd_rank: dict[int, int] = {}
+        self.order: dict[int, int] = {}  # rank -> position among the closes seen
+        self._lock = threading.Lock()
+        if self._ep is not None:
+            threading.Thread(target=self._loop, daemon=True, name="health-close-order").start()
+
+    def watch(self, rank: int, sock: socket.socket) -> None:
+        if self._ep is None:
+            return
+        with self._lock:
+            self._fd_rank[sock.fileno()] = rank
+            self._ep.register(sock.fileno(), select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLET)
+
+    def _loop(self) -> None:
+        assert self._ep is not None
+        while True:
+            try:
+                events = self._ep.poll(1.0)
+            except (OSError, ValueError):  # closed with the coordinator
+                return
+            with self._lock:
+                for fd, _ in events:
+                    rank = self._fd_rank.pop(fd, None)
+                    if rank is not None:
+                        self.order.setdefault(rank, len(self.order))
+                    try:
+                        self._ep.unregister(fd)
+                    except (OSError, ValueError):
+                        pass
+
+    def position(self, rank: int, wait_s: float = 0.0) -> int | None:
+        """Where this rank's close came among those seen (waiting up to wait_s for the watcher)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            with self._lock:
+                if rank in self.order or self._ep is None:
+                    return self.order.get(rank)
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.005)
+
+    def close(self) -> None:
+        if self._ep is not None:
+            self._ep.close()
+
+
 class Coordinator:
     """The server side: accepts `size` ranks, sends them work, gathers what they send."""
 
@@ -56,6 +114,7 @@ class Coordinator:
         self.dead: dict[int, tuple[float, str]] = {}  # rank -> (monotonic time, why)
         self.inbox: queue.Queue = queue.Queue()
         self._socks: dict[int, socket.socket] = {}
+        self.closes = CloseOrder()
         self._lock = threading.Lock()
         self._closing = False
         self._joined = threading.Condition(self._lock)
@@ -90,6 +149,7 @@ class Coordinator:
                 return
             self.ranks[rank] = RankInfo(rank, host, pid)
             self._socks[rank] = conn
+            self.closes.watch(rank, conn)
             self._joined.notify_all()
         self._read_loop(rank, conn)
 
@@ -115,11 +175,21 @@ class Coordinator:
                     self.inbox.put((rank, wire.loads_trusted(body)))
         except (OSError, EOFError, ConnectionError, ValueError):
             pass
-        when = time.monotonic() - _ms_since_last_segment(conn) / 1000.0
+        # when this reader woke to the close: the order in which the kernel woke the readers is the
+        # order the closes arrived in, up to scheduling delay.  (TCP_INFO's tcpi_last_ack_recv is not
+        # the FIN's time: it stays at the last ACK of data this side sent - the last round's message,
+        # about the same for every rank - and named the wrong rank after a kill in CI, 2026-11-26.)
+        when = time.monotonic()
         with self._lock:
             if not self._closing and rank not in self.dead:
                 self.dead[rank] = (when, "its connection closed (process ended)")
         self.inbox.put((rank, ("dead",)))
+
+    def death_key(self, rank: int) -> tuple[float, float]:
+        """Sort key of a dead rank: the kernel's order of the closes (`CloseOrder`), then the
+        reader's wake-up time."""
+        pos = self.closes.position(rank, wait_s=0.2)
+        return (float("inf") if pos is None else float(pos), self.dead.get(rank, (float("inf"), ""))[0])
 
     def send(self, rank: int, msg: Any) -> bool:
         sock = self._socks.get(rank)
@@ -140,6 +210,7 @@ class Coordinator:
     def close(self) -> None:
         with self._lock:
             self._closing = True
+        self.closes.close()
         try:
             self._listener.close()
         except OSError:
@@ -150,21 +221,6 @@ class Coordinator:
                 sock.close()
             except OSError:
                 pass
-
-
-_TCP_INFO_LAST_ACK_RECV = 56  # offset of tcpi_last_ack_recv (ms) in Linux's struct tcp_info
-
-
-def _ms_since_last_segment(conn: socket.socket) -> float:
-    """How long ago the kernel took the connection's last segment (its FIN, for a process
-    that died): when a launcher ends a whole job after one rank dies, the deaths come a
-    few ms apart and the reader threads may wake in any order, but the kernel's own
-    timestamps keep the order of arrival.  0 where TCP_INFO is unavailable."""
-    try:
-        info = conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
-        return float(struct.unpack_from("I", info, _TCP_INFO_LAST_ACK_RECV)[0])
-    except (OSError, AttributeError, struct.error):
-        return 0.0
 
 
 class RankLink:

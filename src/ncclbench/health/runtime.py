@@ -62,7 +62,7 @@ class LiveRounds:
         hosts: a launcher ending the job after one rank died (MPICH's Hydra does, with
         or without -disable-auto-cleanup).  The first host to lose a rank is named;
         the others are casualties of the teardown, not faults."""
-        dead = sorted(self.coord.dead.items(), key=lambda kv: kv[1][0])
+        dead = sorted(self.coord.dead.items(), key=lambda kv: self.coord.death_key(kv[0]))
         hosts = {self.fleet.where(r)[0] for r, _ in dead}
         if len(hosts) < 2:
             return None

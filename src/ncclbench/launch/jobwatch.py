@@ -144,7 +144,11 @@ class JobWatch:
             except (OSError, ValueError):
                 return
             lost_now: list[int] = []
+            closed: list[socket.socket] = []
             now = time.monotonic()
+            # every word read before any close of the same wake-up: a rank that says it is ending and
+            # aborts gets its neighbours killed within microseconds, and their closes may be listed
+            # first (CI: a -T timeout stored as 'rank 3 died first' instead of rank 0's timeout)
             for key, _ in events:
                 sock = key.fileobj
                 if sock is self._listener:
@@ -164,8 +168,10 @@ class JobWatch:
                 except OSError:
                     data = b""
                 if data:
-                    self._feed(sock, data)
+                    self._feed(sock, data, now)
                     continue
+                closed.append(sock)
+            for sock in closed:
                 rank = self._owner.pop(sock, None)
                 self._sel.unregister(sock)
                 self._buffers.pop(sock, None)
@@ -180,7 +186,7 @@ class JobWatch:
                 with self.lock:
                     self.deaths.append(Death(now, sorted(lost_now)))
 
-    def _feed(self, sock: socket.socket, data: bytes) -> None:
+    def _feed(self, sock: socket.socket, data: bytes, now: float) -> None:
         buf = self._buffers.get(sock, b"") + data
         *lines, rest = buf.split(b"\n")
         self._buffers[sock] = rest
@@ -209,7 +215,7 @@ class JobWatch:
                     if rec.ending is None or rec.ending == "exit":
                         rec.ending = said
                     if said != "exit":
-                        self.endings.append((time.monotonic(), rank, said))
+                        self.endings.append((now, rank, said))
 
     # -- stopped ranks ---------------------------------------------------------------------
     def _monitor(self) -> None:
