@@ -279,3 +279,20 @@ def test_the_page_shows_thresholds_traps_and_each_groups_verdict_against_its_cei
     page = build_health_page(scan_document(rep, meta), "health:1")
     assert "below 255.4 GB/s is slow" in page and "compare-s3-4gpu-busbw.json" in page
     assert "p2p-disabled (a setting of this job)" in page and "below the ceiling&#x27;s threshold" in page
+
+
+def test_a_later_rounds_controls_do_not_overwrite_their_pairs_cell():
+    """A control is the round's yardstick (run again beside a suspect, not judged): the matrix keeps
+    the figure its pair was judged on."""
+    from ncclbench.report.health_html import pair_cells
+
+    doc = {"measurements": [
+        {"round": "pairs r1", "purpose": "fleet", "groups": [
+            {"hosts": ["a", "b"], "busbw": 40.0, "status": "ok", "rail": 0},
+            {"hosts": ["c", "d"], "busbw": 20.0, "status": "slow", "rail": 0}]},
+        {"round": "pairs r2", "purpose": "confirm", "groups": [
+            {"hosts": ["c", "d"], "busbw": 21.0, "status": "slow", "rail": 0},
+            {"hosts": ["a", "b"], "busbw": 10.0, "status": "control", "rail": 0}]}]}
+    cells = pair_cells(doc)
+    assert cells[("a", "b")] == {"busbw": 40.0, "status": "ok", "round": "pairs r1"}
+    assert cells[("c", "d")]["round"] == "pairs r2" and cells[("c", "d")]["status"] == "slow"

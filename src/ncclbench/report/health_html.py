@@ -131,7 +131,8 @@ def pair_cells(doc: Mapping) -> dict[tuple[str, str], dict[str, Any]]:
             continue
         by_pair: dict[tuple[str, str], list[dict]] = defaultdict(list)
         for g in rec["groups"]:
-            if len(g["hosts"]) == 2:
+            # a later round's controls are its yardstick, not a verdict on their pair (health/localize.py)
+            if len(g["hosts"]) == 2 and g.get("status") != "control":
                 a, b = sorted(g["hosts"])
                 by_pair[(a, b)].append(g)
         for key, groups in by_pair.items():
