@@ -182,6 +182,13 @@ def reference_profile(runs: Sequence[Mapping[int, float]]) -> dict[int, float]:
     return out
 
 
+def leave_one_out_ratios(runs: Sequence[Mapping[int, float]], sizes: Sequence[int]) -> list[dict[int, float]]:
+    """Each run's log ratios to the per-size median of the OTHER runs: a run is never
+    judged against a profile it is part of (`shift_sigma` says why), so `shift_sigma`
+    and `jitter_floor` read the same leave-one-out comparison."""
+    return [log_ratios(reference_profile([*runs[:i], *runs[i + 1:]]), r, sizes) for i, r in enumerate(runs)]
+
+
 def shift_sigma(runs: Sequence[Mapping[int, float]], sizes: Sequence[int]) -> float | None:
     """How far whole runs (or cycles) move against each other, as one run's standard
     deviation: each run's median log ratio to the per-size median of the OTHER runs
@@ -194,11 +201,7 @@ def shift_sigma(runs: Sequence[Mapping[int, float]], sizes: Sequence[int]) -> fl
     n = len(runs)
     if n < 2:
         return None
-    d = []
-    for i, r in enumerate(runs):
-        m = median_change(log_ratios(reference_profile([*runs[:i], *runs[i + 1:]]), r, sizes))
-        if m is not None:
-            d.append(m)
+    d = [m for m in map(median_change, leave_one_out_ratios(runs, sizes)) if m is not None]
     if len(d) < 2:
         return None
     return math.sqrt((len(d) - 1) * sum(x * x for x in d)) / len(d)
@@ -218,11 +221,8 @@ def jitter_floor(runs: Sequence[Mapping[int, float]], sizes: Sequence[int]) -> f
     n = len(runs)
     if n < 2:
         return None
-    v = []
-    for i, r in enumerate(runs):
-        se = scatter_sigma(log_ratios(reference_profile([*runs[:i], *runs[i + 1:]]), r, sizes))
-        if se is not None:
-            v.append(se * se / (1 + median_variance(n - 1)))
+    v = [se * se / (1 + median_variance(n - 1))
+         for se in map(scatter_sigma, leave_one_out_ratios(runs, sizes)) if se is not None]
     return math.sqrt(sum(v) / len(v)) if v else None
 
 
