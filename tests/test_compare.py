@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from gate_helpers import slow_down
 
 from ncclbench.commands import main as run_store_command
 from ncclbench.commands.show import show_text
@@ -28,14 +29,7 @@ def scaled(run, pred, factor: float):
     new = copy.deepcopy(run)
     for r in new.rows:
         if pred(r.size):
-            for h in (r.out_of_place, r.in_place):
-                h.time_us *= factor
-                h.algbw /= factor
-                h.busbw /= factor
-                if h.per_iter is not None:  # -I: the gate reads the median of the iterations
-                    p = h.per_iter
-                    p.p50_us *= factor
-                    p.times_us = [t * factor for t in p.times_us]
+            slow_down(r, factor)
     new.content_hash += f"-x{factor}"
     return new
 

@@ -12,6 +12,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+from gate_helpers import slow_down
 
 from ncclbench.commands import main as ncclbench_main
 from ncclbench.commands.show import show_text
@@ -35,11 +36,7 @@ def noisy(run, rng: random.Random, shift: float, scatter: float, slow: float = 1
     for _ in range(cycles):
         whole = rng.gauss(0, shift)
         for r in copy.deepcopy(run.rows):
-            f = math.exp(whole + rng.gauss(0, scatter)) * (slow if pred(r.size) else 1.0)
-            for h in (r.out_of_place, r.in_place):
-                h.time_us *= f
-                h.algbw /= f
-                h.busbw /= f
+            slow_down(r, math.exp(whole + rng.gauss(0, scatter)) * (slow if pred(r.size) else 1.0))
             rows.append(r)
     new.rows = rows
     new.content_hash += f"-{rng.random()}"
@@ -208,11 +205,7 @@ def test_few_runs_whose_medians_agree_by_chance_keep_their_sizes_jitter():
     def zig(run, amp: float, slow: float = 1.0):
         new = copy.deepcopy(run)
         for i, r in enumerate(new.rows):
-            f = math.exp(amp * (-1) ** i) * (slow if r.size <= 64 * 1024 else 1.0)
-            for h in (r.out_of_place, r.in_place):
-                h.time_us *= f
-                h.algbw /= f
-                h.busbw /= f
+            slow_down(r, math.exp(amp * (-1) ** i) * (slow if r.size <= 64 * 1024 else 1.0))
         new.content_hash += f"-{amp}-{slow}"
         return new
 

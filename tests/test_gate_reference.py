@@ -13,6 +13,7 @@ import random
 from pathlib import Path
 
 import pytest
+from gate_helpers import slow_down
 
 from ncclbench.commands import main as ncclbench_main
 from ncclbench.errors import ArgumentError
@@ -43,12 +44,8 @@ def cpu_run(plateau: float, rng: random.Random | None = None, scatter: float = 0
     for _ in range(cycles):
         whole = rng.gauss(0, cycle_shift) if cycle_shift else 0.0
         for i, r in enumerate(copy.deepcopy(TEMPLATE.rows)):
-            f = base * math.exp(whole + (rng.gauss(0, scatter) if scatter else 0.0) + zigzag * (-1) ** i) * \
-                (small if r.size <= 64 * KiB else 1)
-            for h in (r.out_of_place, r.in_place):
-                h.time_us *= f
-                h.algbw /= f
-                h.busbw /= f
+            slow_down(r, base * math.exp(whole + (rng.gauss(0, scatter) if scatter else 0.0) + zigzag * (-1) ** i)
+                      * (small if r.size <= 64 * KiB else 1))
             rows.append(r)
     run.rows = rows
     run.content_hash += f"-{plateau}-{rng.random()}"

@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from gate_helpers import slow_down
 from health_helpers import FakeFabric
 
 from ncclbench.health.fleet import Fleet
@@ -54,10 +55,7 @@ def outcome(case) -> str:
 def slowed(run, factor):
     new = copy.deepcopy(run)
     for r in new.rows:
-        for h in (r.out_of_place, r.in_place):
-            h.time_us /= factor
-            h.busbw *= factor
-            h.algbw *= factor
+        slow_down(r, 1 / factor)
     new.content_hash += f"-x{factor}"
     return new
 
