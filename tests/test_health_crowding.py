@@ -29,8 +29,11 @@ def test_a_machine_is_crowded_when_its_ranks_outnumber_the_union_of_their_cpus()
 def test_the_scan_stops_judging_latency_on_a_crowded_cpu_machine_and_says_why():
     fleet = Fleet.from_rank_hosts([f"h{r}" for r in range(6)])
     cfg = ScanConfig(thresholds=thresholds_for(False))
-    out, _ = apply_facts(fleet, cfg, _answers(6))
+    out, facts = apply_facts(fleet, cfg, _answers(6))
     assert not out.thresholds.judge_latency and out.thresholds.bw_floor == cfg.thresholds.bw_floor
+    # every threshold the verdicts used, with the floors' source, goes into the report
+    assert "latency not judged" in facts["thresholds"] and "floored at 10% of the median" in facts["thresholds"]
+    assert "health-cpu-noise-2026-11-26.md" in facts["thresholds"]
     assert out.notes == (latency_note([(6, 2)]),) and "6 ranks on 2 CPU(s)" in out.notes[0]
     roomy, _ = apply_facts(fleet, cfg, _answers(6, cpus=range(8)))
     assert roomy.thresholds.judge_latency and roomy.notes == ()

@@ -165,6 +165,7 @@ def test_uneven_odd_and_a_disagreeing_host_list_each_get_one_line(ncclbench_env,
     assert any("odd host count (3)" in n for n in notes), notes
     assert any("uneven GPUs per host (h0: 2, h1: 1, h2: 2)" in n for n in notes), notes
     assert any("listed but not in the job: h9" in n for n in notes), notes
+    assert "# thresholds: slow at busbw z < -3.5" in out and "CPU backend: the 1 % tail" in out  # and their source
     doc = json.loads(js.read_text())
     assert doc["host_status"]["h9"] == "not tested"
     assert doc["gpus_per_host"] == [2, 1, 2]

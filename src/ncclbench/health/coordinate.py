@@ -160,12 +160,13 @@ def apply_facts(fleet: Fleet, cfg: ScanConfig, answers: dict[int, dict],
     said = ranks_backend(answers)
     if said is not None:  # the noise floors of the backend the ranks run (judge.thresholds_for)
         floors = thresholds_for(said is Backend.NCCL)
-        cfg = dataclasses.replace(cfg, thresholds=dataclasses.replace(cfg.thresholds, bw_floor=floors.bw_floor,
-                                                                      lat_floor=floors.lat_floor))
+        cfg = dataclasses.replace(cfg, thresholds=dataclasses.replace(
+            cfg.thresholds, bw_floor=floors.bw_floor, lat_floor=floors.lat_floor, floor_source=floors.floor_source))
     crowded = crowded_machines(answers) if said is Backend.MPI else []
     if crowded and cfg.thresholds.judge_latency:
         cfg = dataclasses.replace(cfg, thresholds=dataclasses.replace(cfg.thresholds, judge_latency=False),
                                   notes=(*cfg.notes, latency_note(crowded)))
+    facts["thresholds"] = cfg.thresholds.describe()
     gpus = {r: a for r, a in answers.items() if a.get("pci")}
     if not gpus:
         return cfg, facts

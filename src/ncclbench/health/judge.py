@@ -76,6 +76,18 @@ class Thresholds:
     # (n = 0: a stored spread) keep it.
     gross_max_groups: int = 7
     judge_latency: bool = True  # False: latency is measured and reported, never a verdict
+    floor_source: str = ("GPU: all_reduce busbw >= 64 MiB moved up to 2.06 % over 3 runs "
+                         "(bench/results/compare-s3-2gpu-busbw.json), small-message time 8-15 % between runs "
+                         "(bench/results/gpu-h200x4-2026-11-21-session4.md)")
+
+    def describe(self) -> str:
+        """The thresholds every verdict of the scan used, with where the floors come from."""
+        lat = (f"latency z > +{self.confirm_z:g}" if self.judge_latency else "latency not judged")
+        return (f"slow at busbw z < -{self.suspect_z:g} (then confirmed at z < -{self.confirm_z:g} on a new "
+                f"communicator, against the round's controls), {lat}, or busbw under "
+                f"{self.gross_fraction:.0%} of the fleet median while it has at most {self.gross_max_groups} groups; "
+                f"spread floored at {self.bw_floor:.0%} of the median (busbw) and {self.lat_floor:.0%} (latency): "
+                f"{self.floor_source}")
 
 
 # The CPU backend's floors (fractions of the median).  Its figures are the scheduler's as much
@@ -86,13 +98,16 @@ class Thresholds:
 # keep the GPU floors above.
 CPU_BW_FLOOR = 0.10
 CPU_LAT_FLOOR = 0.20
+CPU_FLOOR_SOURCE = ("CPU backend: the 1 % tail of healthy figures on a shared 2-core machine / the z limit "
+                    "(bench/results/health-cpu-noise-2026-11-26.md)")
 
 
 def thresholds_for(gpus: bool, judge_latency: bool = True) -> Thresholds:
     """The thresholds of a scan on GPUs (NCCL) or on the CPU backend (its own noise floors)."""
     if gpus:
         return Thresholds(judge_latency=judge_latency)
-    return Thresholds(bw_floor=CPU_BW_FLOOR, lat_floor=CPU_LAT_FLOOR, judge_latency=judge_latency)
+    return Thresholds(bw_floor=CPU_BW_FLOOR, lat_floor=CPU_LAT_FLOOR, judge_latency=judge_latency,
+                      floor_source=CPU_FLOOR_SOURCE)
 
 
 @dataclass(frozen=True)

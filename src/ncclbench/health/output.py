@@ -139,6 +139,9 @@ def figure_lines(report: HealthReport, meta: Mapping[str, Any] | None = None) ->
     if not expected and str((meta or {}).get("backend", "")).startswith(Backend.MPI.label):
         out.append("# expected ceiling: none on the CPU backend (MPI over host memory and TCP has no model here): "
                    "groups are judged against the fleet or a baseline only")
+    thresholds = (meta or {}).get("thresholds")
+    if thresholds:
+        out.append(f"# thresholds: {thresholds}")
     for host, c in dict((meta or {}).get("causes") or {}).items():
         for t in c.get("traps", []):
             what = " (a setting of this job)" if t.get("setting") else ""
