@@ -13,11 +13,13 @@ import dataclasses
 import os
 import re
 import socket
+from types import SimpleNamespace
 
 from explain_helpers import H200, LOGS, facts, log
 from output_helpers import half
 
 from ncclbench.config import Backend, BenchOptions
+from ncclbench.datatypes import DATATYPE_BY_NAME, REDOP_BY_NAME
 from ncclbench.explain.live import ENV_SWITCH, LiveExplain, TopologyReader, wanted
 from ncclbench.explain.nccl_capture import NcclRunCapture, RankCapture, choices_from, version_pair
 from ncclbench.explain.nccl_log import CallChoice, NcclLogFacts, parse_nccl_log
@@ -39,6 +41,12 @@ def choice(nbytes, algo, proto, nch, func="AllReduce", kind="count"):
 
 
 # -- per size and per row ----------------------------------------------------------------------
+
+def all_reduce_plan(nranks: int) -> SimpleNamespace:
+    """Stands in for the RunPlan that LiveExplain reads: all_reduce of float sums over `nranks` ranks."""
+    return SimpleNamespace(collective=SimpleNamespace(name="all_reduce"), nranks=nranks,
+                           tests=lambda: iter([(DATATYPE_BY_NAME["float"], REDOP_BY_NAME["sum"], -1)]))
+
 
 def test_probe_choices_become_size_ranges_and_row_fields():
     rows = [row(s) for s in (8, 1024, 64 * 1024, 1 * MiB, 256 * MiB)]
@@ -251,23 +259,14 @@ def test_live_explain_assembles_ranks_captures_into_the_summary(monkeypatch):
     for r in (8, 65536):
         live.rows.row(row(r))
 
-    class Plan:
-        class collective:  # noqa: N801 -- stands in for the Collective object
-            name = "all_reduce"
-        nranks = 16
-
-        @staticmethod
-        def tests():
-            from ncclbench.datatypes import DATATYPE_BY_NAME, REDOP_BY_NAME
-            yield DATATYPE_BY_NAME["float"], REDOP_BY_NAME["sum"], -1
-
-    f = live._run_facts(Plan, parts)
+    plan = all_reduce_plan(16)
+    f = live._run_facts(plan, parts)
     assert f.env == {"NCCL_IB_HCA": "mlx5"} and f.notes == ["a note"] and f.nccl_version == "2.28.9"
     assert len(f.log.sources) == 2 and f.probe is not None and len(f.probe[0]) == 2
     assert f.topology_unknown == "" and f.hosts == []
     summary = RunSummary(0, 1.0, None, None)
     live.capture = None
-    live.finish(Plan, [], OneProcessHost(), summary)  # no capture in this run: said so, not guessed
+    live.finish(plan, [], OneProcessHost(), summary)  # no capture in this run: said so, not guessed
     assert summary.explain_lines[0] == "# NCCL path unknown: NCCL's log was not captured (no capture in this run)"
     assert summary.explain["rows"][0]["algo"] is None
 
@@ -455,17 +454,8 @@ def _fake_host_pair_run(node1_ifname, tmp_path):
     for r in (8, 256 * MiB):
         live.rows.row(row(r, 3.8))
 
-    class Plan:
-        class collective:  # noqa: N801 -- stands in for the Collective object
-            name = "all_reduce"
-        nranks = 4
-
-        @staticmethod
-        def tests():
-            from ncclbench.datatypes import DATATYPE_BY_NAME, REDOP_BY_NAME
-            yield DATATYPE_BY_NAME["float"], REDOP_BY_NAME["sum"], -1
-
-    ex = explain_run(live._run_facts(Plan, []))
+    plan = all_reduce_plan(4)
+    ex = explain_run(live._run_facts(plan, []))
     with ResultStore(tmp_path / "r.sqlite") as store:
         rid = store.begin_run(info, opts, env=live.user_env)
         for i, r in enumerate(live.rows.rows):
