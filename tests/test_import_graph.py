@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from source_helpers import import_from_module
+
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "ncclbench"
 
 
@@ -36,12 +38,7 @@ def import_graph(root: Path) -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = package.split(".")
-                    base = base[: len(base) - (node.level - 1)]
-                    stem = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    stem = node.module or ""
+                stem = import_from_module(node, package)
                 targets = [f"{stem}.{a.name}" for a in node.names] or [stem]
             for t in targets:
                 if t == top or t.startswith(top + "."):

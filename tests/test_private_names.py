@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from source_helpers import import_from_module
+
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "ncclbench"
 
 
@@ -21,12 +23,7 @@ def private_imports(root: Path) -> list[str]:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if not isinstance(node, ast.ImportFrom):
                 continue
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
+            target = import_from_module(node, package)
             if not target.startswith(root.name):
                 continue
             target_package = target if (root.parent / target.replace(".", "/")).is_dir() else target.rpartition(".")[0]
