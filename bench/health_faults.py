@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from health_gpu import commit, machine, run_scan_command, start_hog, stop_hog  # noqa: E402  (bench/ is not a package)
+from health_gpu import checks_table, commit, machine, run_scan_command, scan_outputs, start_hog, stop_hog  # noqa: E402  (bench/ is not a package)
 
 
 @dataclass(frozen=True)
@@ -140,16 +140,13 @@ def markdown(result: dict) -> str:
         found = "; ".join(f"{f['component']} {f['detail']} {f['verdict']} ({', '.join(f.get('cause', [])) or '-'})"
                           for f in confirmed(s.get("doc"))) or "-"
         lines.append(f"| {s['name']} | {s.get('how') or '-'} | {s['exit_code']} | {s['wall_s']} | {found} |")
-    lines += ["", "| check | result | detail |", "|---|---|---|"]
-    for name, ok, detail in result["checks"]:
-        lines.append(f"| {name} | {ok if isinstance(ok, str) else ('PASS' if ok else 'FAIL')} | {detail} |")
+    lines += checks_table(result["checks"])
     first = next((s for s in result["scans"] if s.get("doc")), None)
     if first is not None:
         lines += ["", "Thresholds (the scan's bandwidth size) and where they come from:", ""]
         lines += [f"* {shape}: {text}" for shape, text in thresholds(first["doc"]).items()] or \
             ["* none: no ceiling was known for any group shape (no GPU facts)"]
-    for s in result["scans"]:
-        lines += ["", f"## {s['name']}: `{s['command']}`", "", "```", s["stdout"].rstrip(), "```"]
+    lines += scan_outputs(result["scans"])
     return "\n".join(lines) + "\n"
 
 
