@@ -55,6 +55,7 @@ class Op:
     op: int
     stream: int
     done_at: float | None = None
+    posted_at: float = field(default_factory=time.monotonic)  # when its rank enqueued it
 
 
 @dataclass
@@ -128,9 +129,12 @@ class FakeCuda:
         return self.fabric.stream_done(stream)
 
     def stream_synchronize(self, stream: int) -> None:
+        """Returns when the stream's work is done: sleeps until its ops' completion time once every
+        member has posted them (a GPU's stream finishes on the device's clock, not a poll's)."""
         deadline = time.monotonic() + 5
         while not self.fabric.stream_done(stream) and time.monotonic() < deadline:
-            time.sleep(0.0005)
+            ready = self.fabric.stream_ready_at(stream)
+            time.sleep(0.0005 if ready is None else min(0.0005, max(0.0, ready - time.monotonic())))
 
 
 class FakeKernels:
@@ -318,13 +322,23 @@ class FakeNccl:
             for a in arrays[1:]:
                 out = fn(out, a)
             raw = out.astype(NP[dt.name]).tobytes()
-            now = time.monotonic()
+            # the op starts on the "device" when its last member enqueued it (not when a host
+            # thread next polled: that made the figures the GIL's and the polling's, with 1 % tails
+            # of -6 % that a GPU's own timing does not have)
+            start = max(o.posted_at for o in ops)
             rate = min(self.rates.get(self.comms[g.handles[r]].device, self.base_rate) for r in range(g.n))
             for r, o in enumerate(ops):
                 ctypes.memmove(o.recv, raw, nbytes)
                 prev = g.ops[r][k - 1].done_at if k else None
-                o.done_at = max(now, prev or now) + nbytes / (rate * 1e9) + 2e-5
+                o.done_at = max(start, prev or start) + nbytes / (rate * 1e9) + 2e-5
             g.done += 1
+
+    def stream_ready_at(self, stream: int) -> float | None:
+        """When the stream's last op completes, once all its ops have every member's post (else None)."""
+        with self.lock:
+            entries = self.streams.get(stream, [])
+            times = [g.ops[rank][k].done_at for g, rank, k in entries]
+            return None if not times or any(t is None for t in times) else max(t for t in times if t is not None)
 
     def stream_done(self, stream: int) -> bool:
         with self.lock:

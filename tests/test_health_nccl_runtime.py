@@ -26,7 +26,7 @@ from ncclbench.health.nccl_group import GpuRankService, form_group_comm, robust_
 from ncclbench.health.runtime import serve_rank
 from ncclbench.health.scan import ScanConfig
 
-SPEC = GroupSpec(bw_bytes=256 << 10, lat_bytes=8, iters=5, warmup=1, cycles=3)
+SPEC = GroupSpec(bw_bytes=256 << 10, lat_bytes=8, iters=10, warmup=1, cycles=3)
 
 
 def scan(lib, hosts, phases=("local",), timeout=8.0, measure_wrap=None, judge_latency=False, tmp_path=None,

@@ -55,9 +55,11 @@ def test_healthy_hosts_json_and_empty_drain_list(ncclbench_env, tmp_path):
     pairs = doc["references"]["pairs:2x1"]["busbw"]
     if pairs is not None:  # judged: the steady ones of the 15 host pairs (every pair of 6 hosts, round-robin)
         assert pairs["source"] == "fleet" and 3 <= pairs["n"] <= 15 and pairs["center"] > 0
-    else:  # on a loaded machine the pairs' cycles may disagree: then it must say so, not guess
+    else:  # on a loaded machine the pairs' cycles may disagree, or the pairs scatter over 50 % of
+        # their median: then it must say which, not guess
         notes = [e for f in doc["findings"] if f["verdict"] == "not judged" for e in f["evidence"]]
-        assert any("pairs:" in e and "timed cycles disagreed" in e for e in notes), doc["findings"]
+        assert any("pairs:" in e and ("timed cycles disagreed" in e or "scatter too much" in e) for e in notes), \
+            doc["findings"]
 
 
 def _stop_or_kill(ncclbench_env, tmp_path, sig):
