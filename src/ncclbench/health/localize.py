@@ -10,11 +10,11 @@ bad again on a new communicator.  The pair phase, which re-pairs instead
 of repeating, is `pairs.PairScan`.
 
 Later rounds are judged against the fleet round's references (they hold
-too few groups to make their own), scaled by how the round moved as a whole:
+too few groups to make their own), scaled where the round moved as a whole:
 each later round also re-runs up to `CONTROLS_PER_SHAPE` groups that were ok
-in a fleet round (its controls, on GPUs the suspects do not use), and a
-suspect is judged against the reference times the controls' ratio to their
-own fleet figures (`judge.RoundShift`).  Where no control fits beside a
+in a fleet round (its controls, on GPUs the suspects do not use), and where
+their ratio to their own fleet figures is beyond its noise, a suspect is
+judged against the reference times that ratio (`judge.RoundShift`).  Where no control fits beside a
 suspect, a slow figure against the fleet is "not judged" (the ceiling's
 threshold still judges it): a round slowed as a whole cannot be told from a
 fault without one.
@@ -22,7 +22,7 @@ fault without one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,9 +68,9 @@ BAD = (SLOW, NO_ANSWER, WRONG)
 DEFAULT_THRESHOLDS = Thresholds()
 PARTNER_DEAD = "partner died"
 VERDICT = {SLOW: SLOW_V, NO_ANSWER: NO_ANSWER_V, WRONG: WRONG_V}
-# Controls per group shape in a later round: two make the round's movement a median of two
-# independent figures (the reference's spread widens by sqrt(1 + 1/n) for their noise) while
-# adding little load beside the suspects.
+# Controls per group shape in a later round: two make the round's movement the mean of two
+# independent figures (a rescaled reference's spread widens by sqrt(1 + 1/n) for their noise)
+# while adding little load beside the suspects.
 CONTROLS_PER_SHAPE = 2
 NO_CONTROL = ("no control ran beside it in this round (no group that was ok in a fleet round had its GPUs free), "
               "so a round slowed as a whole cannot be told from a fault")
@@ -161,8 +161,7 @@ class PhaseScan:
     def round_shift(self, rnd: Round, result: RoundResult, shape: str) -> RoundShift | None:
         """How this round moved as a whole, from its controls of `shape` that answered
         steadily and right: busbw and latency now over their fleet-round figures (geometric
-        means, with their scatter).
-        None without such a control."""
+        means).  None without such a control."""
         bw, lat, hosts = [], [], set()
         for i, g in enumerate(rnd.groups):
             if g not in rnd.controls or g.shape != shape or g not in self.fleet_seen:
@@ -186,11 +185,11 @@ class PhaseScan:
             return f"control: no answer ({result.errors.get(i, 'no figure')}): not used as the yardstick"
         return f"control: busbw {now:.4g} GB/s, {now / bw0:.2f}x its {name} figure ({bw0:.4g} GB/s)"
 
-    def controls_for(self, groups: Sequence[Group], eligible: Callable[[Group], bool] | None = None) -> list[Group]:
+    def controls_for(self, groups: Sequence[Group]) -> list[Group]:
         """Up to CONTROLS_PER_SHAPE groups per shape of `groups` to run beside them: ok in a
         fleet round (the most typical first: smallest |z|), on no GPU the groups use, no dead
-        host, and `eligible` where given.  Only shapes judged against the fleet or a baseline
-        need them (the ceiling is absolute)."""
+        host.  Only shapes judged against the fleet or a baseline need them (the ceiling is
+        absolute)."""
         used = {m for g in groups for m in g.members}
         out: list[Group] = []
         for shape in dict.fromkeys(g.shape for g in groups):
@@ -204,7 +203,7 @@ class PhaseScan:
                 for i, g in enumerate(rec.round.groups):
                     if g.shape != shape or rec.score.status[i] != OK or g not in self.fleet_seen:
                         continue
-                    if set(g.hosts) & set(self.dead) or (eligible is not None and not eligible(g)):
+                    if set(g.hosts) & set(self.dead):
                         continue
                     z = float(rec.score.z_bw[i])
                     cands.append((abs(z) if np.isfinite(z) else np.inf, rec.round.index, i, g))
