@@ -351,3 +351,19 @@ def test_without_room_for_a_control_a_slow_rerun_is_not_judged_and_stays_a_suspe
     from ncclbench.health.output import exit_code
 
     assert exit_code(rep) == 9  # an unconfirmed suspect: not "healthy" (0), not a fault (8)
+
+
+def test_a_latency_spike_does_not_add_to_two_bandwidth_dips():
+    """CI, 2026-11-26: a healthy host's two bandwidth dips (with two partners) and a later latency spike
+    (with a third) outnumbered its two good measurements and convicted it.  A fault shows the same symptom
+    each time: two bandwidth dips against two good figures convict nothing; the host stays a suspect."""
+    fleet = Fleet.uniform(6, 1)
+    dips = {("pairs r1", ((2, 0), (3, 0))): 0.6, ("pairs r2", ((3, 0), (5, 0))): 0.6}
+    spikes = {("pairs r3", ((0, 0), (3, 0))): 10.0}
+    rep = scan(fleet, FakeFabric(dips=dips, lat_spikes=spikes), phases=("pairs",))
+    assert rep.confirmed == [], rep.findings
+    assert rep.host_status["node3"] == "suspect", rep.host_status
+    # the same two dips with a third bandwidth dip do convict (the symptom repeats, more often than not)
+    dips3 = {**dips, ("pairs r3", ((0, 0), (3, 0))): 0.6}
+    rep3 = scan(fleet, FakeFabric(dips=dips3), phases=("pairs",))
+    assert confirmed(rep3) == [(NODE_NIC, ("node3",), "all rails", "slow")], rep3.findings
