@@ -36,6 +36,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from provenance import commit  # noqa: E402  (bench/: the one answer to 'which commit is this tree')
+
 SHAPES = {"small": ["-b", "8", "-e", "64K", "-f", "4"], "large": ["-b", "64M", "-e", "1G", "-f", "2"]}
 ROW = re.compile(r"^\s+\d+\s+\d+\s+\w+\s")
 
@@ -139,9 +142,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).parent).stdout.strip()
-    res: dict = {"meta": {"command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "commit": commit,
+    res: dict = {"meta": {"command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "commit": commit(short=False),
                           "date": datetime.date.today().isoformat(), "machine": machine(),
                           "backend": "mpi (CPU)" if args.cpu else "nccl", "ngpus": 0 if args.cpu else args.ngpus,
                           "runs": args.runs, "iters": args.iters},

@@ -30,6 +30,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from provenance import commit  # noqa: E402  (bench/: the one answer to 'which commit is this tree')
 
 
 def variants(tmp: Path) -> dict[str, dict[str, str]]:
@@ -67,13 +69,12 @@ def main(argv: list[str] | None = None) -> int:
                 rc, mb = peak_rss_mb(cmd, {**os.environ, "NCCLBENCH_NO_STORE": "1", **extra})
                 got[name].append(round(mb, 1))
                 codes[name].append(rc)
-    commit = (ROOT / "COMMIT").read_text().strip() if (ROOT / "COMMIT").exists() else "?"
-    doc = {"machine": platform.node(), "commit": commit, "command": " ".join(cmd), "runs": a.runs,
+    doc = {"machine": platform.node(), "commit": commit(), "command": " ".join(cmd), "runs": a.runs,
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "peak_rss_mb": got, "exit_codes": codes}
     (out / "explain_rss.json").write_text(json.dumps(doc, indent=1) + "\n")
     base = statistics.median(got["explain-off"])
-    lines = [f"# explain's peak memory by part ({doc['date']}, commit {commit})", "",
+    lines = [f"# explain's peak memory by part ({doc['date']}, commit {doc['commit']})", "",
              f"`{doc['command']}`, {a.runs} alternating runs per variant, peak RSS from wait4 (MB), "
              "NCCLBENCH_NO_STORE=1.", "", "| variant | median | vs explain-off | runs | exit codes |",
              "|---|---:|---:|---|---|"]

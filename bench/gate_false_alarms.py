@@ -47,6 +47,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
+from provenance import commit  # noqa: E402  (bench/: the one answer to 'which commit is this tree')
 
 PY = sys.executable
 TEST = ["all_reduce_perf", "-b", "8", "-e", "64M", "-f", "2", "-c", "0", "--backend", "mpi"]
@@ -151,8 +153,7 @@ def collect(args) -> int:
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {
         "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs",
         "started": datetime.now().isoformat(timespec="seconds"),
-        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                 text=True).stdout.strip(),
+        "commit": commit(),
         "src": args.src or str(ROOT / "src"),
         "test": TEST, "shaped_extra": SHAPED_EXTRA, "rate_mbit": args.rate_mbit, "slowdown": SLOWDOWN,
         "pairs": []}
@@ -296,8 +297,7 @@ def judge(args) -> int:
         "load_min_median_max": [min(loads), statistics.median(loads), max(loads)] if loads else None}
     doc = {"meta": meta, "history_runs": HISTORY, "summary": summary, "pairs": results,
            "judged_at": datetime.now().isoformat(timespec="seconds"),
-           "judged_with_commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                                capture_output=True, text=True).stdout.strip()}
+           "judged_with_commit": commit()}
     res = ROOT / "bench" / "results"
     (res / "gate-false-alarms.json").write_text(json.dumps(doc, indent=1))
     lines = [f"# Regression gate: false alarms and a real 10 % slowdown ({meta['started'][:10]})", "",

@@ -53,6 +53,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import gate_false_alarms as gfa  # noqa: E402  (bench/: the namespace+tbf setup and the run recorder)
+from provenance import commit  # noqa: E402  (bench/: the one answer to 'which commit is this tree')
 
 PY = sys.executable
 # After gate_false_alarms.TEST (later options win): 8 B .. 4 MiB, the plateau (the top quarter:
@@ -74,9 +75,8 @@ HOG_WARMUP_S = 1.0
 
 
 def _commit(given: str | None) -> str:
-    """The commit measured: --commit (a tree taken out of git with `git archive`), else HEAD."""
-    return given or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                   text=True).stdout.strip() or "unknown"
+    """The commit measured: --commit, else bench/provenance.py (env, COMMIT file, git)."""
+    return given or commit()
 
 
 class CpuSetup:

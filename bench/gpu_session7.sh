@@ -16,7 +16,7 @@ OUT=$1; NT=$2; PHASE=${3:-start}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD/src PYTHONUNBUFFERED=1 NCCLBENCH_DB=/tmp/ncclbench-s7.sqlite
 W=$OUT/w; mkdir -p $W
-echo "commit $(cat COMMIT 2>/dev/null)"; nvidia-smi -L
+echo "commit $(python3 bench/provenance.py)"; nvidia-smi -L
 python3 -m compileall -q src >/dev/null 2>&1  # as pip install does: no source compiled at start
 [ -z "${SKIP_TESTS:-}" ] && NCCL_TESTS_BUILD=$NT timeout 200 python3 -m pytest tests/gpu tests/test_explain_topology.py tests/test_kernel_source.py \
   -v -rfs -p no:cacheprovider > $W/gpu_tests.txt 2>&1

@@ -27,6 +27,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from provenance import commit as provenance_commit  # noqa: E402  (bench/: the one answer to 'which commit is this tree')
+
 SHAPES = {  # name -> (rank count, host map, extra arguments): the runtime tests' scans
     "5 ranks on 3 hosts (2,1,2)": (5, "h0,h0,h1,h2,h2", []),
     "6 hosts, one rank each": (6, "h0,h1,h2,h3,h4,h5", ["--phases", "local,pairs"]),
@@ -60,8 +63,7 @@ def main() -> int:
     ap.add_argument("--scans", type=int, default=30, help="scans per shape")
     ap.add_argument("--out", type=Path, required=True, help="the Markdown record to write")
     args = ap.parse_args()
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
+    commit = provenance_commit()
     t0 = time.time()
     bw: dict[str, list[float]] = {}
     lat: dict[str, list[float]] = {}

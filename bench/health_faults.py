@@ -38,7 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from health_gpu import checks_table, commit, machine, run_scan_command, scan_outputs, start_hog, stop_hog  # noqa: E402  (bench/ is not a package)
+from health_gpu import checks_table, machine, run_scan_command, scan_outputs, start_hog, stop_hog  # noqa: E402  (bench/ is not a package)
+from provenance import commit  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-
+sys.path.insert(0, str(ROOT / "bench"))
+from provenance import commit  # noqa: E402  (bench/: the one answer to 'which commit is this tree')
 
 SCAN_ARGS: list[str] = []  # --scan-args: options every scan gets (e.g. --bw-size 256M)
 
@@ -157,17 +158,6 @@ def machine() -> str:
 
 
 BASELINE_SCANS = 3  # N = 1: healthy scans saved to one baseline (health/baseline.py LONE_MIN_SCANS)
-
-
-def commit() -> str:
-    """The commit measured: a snapshot's COMMIT file (a `git archive` copy has no .git), else git."""
-    if (ROOT / "COMMIT").exists():
-        return (ROOT / "COMMIT").read_text().strip()
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT,
-                              timeout=10).stdout.strip() or "unknown"
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
 
 
 def judge(ngpus: int, hog_device: int, healthy: dict, slowed: dict,

@@ -28,7 +28,6 @@ import datetime
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -41,6 +40,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from health_peers import JOB_START_S, POLL_S, superbench_scan, together_scan, tournament_pairs, trimmed_baseline  # noqa: E402
+from provenance import commit as provenance_commit  # noqa: E402
 
 from ncclbench.health.fleet import Fleet  # noqa: E402
 from ncclbench.health.scan import ScanConfig, run_scan  # noqa: E402
@@ -145,14 +145,6 @@ def summary(strategy, kind, trials, found, exact, false_alarms, fa_trials, times
     return out
 
 
-def git_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                              text=True, timeout=10).stdout.strip()
-    except OSError:
-        return "?"
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, nargs="+", default=[64, 256, 1024])
@@ -169,7 +161,7 @@ def main() -> int:
     ap.add_argument("--md", default=None)
     args = ap.parse_args()
 
-    commit = git_commit()  # the code this run imports (HEAD may move while it runs)
+    commit = provenance_commit()  # the code this run imports (HEAD may move while it runs)
     spec, tm = FabricSpec(), TimeModel()
     if args.dip_p is not None:
         spec = replace(spec, dip_p=args.dip_p)

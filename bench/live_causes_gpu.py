@@ -33,6 +33,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+from provenance import commit  # noqa: E402  (bench/: the one answer to 'which commit is this tree')
+
 CASES: dict[str, tuple[dict[str, str], list[str], str | None]] = {
     "healthy": ({}, [], "as expected"),
     "p2p_disabled": ({"NCCL_P2P_DISABLE": "1"}, ["p2p_disabled"], "below expected"),
@@ -86,13 +89,11 @@ def main(argv: list[str] | None = None) -> int:
                                f"(want {verdict}){' ' + got['error'] if 'error' in got else ''}")
         results.append(got)
         print(f"{name}: rc {got['rc']}, verdict {got.get('verdict')}, causes {got.get('causes')}", flush=True)
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "machine": platform.node(), "commit": commit, "command": " ".join([sys.argv[0], *(argv or sys.argv[1:])]),
+            "machine": platform.node(), "commit": commit(), "command": " ".join([sys.argv[0], *(argv or sys.argv[1:])]),
             "cpu": args.cpu, "nprocs": args.nprocs}
     (args.out / "live_causes.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
-    md = [f"# Live runs name the causes ({meta['date']}, {meta['machine']}, commit {commit})", "",
+    md = [f"# Live runs name the causes ({meta['date']}, {meta['machine']}, commit {meta['commit']})", "",
           f"`{meta['command']}`", "", "| case | env | rc | verdict | causes | ok |", "|---|---|---|---|---|---|"]
     md += [f"| {r['case']} | {' '.join(f'{k}={v}' for k, v in r['env'].items()) or '-'} | {r['rc']} | "
            f"{r.get('verdict')} | {', '.join(r.get('causes') or []) or '-'} | {r.get('ok', '-')} |" for r in results]

@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+from provenance import commit  # noqa: E402  (bench/: the one answer to 'which commit is this tree')
+
 MANIFEST = ROOT / "tests" / "fixtures" / "log_corpus" / "manifest.json"
 TARGET = 0.90
 # Why a miss is a miss, for the misses understood (printed beside them; the score does not read this).
@@ -177,9 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-v", "--verbose", action="store_true", help="print every entry's explanation")
     args = ap.parse_args(argv)
     results = evaluate(args.manifest)
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip() or "unknown"
-    meta = {"date": time.strftime("%Y-%m-%d"), "commit": commit,
+    meta = {"date": time.strftime("%Y-%m-%d"), "commit": commit(),
             "machine": "CPU only (explain reads logs, no GPU needed)",
             "command": "python bench/log_corpus_eval.py --out bench/results"}
     md = markdown(results, meta)

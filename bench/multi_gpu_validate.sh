@@ -25,7 +25,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x PYTHONPATH -x NCCLBENCH_DB -x PYTHONUNBUFFERED -x LD_LIBRARY_PATH"
 ALL=all_reduce,all_gather,broadcast,reduce_scatter,reduce,alltoall,alltoallv,scatter,gather,sendrecv,hypercube
 W=$OUT/w; mkdir -p $W
-echo "phase $PHASE on $N GPU(s); commit $(cat COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null)"
+echo "phase $PHASE on $N GPU(s); commit $(python3 bench/provenance.py)"
 nvidia-smi -L > $W/gpus.txt 2>&1; nvidia-smi topo -m > $W/topo-m.txt 2>&1; nvidia-smi nvlink -s > $W/nvlink-s.txt 2>&1
 if [ "$PHASE" = explain ]; then
   timeout 120 python3 bench/explain_routes_gpu.py --ngpus $N --out $W/routes > $W/routes.txt 2>&1

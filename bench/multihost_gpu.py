@@ -50,6 +50,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "src"))
 
 import fakehosts  # noqa: E402
+import provenance  # noqa: E402
 
 NB = [sys.executable, "-m", "ncclbench"]
 BASE_RATE, HALF_RATE = "4gbit", "2gbit"
@@ -390,10 +391,7 @@ def main() -> int:
     global CPU_DRY
     CPU_DRY = a.cpu_dry
     run = Run(Path(a.out), a.budget_s)
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    if not commit and (ROOT / "COMMIT").exists():
-        commit = (ROOT / "COMMIT").read_text().strip()
+    commit = provenance.commit()
     smi = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout if \
         fakehosts.shutil.which("nvidia-smi") else "no nvidia-smi"
     ver = subprocess.run([*NB, "--version"], capture_output=True, text=True, env={**os.environ, **_env(run.out)})

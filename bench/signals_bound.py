@@ -23,7 +23,6 @@ import platform
 import random
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
-
+sys.path.insert(0, str(ROOT / "bench"))
+from provenance import commit  # noqa: E402  (bench/: the one answer to 'which commit is this tree')
 from signal_helpers import finish, kill_leftovers, ncclbench_lines, send, start, stored_run, wait_for_rows, wait_gone  # noqa: E402
 
 from ncclbench.launch.spawn import STOP_BOUND_S  # noqa: E402
@@ -96,9 +96,7 @@ def main() -> int:
             r["repeat"] = rep + 1
             results.append(r)
             print(json.dumps(r)[:300], flush=True)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
-    meta = {"date": datetime.now().isoformat(timespec="seconds"), "commit": commit,
+    meta = {"date": datetime.now().isoformat(timespec="seconds"), "commit": commit(),
             "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs",
             "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "bound_s": STOP_BOUND_S,
             "load_before": [round(x, 2) for x in load0], "load_after": [round(x, 2) for x in os.getloadavg()],

@@ -19,7 +19,7 @@ nvidia-smi --query-gpu=name,clocks.max.memory,memory.total --format=csv > "$out/
 rc=$?; echo "pytest: exit $rc"; tail -3 "$out/pytest.txt"
 {
   echo "# NVML topology facts on $(hostname) ($(date -u +%FT%TZ))"
-  echo; echo "commit $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?')"
+  echo; echo "commit $(python3 "$here/bench/provenance.py")"
   echo; echo '```'; grep -E "memory|fabric|NVLink fabric|^GPU" "$out/topo.txt" | head -40; echo '```'
   echo; echo "pytest tests/gpu/test_topology_memory_fabric_gpu.py: exit $rc"
 } > "$out/README.md"

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from provenance import commit  # noqa: E402  (bench/: the one answer to 'which commit is this tree')
 
 
 def sh(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, subprocess.CompletedProcess]:
@@ -63,8 +65,7 @@ def main() -> int:
     if a.algos:
         tune_cmd += ["--algos", a.algos]
     record: dict = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine_before": machine(),
-                    "commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                                             capture_output=True, text=True).stdout.strip(),
+                    "commit": commit(),
                     "tune_command": tune_cmd[2:]}
 
     # 1. tune (timed on its own: the --verify step below is separate ordinary runs)
