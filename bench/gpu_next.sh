@@ -55,8 +55,9 @@ SUMMARY=$OUT/summary.txt
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
-NCCLBENCH_DB=$(mktemp -d)/r.sqlite
-export NCCLBENCH_DB
+dbdir=$(mktemp -d)
+trap 'rm -rf "$dbdir"' EXIT   # the store of runs the steps do not keep themselves
+export NCCLBENCH_DB=$dbdir/r.sqlite
 [ -n "$NT" ] && export NCCL_TESTS_BUILD=$NT   # tests/gpu compare rows with nccl-tests where given
 PY=${PYTHON:-python3}
 IPR=${GPU_NEXT_IPR:-$PWD/.ipr}   # iproute2 for the fake hosts (the image has none)
