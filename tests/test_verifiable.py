@@ -415,6 +415,25 @@ def test_generator_bits_are_unchanged_by_the_fast_paths():
 
 
 @pytest.mark.parametrize("name", ["half", "float", "double"])
+def test_fused_sum_generator_equals_the_general_one(name):
+    """The fused float sum/mulsum way (straight into the element type) gives the general
+    way's bits (generate_plan_bits: uint64 words, the per-pass generator), across its pass
+    boundaries, for the clamped (a < n) and unclamped positions and odd mulsum ranks."""
+    import ncclbench.verifiable as v
+
+    dt = DATATYPE_BY_NAME[name]
+    count, index = v.SUM_CHUNK + 3000, v.SUM_CHUNK - 1000
+    for op in ("sum", "mulsum"):
+        for n in (1, 2, 3, 64, 300):
+            fills = [reduce_input(0, count, 5, r, index=index) for r in sorted({0, 1 % n, n - 1})]
+            for f in [*fills, reduce_result(0, count, 5, index=index)]:
+                plan = v.fill_constants(f, dt, REDOP_BY_NAME[op], n)
+                fused = v.generate_bits(f, dt, REDOP_BY_NAME[op], n)
+                assert fused.dtype.itemsize * 8 == dt.bits  # the fused way was taken
+                assert np.array_equal(fused.astype(np.uint64), v.generate_plan_bits(plan, count)), (op, n, f)
+
+
+@pytest.mark.parametrize("name", ["half", "float", "double"])
 def test_float_encoder_equals_the_integer_one_at_the_edges(name):
     """k * 2^q through the FPU gives the integer encoder's bits for every |k| <= 2^p,
     both signs and zero, over the whole exponent window the plans use."""
