@@ -477,6 +477,24 @@ def test_fill_cache_serves_growing_sweeps_from_one_generation():
     assert cache.generated == 3 * 5000 + 100
 
 
+def test_fill_cache_grows_a_stream_in_place_within_its_room():
+    """A size that fits the room left past a stream's held elements is generated there:
+    the earlier views stay valid and unchanged, and the budget counts elements written."""
+    from ncclbench.verifiable import FillCache
+
+    dt, op, n = DATATYPE_BY_NAME["float"], REDOP_BY_NAME["sum"], 2
+    cache = FillCache(1 << 20)
+    first = cache.bits(reduce_result(0, 1000, 1), dt, op, n)
+    before = first.copy()
+    room = first.base
+    grown = cache.bits(reduce_result(0, 1500, 1), dt, op, n)  # within the room made for 2 x 1000
+    assert grown.base is room and np.array_equal(first, before)
+    assert np.array_equal(grown, generate_bits(reduce_result(0, 1500, 1), dt, op, n))
+    assert cache.generated == 1500 and cache._held() == 1500 * 4
+    with pytest.raises(ValueError):
+        grown[0] = 0  # what callers get is read-only
+
+
 def test_fill_cache_keeps_to_its_budget():
     from ncclbench.verifiable import FillCache
 

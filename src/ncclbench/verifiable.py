@@ -559,15 +559,21 @@ class FillCache:
     when `budget` bytes would be exceeded, and a stream larger than the budget
     is generated each time, as without a cache.  Checking stays bit-exact on
     every element: only the generator's work is saved (bench/cpu_check_cost.py).
+
+    A stream's array is made with room to double (within the budget), so that a
+    sweep's next size is generated in place past the held elements, with no copy
+    of them and no fresh pages for them; the budget counts the elements written,
+    as the room past them is address space never touched.
     """
 
     def __init__(self, budget: int):
         self.budget = max(0, int(budget))
-        self._entries: OrderedDict[tuple, tuple[int, np.ndarray]] = OrderedDict()
+        # key -> (first index, array with room, elements held)
+        self._entries: OrderedDict[tuple, tuple[int, np.ndarray, int]] = OrderedDict()
         self.generated = 0  # elements generated (what the tests and the bench script read)
 
     def _held(self) -> int:
-        return sum(arr.nbytes for _, arr in self._entries.values())
+        return sum(length * arr.itemsize for _, arr, length in self._entries.values())
 
     def bits(self, fill: Fill, dtype: DataType, op: RedOp, nranks: int) -> np.ndarray:
         """The fill's bits, as `generate_bits` gives them (read-only: shared with later calls)."""
@@ -575,37 +581,47 @@ class FillCache:
             return np.zeros(0, dtype=bits_dtype(dtype))
         key = (fill.kind, fill.seed, fill.rank, dtype.name, op.name, nranks)
         lo, hi = fill.index, fill.index + fill.count
+        most = self.budget // dtype.itemsize  # elements the budget holds
         held = self._entries.get(key)
         if held is not None:
-            start, arr = held
-            end = start + len(arr)
+            start, arr, length = held
+            end = start + length
             if start <= lo and hi <= end:
                 self._entries.move_to_end(key)
-                return arr[lo - start:hi - start]
-            if start <= lo <= end and (hi - start) * dtype.itemsize <= self.budget:
+                return _read_only(arr[lo - start:hi - start])
+            if start <= lo <= end and hi - start <= most:
                 # the same stream further on: generate only the elements past the held ones
-                grown = np.empty(hi - start, dtype=arr.dtype)
-                grown[:len(arr)] = arr
-                del self._entries[key], arr, held  # its memory goes before the tail's is generated
-                _generate_into(grown[end - start:], fill_constants(dataclasses.replace(fill, index=end, count=hi - end),
-                                                              dtype, op, nranks))
+                del self._entries[key]
+                if hi - start > len(arr):
+                    grown = np.empty(min(2 * (hi - start), most), dtype=arr.dtype)
+                    grown[:length] = arr[:length]
+                    del arr, held  # its memory goes before the tail's is generated
+                    arr = grown
+                _generate_into(arr[end - start:hi - start],
+                               fill_constants(dataclasses.replace(fill, index=end, count=hi - end), dtype, op, nranks))
                 self.generated += hi - end
-                arr = grown
-                arr.flags.writeable = False
-                self._store(key, start, arr)
-                return arr[lo - start:hi - start]
-        arr = generate_bits(fill, dtype, op, nranks)
-        self.generated += len(arr)
-        arr.flags.writeable = False
-        if arr.nbytes <= self.budget:
-            self._entries.pop(key, None)
-            self._store(key, lo, arr)
-        return arr
+                self._store(key, start, arr, hi - start)
+                return _read_only(arr[lo - start:hi - start])
+        if fill.count > most:  # larger than the budget: generated each time, never held
+            arr = generate_bits(fill, dtype, op, nranks)
+            self.generated += len(arr)
+            return _read_only(arr)
+        self._entries.pop(key, None)
+        arr = np.empty(min(2 * fill.count, most), dtype=bits_dtype(dtype))
+        _generate_into(arr[:fill.count], fill_constants(fill, dtype, op, nranks))
+        self.generated += fill.count
+        self._store(key, lo, arr, fill.count)
+        return _read_only(arr[:fill.count])
 
-    def _store(self, key: tuple, start: int, arr: np.ndarray) -> None:
-        while self._entries and self._held() + arr.nbytes > self.budget:
+    def _store(self, key: tuple, start: int, arr: np.ndarray, length: int) -> None:
+        while self._entries and self._held() + length * arr.itemsize > self.budget:
             self._entries.popitem(last=False)
-        self._entries[key] = (start, arr)
+        self._entries[key] = (start, arr, length)
+
+
+def _read_only(view: np.ndarray) -> np.ndarray:
+    view.flags.writeable = False
+    return view
 
 
 def host_fill(buffer: np.ndarray, fills: Sequence[Fill], dtype: DataType, op: RedOp, nranks: int,
