@@ -128,6 +128,12 @@ def main() -> int:
     for tree in ("before", "after"):
         (w1, c1), (w0, c0) = med[(tree, "-c 1")], med[(tree, "-c 0")]
         lines.append(f"| {tree} | {w1:.2f} | {w0:.2f} | {w1 / w0:.2f}x | {c1:.2f} | {c0:.2f} | {c1 / c0:.2f}x |")
+    # each round's own ratio: a busy 2-core host moves whole rounds, which medians of walls mix
+    lines.append("")
+    for tree in ("before", "after"):
+        ratios = [w1 / w0 for (w1, _), (w0, _) in zip(results[(tree, "-c 1")], results[(tree, "-c 0")])]
+        lines.append(f"Per-round wall ratio, {tree}: {' '.join(f'{r:.2f}' for r in ratios)} "
+                     f"(median {statistics.median(ratios):.2f}x).  ")
     lines += ["", "One rank's check work after the change (this process):", "", "| what | cost |", "|---|---|",
               *breakdown()]
     text = "\n".join(lines) + "\n"
