@@ -120,15 +120,8 @@ _S30, _S27, _S31, _M1, _M2 = _U(30), _U(27), _U(31), _u(MIX1), _u(MIX2)
 
 
 def _mix_owned(z: np.ndarray) -> np.ndarray:
-    """`_mix` done in place on an array nobody else holds (no temporaries but one)."""
-    t = z >> _S30
-    z ^= t
-    z *= _M1
-    np.right_shift(z, _S27, out=t)
-    z ^= t
-    z *= _M2
-    np.right_shift(z, _S31, out=t)
-    z ^= t
+    """`_mix` done in place on an array nobody else holds (one scratch array: `_mix_into`)."""
+    _mix_into(z, np.empty_like(z))
     return z
 
 
