@@ -10,7 +10,7 @@ gives the ceiling, the plateau, the verdict and the traps, whose `RunJudgement.l
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..results import EXPLAIN_KEY
@@ -30,23 +30,29 @@ class RunJudgement:
     plateau: Plateau
     verdict: Verdict
     traps: TrapReport
+    # the recorded healthy curve the verdict read (`expected_curve.Expectation.to_dict()` plus the run's
+    # sizes' expected busbw under "per_size"), or {"unknown": why} when none applies
+    expected: dict[str, Any] = field(default_factory=dict)
 
     def lines(self) -> list[str]:
         out = [summary_line(self.plateau, self.ceiling, self.verdict)]
         if self.ceiling.reasoning:
             out.append(f"#   why: {self.ceiling.reasoning}")
+        if self.expected.get("label"):
+            out.append(f"#   expected curve: healthy {self.expected['label']}, recorded in {self.expected['source']}"
+                       + (f"; {self.expected['stand_in']}" if self.expected.get("stand_in") else ""))
         if self.ceiling.nccl_predicted is not None:
             out.append(f"#   {self.ceiling.nccl_predicted_text}")
         return out + format_trap_lines(self.traps)
 
     def to_dict(self) -> dict[str, Any]:
         return {"collective": self.collective, "ceiling": self.ceiling.to_dict(), "plateau": self.plateau.to_dict(),
-                "verdict": self.verdict.to_dict(), "traps": self.traps.to_dict()}
+                "verdict": self.verdict.to_dict(), "traps": self.traps.to_dict(), "expected": self.expected}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RunJudgement:
         return cls(d["collective"], Ceiling.from_dict(d["ceiling"]), Plateau(**d["plateau"]),
-                   Verdict.from_dict(d["verdict"]), TrapReport.from_dict(d["traps"]))
+                   Verdict.from_dict(d["verdict"]), TrapReport.from_dict(d["traps"]), dict(d.get("expected") or {}))
 
 
 def judge_run(hosts: Sequence[HostTopology], collective: str, nranks: int, rows: Sequence[tuple[int, float]], *,

@@ -30,6 +30,7 @@ from typing import Any
 from ..datatypes import DATATYPE_BY_NAME
 from ..results import ONE_RANK_LINE, ResultRow
 from .ceiling import Ceiling, expected_ceiling, fmt_gbps, network_in_use
+from .expected_curve import expected_per_size, find_expectation
 from .failures import failure_traps
 from .judgement import RunJudgement, judge_run
 from .log_topology import LogTopology, assumed_hosts, is_datacenter
@@ -37,7 +38,7 @@ from .nccl_env import NCCL_FUNC
 from .nccl_log import CallChoice, NcclLogFacts, format_bytes
 from .topology import HostTopology
 from .traps import WARN, Trap, TrapReport, Unchecked, find_traps
-from .verdict import ABOVE_LINE_ALGOS, ABOVE_MODEL_TOLERANCE, AS_EXPECTED_FRACTION, Verdict, judge, plateau_busbw
+from .verdict import ABOVE_LINE_ALGOS, ABOVE_MODEL_TOLERANCE, AS_EXPECTED_FRACTION, Verdict, judge, judge_curve, plateau_busbw
 
 # The slowest RDMA fabric NCCL plans for: its NET_BW default, 12 GB/s (100 Gb/s; src/graph/topo.h, every tag
 # v2.4.8-1 .. v2.30.7-1).  Between hosts of datacenter GPUs a plateau below 90 % of it is TCP-socket
@@ -252,6 +253,12 @@ def per_size_lines(f: RunFacts, per_row: Sequence[list[Choice]]) -> tuple[list[s
     return lines, data
 
 
+def _with_expected(rows: list[dict[str, Any]], expected: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each row's `expected_busbw`: what a healthy system of this kind reaches at its size (null: no curve)."""
+    per_size = {int(s): e for s, e in expected.get("per_size") or []}
+    return [{**r, "expected_busbw": per_size.get(r["size"])} for r in rows]
+
+
 def _row_data(rows: Sequence[ResultRow], per_row: Sequence[list[Choice]]) -> list[dict[str, Any]]:
     """Per row (in the table's order): NCCL's algorithm/protocol/channels, null where unknown."""
     out = []
@@ -294,13 +301,34 @@ def judge_facts(f: RunFacts) -> RunJudgement:
                                                 out_of_bounds=f.out_of_bounds, version_note=f.version_note,
                                                 nnodes=nnodes, gpus_per_host=_gpus_per_host(f))
                        if (t.name, t.evidence) not in {(x.name, x.evidence) for x in j.traps.raised}]
-    _short_of_plateau(j, f)
+    if not _against_the_curve(j, f, rows):
+        _short_of_plateau(j, f)
     _above_line_within_model(j)
     if f.status == "failed":
         j.verdict = Verdict("failed", None, f.end_reason or "the run failed")
     elif not f.rows:
         j.verdict = Verdict("unknown", None, f.end_reason or "the log ends with no result row")
     return j
+
+
+def _gpu_names(f: RunFacts) -> list[str | None]:
+    if f.hosts:
+        return [g.name for h in f.hosts for g in h.gpus]
+    return [f.log_topology.gpu_model] if f.log_topology is not None else []
+
+
+def _against_the_curve(j: RunJudgement, f: RunFacts, rows: Sequence[tuple[int, float]]) -> bool:
+    """Judge the plateau against the recorded healthy curve of this kind of system at the sizes the sweep
+    reached (`expected_curve`), where one applies; records the curve and each size's expected busbw in
+    `j.expected` either way.  True when the curve gave the verdict."""
+    exp, why = find_expectation(_gpu_names(f), j.ceiling.nranks, f.collective, j.ceiling)
+    if exp is None:
+        j.expected = {"unknown": why}
+        return False
+    j.expected = {**exp.to_dict(), "per_size": expected_per_size(exp, [s for s, _ in rows])}
+    if j.verdict.label in ("unknown", "as expected", "below expected") and j.plateau.busbw is not None:
+        j.verdict = judge_curve(rows, j.plateau, j.ceiling, exp)
+    return True
 
 
 # all_gather, reduce_scatter and alltoall move a rank's share (size / n) per step: at the sizes an all_reduce is
@@ -535,7 +563,7 @@ def explain_run(f: RunFacts) -> Explained:
         "tests": [list(t) for t in f.tests],
         "probe": ([[dataclasses.asdict(c) for c in calls] for calls in f.probe] if f.probe is not None else None),
         "per_size": ranges,
-        "rows": _row_data(f.rows, per_row),
+        "rows": _with_expected(_row_data(f.rows, per_row), j.expected),
         "judgement": j.to_dict(),
         "causes": j.traps.causes(),
         "log_topology": f.log_topology.to_dict() if f.log_topology is not None else None,

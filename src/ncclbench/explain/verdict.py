@@ -32,10 +32,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .ceiling import Ceiling, fmt_gbps
+from .expected_curve import Expectation
 
 AS_EXPECTED_FRACTION = 0.90
 ABOVE_MODEL_TOLERANCE = 0.05
 MIN_PLATEAU_BYTES = 64 * 2**20
+# Against a recorded curve the ramp is modelled, so a sweep is judged from 32 MiB: the recordings'
+# run-to-run spread there is <= 3 % for 9 of 10 collectives (gather on 4 GPUs: 10 %, under the band).
+CURVE_MIN_PLATEAU_BYTES = 32 * 2**20
 NVLS_PLATEAU_BYTES = 1 * 2**30  # NVLS needs sizes > 256 MB to show its peak (nccl-tests #212)
 ABOVE_LINE_ALGOS = {"NVLS": "NVLink SHARP (NVLS): the switch does the reduction",
                     "NVLSTree": "NVLSTree: NVLink SHARP in the node and a tree across nodes",
@@ -63,13 +67,19 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
+def plateau_rows(rows: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
+    """The rows the plateau is read from: measured sizes within a factor of 4 of the largest."""
+    good = [(s, b) for s, b in rows if s > 0 and b is not None and b == b and b >= 0]
+    top = max((s for s, _ in good), default=0)
+    return [(s, b) for s, b in good if s * 4 > top]
+
+
 def plateau_busbw(rows: Sequence[tuple[int, float]]) -> Plateau:
     """Median busbw of the sizes within a factor of 4 of the largest. `rows`: (size bytes, busbw GB/s)."""
-    good = [(s, b) for s, b in rows if s > 0 and b is not None and b == b and b >= 0]
-    if not good:
+    sel = plateau_rows(rows)
+    if not sel:
         return Plateau(None, reason="no measured size")
-    top = max(s for s, _ in good)
-    sel = [(s, b) for s, b in good if s * 4 > top]
+    top = max(s for s, _ in sel)
     p = Plateau(statistics.median(b for _, b in sel), min(s for s, _ in sel), top, len(sel))
     if top < MIN_PLATEAU_BYTES:
         p.reason = f"the largest size, {_size(top)}, is latency-bound (run to >= 256 MiB to judge bandwidth)"
@@ -171,3 +181,37 @@ def summary_line(plateau: Plateau, ceiling: Ceiling, verdict: Verdict) -> str:
             f" ({why})" if why else "")
     return (f"# Plateau bus bandwidth: {fmt_gbps(plateau.busbw)} GB/s at {sizes}; {ceil}: {verdict.label}"
             + (f" ({verdict.text})" if verdict.text else ""))
+
+
+def judge_curve(rows: Sequence[tuple[int, float]], plateau: Plateau, ceiling: Ceiling, exp: Expectation) -> Verdict:
+    """The plateau against what a healthy system of this kind reaches at the same sizes (`exp`, a recorded
+    curve scaled to the ceiling), in the same bands as the ceiling's: as expected from AS_EXPECTED_FRACTION of
+    the curve, below under it; above the model / the line rate stay the ceiling's (a figure past the links'
+    model is news whatever the size).  A sweep that stops before the curve flattens says so, and what would
+    judge the ceiling.  `fraction` stays plateau / ceiling, as for `judge`."""
+    if plateau.busbw is None:
+        return Verdict("unknown", None, plateau.reason)
+    if plateau.max_size < CURVE_MIN_PLATEAU_BYTES:
+        return Verdict("unknown", None, f"the largest size, {_size(plateau.max_size)}, is latency-bound (run to "
+                                        f">= {_size(CURVE_MIN_PLATEAU_BYTES)} to judge bandwidth)")
+    v0 = judge(Plateau(plateau.busbw, plateau.min_size, plateau.max_size, plateau.points), ceiling)
+    if v0.label in ("above the model", "above the line rate") or ceiling.ceiling is None:
+        return v0
+    wanted = [w for w in (exp.at(s) for s, _ in plateau_rows(rows)) if w is not None]
+    if not wanted:
+        return Verdict("unknown", None, f"no recorded healthy {exp.label} figure at these sizes")
+    want, b = statistics.median(wanted), plateau.busbw
+    ratio, where = b / want, _size(plateau.max_size)
+    frac = b / ceiling.ceiling
+    if ratio < AS_EXPECTED_FRACTION:
+        return Verdict("below expected", frac, f"{100 * ratio:.0f}% of the {fmt_gbps(want)} GB/s a healthy {exp.label} "
+                       f"reaches at {where} ({100 * frac:.0f}% of the {fmt_gbps(ceiling.ceiling)} GB/s ceiling)")
+    text = (f"for {where}: {fmt_gbps(b)} GB/s, about what a healthy {exp.label} reaches there "
+            f"({fmt_gbps(want)} GB/s, {100 * ratio:.0f}%)")
+    if plateau.max_size < exp.plateau_from():
+        text += (f"; the sweep stops at {where}, where a healthy {exp.label} reaches about "
+                 f"{100 * want / ceiling.ceiling:.0f}% of its {fmt_gbps(ceiling.ceiling)} GB/s ceiling: run to "
+                 f"{_size(exp.plateau_from())} or more to judge the ceiling")
+    else:
+        text += f"; {100 * frac:.0f}% of the {fmt_gbps(ceiling.ceiling)} GB/s ceiling, where this curve levels off"
+    return Verdict("as expected", frac, text)
