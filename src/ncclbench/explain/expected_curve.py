@@ -21,9 +21,11 @@ Where a curve applies: one host, the NVLink bound, Ring or point-to-point (NVLS,
 CollNet ramp differently and were off in every recording), a GPU class and GPU count recorded.
 H100 and H200 share one NVLink model (18 x 20.6 GB/s in NCCL's terms) and measured the same ramp:
 H200 / H100 from 32 MiB, same count, collective and size, 0.976-1.071 (median 1.006, 99 points;
-bench/results/explain-curve-2026-11-28.md), so one stands in for the other, said so.  GPU counts do not transfer: 2 GPUs level off lower than 4
-for all_gather (297 vs 342 GB/s at 8 GiB) but higher for sendrecv at 32-128 MiB (237 vs 150 GB/s),
-so a count with no recording has no curve ("not judged" below the plateau, `verdict.py`).
+bench/results/explain-curve-2026-11-28.md), so one stands in for the other, said so.  GPU counts do
+not transfer: 2 GPUs level off lower than 4 for all_gather (297 vs 342 GB/s at 8 GiB) but higher
+for sendrecv at 32-128 MiB (237 vs 150 GB/s), so a count with no recording has no curve; its verdict
+is the ceiling's, and a figure under the ceiling's band but above the lowest share any recorded
+healthy system reached at those sizes (`healthy_floor`) is not judged (`run_explain`).
 """
 
 from __future__ import annotations
@@ -132,6 +134,24 @@ def find_expectation(gpu_names: Sequence[str | None], ngpus: int, collective: st
     pts = tuple((s, round(b * scale, 2)) for s, b in curves[key])
     return Expectation(collective, key[0], ngpus, sources.get((key[0], key[1]), "unknown"), scale, pts,
                        stand_in), ""
+
+
+def healthy_floor(collective: str, sizes: Sequence[int],
+                  curves: Mapping[tuple[str, int, str], tuple[tuple[int, float], ...]] = CURVES
+                  ) -> tuple[float, str] | None:
+    """The lowest share of NCCL's NVLink ceiling any recorded healthy system reached at `sizes` (the
+    median over them per curve), and which: for a system with no curve of its own, a figure above
+    this is within what healthy systems do there, below it is below all of them.  None: no curve
+    of this collective covers these sizes."""
+    got = []
+    for (cls, n, coll), pts in curves.items():
+        if coll != collective:
+            continue
+        e = Expectation(coll, cls, n, "", 1.0, pts)
+        vals = [v for v in (e.at(s) for s in sizes) if v is not None]
+        if vals:
+            got.append((sorted(vals)[len(vals) // 2] / CEILING_AT_CALIBRATION, e.label))
+    return min(got) if got else None
 
 
 def expected_per_size(exp: Expectation | None, sizes: Iterable[int]) -> list[list[Any]]:

@@ -30,7 +30,7 @@ from typing import Any
 from ..datatypes import DATATYPE_BY_NAME
 from ..results import ONE_RANK_LINE, ResultRow
 from .ceiling import Ceiling, expected_ceiling, fmt_gbps, network_in_use
-from .expected_curve import expected_per_size, find_expectation
+from .expected_curve import SHAPE_ALGOS, expected_per_size, find_expectation, healthy_floor
 from .failures import failure_traps
 from .judgement import RunJudgement, judge_run
 from .log_topology import LogTopology, assumed_hosts, is_datacenter
@@ -38,7 +38,16 @@ from .nccl_env import NCCL_FUNC
 from .nccl_log import CallChoice, NcclLogFacts, format_bytes
 from .topology import HostTopology
 from .traps import WARN, Trap, TrapReport, Unchecked, find_traps
-from .verdict import ABOVE_LINE_ALGOS, ABOVE_MODEL_TOLERANCE, AS_EXPECTED_FRACTION, Verdict, judge, judge_curve, plateau_busbw
+from .verdict import (
+    ABOVE_LINE_ALGOS,
+    ABOVE_MODEL_TOLERANCE,
+    AS_EXPECTED_FRACTION,
+    Verdict,
+    judge,
+    judge_curve,
+    plateau_busbw,
+    plateau_rows,
+)
 
 # The slowest RDMA fabric NCCL plans for: its NET_BW default, 12 GB/s (100 Gb/s; src/graph/topo.h, every tag
 # v2.4.8-1 .. v2.30.7-1).  Between hosts of datacenter GPUs a plateau below 90 % of it is TCP-socket
@@ -324,11 +333,30 @@ def _against_the_curve(j: RunJudgement, f: RunFacts, rows: Sequence[tuple[int, f
     exp, why = find_expectation(_gpu_names(f), j.ceiling.nranks, f.collective, j.ceiling)
     if exp is None:
         j.expected = {"unknown": why}
+        _within_healthy_range(j, f, rows, why)
         return False
     j.expected = {**exp.to_dict(), "per_size": expected_per_size(exp, [s for s, _ in rows])}
     if j.verdict.label in ("unknown", "as expected", "below expected") and j.plateau.busbw is not None:
         j.verdict = judge_curve(rows, j.plateau, j.ceiling, exp)
     return True
+
+
+def _within_healthy_range(j: RunJudgement, f: RunFacts, rows: Sequence[tuple[int, float]], why: str) -> None:
+    """No curve for this system, one host over NVLink (Ring or point-to-point): 'below expected' against
+    the ceiling but above the lowest share of the ceiling any recorded healthy system reached at these
+    sizes (`expected_curve.healthy_floor`, with the band's margin) is within what healthy systems do
+    there: not judged, and said what would judge it.  Below that floor it stays below."""
+    c, v, p = j.ceiling, j.verdict, j.plateau
+    if (v.label != "below expected" or v.fraction is None or c.bound != "NVLink" or c.nnodes != 1
+            or c.algorithm not in SHAPE_ALGOS):
+        return
+    floor = healthy_floor(f.collective, [s for s, _ in plateau_rows(rows)])
+    if floor is None or v.fraction < AS_EXPECTED_FRACTION * floor[0]:
+        return
+    j.verdict = Verdict("unknown", v.fraction, (
+        f"{v.text}, but {why}, and healthy systems recorded reach as little as {100 * floor[0]:.0f}% of the "
+        f"ceiling at {format_bytes(p.max_size)} ({floor[1]}): a recorded healthy curve of this system, or a sweep "
+        "to >= 4 GiB against the ceiling, would judge it"))
 
 
 # all_gather, reduce_scatter and alltoall move a rank's share (size / n) per step: at the sizes an all_reduce is
