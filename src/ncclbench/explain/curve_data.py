@@ -18,10 +18,12 @@ SOURCES: dict[tuple[str, int], str] = {
         'ncclbench + 2 nccl-tests runs (bench/results/gpu-h100x4-2026-11-26/parity-4gpu.md)'),
     ('H200', 2): ('bench/results/raw/2026-11-21-s2-h200x4-v4-2gpu-8G-busbw4.tgz w/cmp2/: 2x NVIDIA H200 (NV18) of a '
         '4-GPU host, NCCL 2.28.9, 2026-11-21, main 2a349ab; bench/gpu_validate.sh 2gpu -b 8 -e 8G -f 2, 2 '
-        'ncclbench + 2 nccl-tests runs (bench/results/gpu-h200x4-2026-11-21-session2.md, v4)'),
+        'ncclbench + 2 nccl-tests runs (bench/results/gpu-h200x4-2026-11-21-session2.md, v4); all_reduce from'
+        ' 64 MiB: bench/results/compare-s3-2gpu-busbw.json'),
     ('H200', 4): ('bench/results/raw/2026-11-21-s2-h200x4-v2-callpaths-4gpu-8G.tgz w/cmp4/: 4x NVIDIA H200 (NV18), NCCL'
         ' 2.28.9, 2026-11-21, main 32616ed; bench/gpu_validate.sh 4gpu -b 8 -e 8G -f 2, 2 ncclbench + 2 nccl-'
-        'tests runs (bench/results/gpu-h200x4-2026-11-21-session2.md, v2)'),
+        'tests runs (bench/results/gpu-h200x4-2026-11-21-session2.md, v2); all_reduce from 64 MiB: '
+        'bench/results/compare-s3-4gpu-busbw.json'),
 }
 
 CURVES: dict[tuple[str, int, str], tuple[tuple[int, float], ...]] = {
@@ -112,8 +114,8 @@ CURVES: dict[tuple[str, int, str], tuple[tuple[int, float], ...]] = {
     ),
     ('H200', 2, 'all_reduce'): (
         (1048576, 70.4), (2097152, 70.9), (4194304, 120.2), (8388608, 170.4), (16777216, 214.0),
-        (33554432, 243.0), (67108864, 270.0), (134217728, 286.4), (268435456, 300.4), (536870912, 315.1),
-        (1073741824, 328.8), (2147483648, 340.9), (4294967296, 346.9), (8589934592, 346.4),
+        (33554432, 243.0), (67108864, 267.99), (134217728, 285.71), (268435456, 299.41), (536870912, 316.27),
+        (1073741824, 326.13), (2147483648, 338.85), (4294967296, 343.99), (8589934592, 345.06),
     ),
     ('H200', 2, 'alltoall'): (
         (1048576, 38.7), (2097152, 65.2), (4194304, 97.5), (8388608, 132.5), (16777216, 158.3),
@@ -162,8 +164,8 @@ CURVES: dict[tuple[str, int, str], tuple[tuple[int, float], ...]] = {
     ),
     ('H200', 4, 'all_reduce'): (
         (1048576, 84.4), (2097152, 105.3), (4194304, 148.6), (8388608, 205.8), (16777216, 252.3),
-        (33554432, 293.7), (67108864, 314.2), (134217728, 329.5), (268435456, 340.8), (536870912, 348.5),
-        (1073741824, 354.8), (2147483648, 360.3), (4294967296, 362.9), (8589934592, 364.9),
+        (33554432, 293.7), (67108864, 313.47), (134217728, 328.73), (268435456, 340.58), (536870912, 347.36),
+        (1073741824, 355.25), (2147483648, 359.17), (4294967296, 362.71), (8589934592, 364.91),
     ),
     ('H200', 4, 'alltoall'): (
         (1048576, 55.0), (2097152, 76.1), (4194304, 127.6), (8388608, 165.7), (16777216, 196.7),

@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
+from ..explain.curve_data import CURVES
 from ..explain.verdict import ABOVE_MODEL_TOLERANCE, above_model_reason
 
 MARGIN = 0.75  # slow below MARGIN x the healthy fraction x the ceiling (see above)
@@ -58,10 +59,10 @@ class HealthyRecord:
 # 5 runs, against the model's 370.8 GB/s (18 links x 20.6): bench/results/compare-s3-4gpu-busbw.json
 # (gpu-h200x4-2026-11-21-session3.md); the 2-GPU figures from compare-s3-2gpu-busbw.json (3 runs).
 # The 4x H100 of issue 22 measured 340 GB/s at 256 MiB in health's intra phase: the same 0.92.
-_H200X4 = ((64 * MiB, 313.47), (128 * MiB, 328.73), (256 * MiB, 340.58), (512 * MiB, 347.36),
-           (1024 * MiB, 355.25), (2048 * MiB, 359.17), (4096 * MiB, 362.71), (8192 * MiB, 364.91))
-_H200X2 = ((64 * MiB, 267.99), (128 * MiB, 285.71), (256 * MiB, 299.41), (512 * MiB, 316.27),
-           (1024 * MiB, 326.13), (2048 * MiB, 338.85), (4096 * MiB, 343.99), (8192 * MiB, 345.06))
+# Read from explain's table of healthy curves (explain/curve_data.py), so explain and health judge
+# the same figure against the same expectation.
+_H200X4 = tuple(p for p in CURVES[("H200", 4, "all_reduce")] if p[0] >= 64 * MiB)
+_H200X2 = tuple(p for p in CURVES[("H200", 2, "all_reduce")] if p[0] >= 64 * MiB)
 # One H100 80GB HBM3 alone, the local phase's algbw, median of 6 scans (health-gpu-h100-2026-11-24.md
 # visit 3), against half of 3352 GB/s (5120-bit bus x 2619 MHz x 2 / 8: NVIDIA's 3.35 TB/s for the part).
 _H100_LOCAL = ((64 * MiB, 1395.4), (256 * MiB, 1486.2))
