@@ -37,8 +37,11 @@ def judged_runs(runs) -> dict:
         c = ex.judgement.ceiling
         src = c.algorithm_source
         algo = f"{c.algorithm} {src if src in ('', 'predicted') else 'from ' + src}".strip() if c.algorithm else ""
+        exp = ex.judgement.expected
+        curve = tuple((int(s), float(b)) for s, b in exp.get("per_size") or [] if b is not None)
         out[r.label] = RunJudged(lines=format_topology_lines(facts.hosts) + ex.lines, verdict=ex.judgement.verdict.label,
-                                 ceiling=c.ceiling, ceiling_text=f"ceiling ({c.bound}{', ' + algo if algo else ''})")
+                                 ceiling=c.ceiling, ceiling_text=f"ceiling ({c.bound}{', ' + algo if algo else ''})",
+                                 expected=curve, expected_text=f"expected (healthy {exp.get('label')})")
     return out
 
 

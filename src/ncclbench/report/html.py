@@ -48,6 +48,9 @@ class RunJudged:
     verdict: str = ""  # 'as expected', 'below expected', 'above the line rate', 'unknown'
     ceiling: float | None = None  # GB/s busbw
     ceiling_text: str = ""  # 'ceiling (NVLink, Ring predicted)'
+    # (size, busbw) a healthy system of this kind reaches at the run's sizes (explain's recorded curve)
+    expected: tuple[tuple[int, float], ...] = ()
+    expected_text: str = ""  # 'expected (healthy 2x H100 all_gather)'
 
 
 def _e(v) -> str:
@@ -169,6 +172,10 @@ def _ceilings(judged: Mapping[str, RunJudged]) -> dict[str, tuple[float, str]]:
             if j.ceiling is not None}
 
 
+def _expected(judged: Mapping[str, RunJudged]) -> dict[str, tuple[tuple[tuple[int, float], ...], str]]:
+    return {label: (j.expected, j.expected_text or "expected") for label, j in judged.items() if j.expected}
+
+
 def build_report(runs, *, title: str | None = None, placement: str = "out_of_place",
                  use_matplotlib: bool | None = None, judged: Mapping[str, RunJudged] | None = None) -> str:
     """The report as one HTML string.  use_matplotlib=None: if it is installed.  `judged`: run
@@ -178,7 +185,7 @@ def build_report(runs, *, title: str | None = None, placement: str = "out_of_pla
     if use_matplotlib is None:
         use_matplotlib = plots.have_matplotlib()
     judged = judged or {}
-    specs = plots.build_specs(runs, placement, _ceilings(judged))
+    specs = plots.build_specs(runs, placement, _ceilings(judged), _expected(judged))
     if not specs:
         raise BenchError("report: the runs hold no rows with a non-zero size to plot",
                          ExitCode.ARGUMENT)
@@ -219,7 +226,7 @@ def write_report(runs, output, *, png: bool = False, title: str | None = None,
         written.append(out)
         if png:
             stem = out.with_suffix("") if out.suffix.lower() in (".html", ".htm") else out
-            for spec in plots.build_specs(runs, placement, _ceilings(judged or {})):
+            for spec in plots.build_specs(runs, placement, _ceilings(judged or {}), _expected(judged or {})):
                 p = Path(f"{stem}-{spec.name}.png")
                 tmp = p.with_name(f".{p.name}.tmp")
                 plots.mpl_png(spec, str(tmp))

@@ -17,7 +17,7 @@ import html
 import io
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -36,6 +36,7 @@ class Line:
     y: list[float]
     lo: list[float] | None = None  # shaded band (per-iteration min..max), same length as x
     hi: list[float] | None = None
+    dashed: bool = False  # an expectation drawn beside a measured line (no markers)
 
 
 @dataclass
@@ -73,9 +74,11 @@ def size_ticks(lo: int, hi: int) -> list[int]:
 
 
 def build_specs(runs, placement: str = "out_of_place",
-                ceilings: Mapping[str, tuple[float, str]] | None = None) -> list[PlotSpec]:
+                ceilings: Mapping[str, tuple[float, str]] | None = None,
+                expected: Mapping[str, tuple[Sequence[tuple[int, float]], str]] | None = None) -> list[PlotSpec]:
     """One line per (run, series); the plots that have data.  `ceilings`: run label -> (expected
-    busbw ceiling GB/s, what it is), drawn as a dashed line on the busbw plot."""
+    busbw ceiling GB/s, what it is), drawn as a dashed line on the busbw plot; `expected`: run label ->
+    ((size, busbw a healthy system of its kind reaches there), what it is), drawn dashed beside the run."""
     busbw = PlotSpec("busbw", "Bus bandwidth", "busbw (GB/s)", False,
                      caption="busbw against message size (log2 axis); shaded: range implied by "
                              "per-iteration min..max time, where recorded.")
@@ -109,6 +112,10 @@ def build_specs(runs, placement: str = "out_of_place",
                 bl.hi = [p.busbw * p.time_us / t for p, t in zip(pts, t_min)]
                 tl.lo, tl.hi = t_min, t_max
             busbw.lines.append(bl)
+            curve = (expected or {}).get(run.label)
+            if curve is not None and curve[0] and not any(ln.label == f"{run.label} {curve[1]}" for ln in busbw.lines):
+                busbw.lines.append(Line(f"{run.label} {curve[1]}", color, [p[0] for p in curve[0]],
+                                        [p[1] for p in curve[0]], dashed=True))
             time.lines.append(tl)
             ceiling = (ceilings or {}).get(run.label)
             if ceiling is not None and not any(r.label.startswith(run.label + " ") for r in busbw.refs):
@@ -143,8 +150,11 @@ def _mpl_figure(spec: PlotSpec):
     for line in spec.lines:
         if line.lo and line.hi:
             ax.fill_between(line.x, line.lo, line.hi, color=line.color, alpha=0.18, linewidth=0)
-        ax.plot(line.x, line.y, marker="o", markersize=3.5, linewidth=1.8, color=line.color,
-                label=line.label)
+        if line.dashed:
+            ax.plot(line.x, line.y, linestyle="--", linewidth=1.4, color=line.color, label=line.label)
+        else:
+            ax.plot(line.x, line.y, marker="o", markersize=3.5, linewidth=1.8, color=line.color,
+                    label=line.label)
     for ref in spec.refs:
         ax.axhline(ref.y, linestyle="--", linewidth=1.4, color=ref.color, label=ref.label)
     ax.set_xscale("log", base=2)
@@ -253,10 +263,12 @@ def svg_plot(spec: PlotSpec, width: int = 900, height: int = 460) -> str:
                 polygon = " ".join(f"{a:.1f},{b:.1f}" for a, b in upper + lower[::-1])
                 out.append(f'<polygon points="{polygon}" fill="{line.color}" fill-opacity="0.18"/>')
         pts = [(X(x), Y(v)) for x, v in zip(line.x, line.y) if ok(v)]
+        dash = ' stroke-dasharray="6,4"' if line.dashed else ""
         if pts:
-            out.append(f'<polyline fill="none" stroke="{line.color}" stroke-width="2" points="'
+            out.append(f'<polyline fill="none" stroke="{line.color}" stroke-width="2"{dash} points="'
                        + " ".join(f"{a:.1f},{b:.1f}" for a, b in pts) + '"/>')
-            out += [f'<circle cx="{a:.1f}" cy="{b:.1f}" r="3" fill="{line.color}"/>' for a, b in pts]
+            if not line.dashed:
+                out += [f'<circle cx="{a:.1f}" cy="{b:.1f}" r="3" fill="{line.color}"/>' for a, b in pts]
     for ref in spec.refs:
         y = Y(ref.y)
         out.append(f'<line x1="{ml}" y1="{y:.1f}" x2="{ml + pw}" y2="{y:.1f}" stroke="{ref.color}" '
@@ -264,7 +276,7 @@ def svg_plot(spec: PlotSpec, width: int = 900, height: int = 460) -> str:
     ly = mt + 10
     for line in spec.lines:
         out.append(f'<line x1="{ml + 10}" y1="{ly}" x2="{ml + 30}" y2="{ly}" stroke="{line.color}" '
-                   f'stroke-width="2"/>')
+                   f'stroke-width="2"{dash_of(line)}/>')
         out.append(f'<text x="{ml + 36}" y="{ly + 4}">{e(line.label)}</text>')
         ly += 16
     for ref in spec.refs:
@@ -274,6 +286,10 @@ def svg_plot(spec: PlotSpec, width: int = 900, height: int = 460) -> str:
         ly += 16
     out.append("</svg>")
     return "\n".join(out)
+
+
+def dash_of(line: Line) -> str:
+    return ' stroke-dasharray="6,4"' if line.dashed else ""
 
 
 def svg_for(spec: PlotSpec, use_matplotlib: bool) -> str:
