@@ -129,7 +129,9 @@ def test_explain_two_rank_logs(name, capsys, tmp_path):
     assert out[1].endswith("; GPU NVIDIA H200")
     assert out[2].startswith("#   assumed: NVIDIA H200 -> an HGX H100/H200 board")
     if doc["nccl_log"] is not None and doc["nccl_log"]["facts"]["version"]:
-        assert out[3].startswith("# NCCL 2.28.9 path: network Socket") and "connections: P2P" in out[3]
+        # one host, every connection P2P: the network NCCL initialised moved nothing, and the line says so
+        assert out[3].startswith("# NCCL 2.28.9 path: network not used (no NET connection; NCCL initialised network "
+                                 "Socket; sockets over ") and "connections: P2P" in out[3]
         assert out[4] == ("# all_reduce per size: NCCL's choice unknown (no per-call TUNING line (printed by rank 0 "
                           "while TUNING is on))")
     elif doc["nccl_log"] is not None:  # a WARN alone: said, and named as the lost peer it shows

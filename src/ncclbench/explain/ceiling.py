@@ -240,6 +240,8 @@ def intra_bound(host: HostTopology, ngpus: int, nccl_version: str | None,
     cc = min(c for c in ccs if c is not None)
     model_name = gpus[0].name or "GPU"
     p2p_off = env.get("NCCL_P2P_DISABLE", "0") not in ("", "0")
+    if p2p_off and env.get("NCCL_SHM_DISABLE", "0") not in ("", "0"):
+        return _sockets_inside_host(host, ngpus, nccl_version, env)
     unknown_nv = [g for g in gpus if g.nvlink_active is None]
     if unknown_nv and not p2p_off:
         g = unknown_nv[0]
@@ -285,6 +287,24 @@ def intra_bound(host: HostTopology, ngpus: int, nccl_version: str | None,
     text = (f"{ngpus}x {model_name} over PCIe ({why}), {best[2]} = {fmt_gbps(best[1])} GB/s line rate; "
             f"NCCL's model {fmt_gbps(best[0])} GB/s")
     return Bound("PCIe", best[1], best[0], text), ""
+
+
+def _sockets_inside_host(host: HostTopology, ngpus: int, nccl_version: str | None,
+                         env: Mapping[str, str]) -> tuple[Bound | None, str]:
+    """P2P and SHM both off: NCCL moves the data between the GPUs of one host over its NET transport, TCP
+    sockets through the kernel (loopback), which no NIC bounds and NCCL does not model inside a host
+    (its socket figure is the NIC's speed, 10 Gb/s where unknown, while loopback moves 2.7-3.5 GB/s:
+    bench/results/gpu-h100x4-2026-11-26/README.md, tests/fixtures/log_corpus/h100-p2p-shm-disabled.log).
+    So the ceiling is what this host's GPUs reach when NCCL may use its own path, and the text says the
+    transport that moved the data."""
+    free = {k: v for k, v in env.items() if k not in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE")}
+    b, why = intra_bound(host, ngpus, nccl_version, free)
+    if b is None:
+        return None, why
+    return Bound(b.kind, b.line_rate, b.model, (
+        "NCCL_P2P_DISABLE and NCCL_SHM_DISABLE set: NCCL moved the data over TCP sockets through the kernel, "
+        "which has no line rate inside a host; the ceiling is what these GPUs reach when NCCL may use its own "
+        f"path: {b.text}"), transport="Socket"), ""
 
 
 def domain_bound(hosts: Sequence[HostTopology], nranks: int, nccl_version: str | None,

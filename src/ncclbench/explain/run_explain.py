@@ -108,6 +108,16 @@ def tests_of(rows: Sequence[ResultRow]) -> list[Test]:
 
 # -- NCCL's path ------------------------------------------------------------------------------
 
+def _network_used_or_not(log: NcclLogFacts, net_parts: list[str]) -> list[str]:
+    """The network parts of the path line as they are, or -- when NCCL's connections are known and none is
+    NET (one host: P2P, SHM, NVLS carried everything) -- one part saying the network moved nothing, and what
+    NCCL merely initialised (every NCCL initialises a network, sockets at least, even on one host)."""
+    kinds = {c.kind for c in log.connections}
+    if not net_parts or not kinds or "NET" in kinds:
+        return net_parts
+    return [f"network not used (no NET connection; NCCL initialised {'; '.join(net_parts)})"]
+
+
 def nccl_path_line(log: NcclLogFacts | None, unknown: str = "") -> str:
     """One line of what NCCL said about its path: network, NICs and GDR, channels, connections."""
     if log is None or (not log.sources and log.version is None):
@@ -135,6 +145,7 @@ def nccl_path_line(log: NcclLogFacts | None, unknown: str = "") -> str:
                         if known else "GPU Direct RDMA not stated"))
     if socks:
         parts.append(f"sockets over {', '.join(sorted({d.name or str(d.index) for d in socks})[:4])}")
+    parts = _network_used_or_not(log, parts)
     if log.nchannels is not None:
         parts.append(f"{log.nchannels} coll channel(s)")
     kinds = Counter(c.kind for c in log.connections)
