@@ -118,9 +118,9 @@ SYSTEMS: list[Published] = [
               MLENG + " (NVLS ramp table, NVLS off)", None, {"NCCL_NVLS_ENABLE": "0"}),
     Published("7 of 8 H200", lambda h: h200(h, **NO_NIC), 1, 7, "all_reduce", 460.0,
               MLENG + " (NVLS ramp table)", None, {}, algo="NVLS",
-              note="NCCL's stepped NVLS model: 7 channels must each fit 8 x their speed into 370.8 GB/s, so they "
-                   "plan at 40 GB/s (50 would need 400), 7 x 40 x 0.85 x 6/7 x 2 = 408; the switch does better "
-                   "than NCCL plans. The ceiling stays NCCL's figure: it is also what picks NVLS over Ring"),
+              note="NCCL's speed steps plan 7 channels at 40 GB/s (50 x 8 would need 400 of 370.8): 408, which "
+                   "picks NVLS over Ring; the ceiling takes each channel at the link's share, 370.8 / 8 = 46.35: "
+                   "472.8 (`ceiling.nvls_baseboard`)"),
     Published("6 of 8 H200", lambda h: h200(h, **NO_NIC), 1, 6, "all_reduce", 435.6,
               MLENG + " (NVLS ramp table)", None, {}, algo="NVLS"),
     Published("5 of 8 H200", lambda h: h200(h, **NO_NIC), 1, 5, "all_reduce", 414.2,
@@ -155,8 +155,8 @@ SYSTEMS: list[Published] = [
               "NVIDIA/nccl#2140 (NVLS on)", "2.30.4", {"NCCL_NVLS_ENABLE": "1"}, algo="NVLS"),
     Published("8x H800 (8 NVLinks)", lambda h: h800(h, **NO_NIC), 1, 8, "all_reduce", 215.0,
               "NVIDIA/nccl#1374 (comment by the reporter, NVLS)", None, {}, algo="NVLS",
-              note="NCCL's stepped NVLS model: 8 links give 164.8 GB/s, 9 x 20 does not fit, so 8 channels plan "
-                   "at 15 GB/s: 178.5; measured above NCCL's plan, as for 7 of 8 H200"),
+              note="8 links give 164.8 GB/s; NCCL's speed steps plan 8 channels at 15 GB/s (9 x 20 does not "
+                   "fit): 178.5; the ceiling takes each channel at the link's share, 164.8 / 9 = 18.3: 217.9"),
     # -- multi-node NVLink (GB200 NVL72: 18 compute trays of 4 GPUs, one NVLink fabric clique) ---------
     Published("GB200 NVL72 rack (18 trays x 4)", gb200_tray, 18, 4, "all_reduce", 834.57, COREWEAVE_GB200,
               "2.26.2", {},

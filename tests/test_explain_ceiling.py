@@ -78,9 +78,11 @@ def test_h100_ring_nvls_off(h100):
 def test_h100_nvls_is_predicted_and_exceeds_the_line_rate(h100):
     c = expected_ceiling([h100], "all_reduce", 8)
     assert (c.algorithm, c.bound) == ("NVLS", "NVLink")
-    assert c.ceiling == pytest.approx(8 * 40 * 0.85 * 7 / 8 * 2)  # NCCL's 8 channels x 40 GB/s: 476
+    # one baseboard: 8 channels at the switch link's share 370.8 / 9, not NCCL's 40 GB/s step (476)
+    assert c.ceiling == pytest.approx(8 * 370.8 / 9 * 0.85 * 7 / 8 * 2)
     assert c.ceiling > c.line_rate and "switch reduces" in c.reasoning
-    assert "8 channels x 40 GB/s x 0.85" in c.reasoning
+    assert "8 channels x the switch link's share 370.8/9 = 41.2 GB/s x 0.85" in c.reasoning
+    assert "NCCL's speed steps plan 476" in c.reasoning
     # all_gather does not gain from NVLS on one node: NCCL's model puts Ring first
     assert expected_ceiling([h100], "all_gather", 8).algorithm == "Ring"
 

@@ -168,6 +168,25 @@ def nvls_model(gpu_bw: float, n: int, cc: tuple[int, int] | None,
     return NvlsModel(n, ch, s, eff, ch * s * eff * (ch - 1) / ch * 2), ""
 
 
+BASEBOARD_GPUS = 8  # an HGX/DGX NVSwitch baseboard holds at most 8 GPUs
+
+
+def nvls_baseboard(m: NvlsModel, gpu_bw: float) -> tuple[float, str]:
+    """NVLS all_reduce on one NVSwitch baseboard: NCCL's formula with the channel at its share of the GPU's
+    switch link, gpu_bw / (nCh+1) (the bound the search steps down to), not the step it lands on.  NCCL's
+    steps plan 8-link H800 at 15 GB/s a channel (178.5 GB/s) and 7 of 8 H200 at 40 (408), where the
+    published systems reach 215 and 460; at the share the model gives 218.5 and 472.8, and within -4 %..+2 %
+    of every published baseboard (bench/results/explain-published.md).  Across hosts (NVL72 racks) the
+    stepped plan stays: the published rack sits below it, not above."""
+    total = gpu_bw * m.gpus / max(1, m.gpus - 1)
+    share = min(gpu_bw / (m.channels + 1), total / m.channels)
+    v = m.channels * share * m.efficiency * (m.channels - 1) / m.channels * 2
+    return v, (f"NVLS on one NVSwitch baseboard: {m.channels} channels x the switch link's share "
+               f"{fmt_gbps(gpu_bw)}/{m.channels + 1} = {fmt_gbps(share)} GB/s x {m.efficiency} (NVLS efficiency) x "
+               f"{m.channels - 1}/{m.channels} x 2 = {fmt_gbps(v)} GB/s (NCCL's speed steps plan "
+               f"{fmt_gbps(m.busbw)})")
+
+
 # -- results ----------------------------------------------------------------------------
 
 @dataclass
@@ -634,6 +653,9 @@ def _algorithm_ceiling(algo: str, collective: str, nranks: int, nnodes: int, ppn
         m, why = nvls_model(intra.model, ppn, cc, nccl_version)
         if m is None:
             return None, None, None, why
+        if ppn <= BASEBOARD_GPUS:
+            v, text = nvls_baseboard(m, intra.model)
+            return v, intra.kind, intra.line_rate, f"{text}; busbw can pass the line rate because the switch reduces"
         return m.busbw, intra.kind, intra.line_rate, (
             f"{m.text}; busbw can pass the line rate because the switch reduces")
     if algo == "NVLSTree":
