@@ -52,6 +52,7 @@ COREWEAVE = ("coreweave/nccl-tests README.md @0120901 (H100 SHARP MPIJob output,
              "mpi-operator/nccl-test-distributed-h100-64-sharp-las1-mpijob.yaml @d3f458a")
 COREWEAVE_GB200 = ("coreweave/nccl-tests README.md @0120901 (Expected Performance, GB200 single rack: 72 GPUs, "
                    "nccl-tests all_reduce, 8 GiB out-of-place)")
+COREWEAVE_RACKS = "coreweave/nccl-tests README.md @0120901 (Expected Performance, GB200 multi-rack, all_reduce)"
 AZURE_GB200 = ("Azure/AI-benchmarking-guide Azure_Results/ND_GB200_v6_results.md @2a370be (NCCL AllReduce, Ring, "
                "in-place, 8 GB; one host of 4 GPUs per the maintainers in Azure/AI-benchmarking-guide#7)")
 BASELINE = "shared/reference/baseline-h200.md (our own nccl-tests 2.19.6 runs, 8 GiB, 2026-11-21)"
@@ -82,6 +83,12 @@ def gb200_tray(host: str) -> S.HostSpec:
     return dataclasses.replace(S.nvl72_rack(trays=1)[0], host=host)
 
 
+def gb200_racked(host: str) -> S.HostSpec:
+    """A GB200 compute tray of host `nodeNN`: trays 0-17 in rack 1's NVLink fabric clique, 18-35 in rack 2's..."""
+    rack = int(host.removeprefix("node")) // S.NVL72_TRAYS
+    return dataclasses.replace(S.nvl72_rack(trays=1, clique=rack + 1)[0], host=host)
+
+
 def a100(host: str, **kw) -> S.HostSpec:
     kw.setdefault("gpu_pcie", (4, 4, 16, 16))
     kw.setdefault("nic_pcie", (4, 4, 16, 16))
@@ -102,6 +109,7 @@ class Published:
     algo: str | None = None  # what the source says NCCL used
     net: str | None = None  # NCCL's network transport, where the source names it
     note: str = ""  # assumptions, and why a row misses
+    size: int = 8 * 2**30  # the size the figure was published at
 
 
 NO_NIC = {"nic_kind": None}
@@ -164,6 +172,17 @@ SYSTEMS: list[Published] = [
                    "node through the NVLink fabric (NVML clique), not 18 nodes joined by their NICs"),
     Published("GB200 compute tray (4 GPUs)", gb200_tray, 1, 4, "all_reduce", 679.61, AZURE_GB200, "2.25.1", {},
               algo="Ring"),
+    # -- several NVLink domains (racks) joined by their NICs: each rack one NCCL node ----------------------
+    Published("GB200, 2 racks (2 NVLink domains, 36 trays x 4)", gb200_racked, 36, 4, "all_reduce", 801.74,
+              COREWEAVE_RACKS + ", 2 Racks (median of 793.06 at 8 GiB and 810.41 at 16 GiB)", "2.26.2", {},
+              size=16 * 2**30,
+              note="each rack one NCCL node (NVLS plan 917.6), the racks joined by 72 NICs each (3456 GB/s, no "
+                   "bound): 16 GiB over 144 ranks is 113 MiB per rank, short of the plateau, and the single rack "
+                   "itself reaches 91 % of its plan: not judged below the band"),
+    Published("GB200, 20 racks (20 NVLink domains, 360 trays x 4)", gb200_racked, 360, 4, "all_reduce", 405.74,
+              COREWEAVE_RACKS + ", 20 Racks (16 GiB)", "2.26.2", {}, size=16 * 2**30,
+              note="as for 2 racks; 16 GiB over 1440 ranks is 11 MiB per rank, deep in the ramp (a 2-GPU H100 "
+                   "all_reduce reaches 63 % of its ceiling at 32 MiB): a bandwidth ceiling cannot judge it"),
     Published("8x A100 SXM", lambda h: a100(h, **NO_NIC), 1, 8, "all_reduce", 232.54,
               "NVIDIA/nccl-tests#175 (single node, -e 4G)", None, {}),
     Published("8x A100 SXM", lambda h: a100(h, **NO_NIC), 1, 8, "all_reduce", 234.89,
@@ -239,7 +258,7 @@ def evaluate(row: Published) -> dict:
     c = expected_ceiling(hosts, row.collective, n, algorithm=row.algo, algorithm_source="published", **kw) \
         if row.algo else predicted
     err = row.busbw / c.ceiling - 1 if c.ceiling else None
-    verdict = judge(Plateau(row.busbw, 8 * 2**30, 8 * 2**30, 1), c)
+    verdict = judge(Plateau(row.busbw, row.size, row.size, 1), c)
     return {
         "system": row.system, "collective": row.collective, "nodes": row.nodes, "gpus_per_node": row.gpus,
         "nccl": row.nccl, "env": row.env, "published_busbw": row.busbw, "source": row.source,

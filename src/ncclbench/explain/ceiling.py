@@ -354,6 +354,53 @@ def domain_bound(hosts: Sequence[HostTopology], nranks: int, nccl_version: str |
     return Bound("NVLink", active * per_link, active * nccl_link, text), ""
 
 
+def _domain_groups(hosts: Sequence[HostTopology], mnnvl_log: Mapping[str, Any] | None
+                   ) -> list[list[HostTopology]] | None:
+    """The job's hosts grouped by NVLink domain: NVML's fabric cliques, else NCCL's nNodes splitting the hosts
+    in order into equal domains (the launcher's order is the rack's); None when neither groups them evenly."""
+    by: dict[tuple[str, int], list[HostTopology]] = {}
+    for h in hosts:
+        d = next((g.fabric_domain for g in h.gpus if g.fabric_domain is not None), None)
+        if d is None:
+            by = {}
+            break
+        by.setdefault(d, []).append(h)
+    if len(by) > 1:
+        return list(by.values())
+    k = int((mnnvl_log or {}).get("nnodes") or 0)
+    if k > 1 and len(hosts) % k == 0:
+        n = len(hosts) // k
+        return [list(hosts[i * n:(i + 1) * n]) for i in range(k)]
+    return None
+
+
+def domains_joined(hosts: Sequence[HostTopology], nranks: int, domain: Any, mnnvl_log: Mapping[str, Any] | None,
+                   nccl_version: str | None, env: Mapping[str, str], net: str | None, cc: tuple[int, int] | None
+                   ) -> tuple[tuple[Bound, Bound, int, int] | None, str]:
+    """Several NVLink domains (GB200/GB300 racks) joined by their NICs, as NCCL sees them: each domain one
+    node of all its GPUs (its NVLink bound, `domain_bound`), the domains joined by every tray's NICs
+    (the domain's NIC bound is the sum of its trays').  ((intra, inter, NCCL's nodes, GPUs per node), "")
+    or (None, why) when the domains are not known or not even."""
+    groups = _domain_groups(hosts, mnnvl_log)
+    if groups is None or len({len(g) for g in groups}) != 1 or nranks % len(groups):
+        return None, "the hosts of each NVLink domain are not known (or the domains are uneven): not modelled"
+    k, per = len(groups), nranks // len(groups)
+    intra, why = domain_bound(groups[0], per, nccl_version, env)
+    if intra is None:
+        return None, why
+    trays = []
+    for h in groups[0]:
+        b, why = inter_bound(h, max(1, per // len(groups[0])), env, net, cc)
+        if b is None:
+            return None, why
+        trays.append(b)
+    inter = Bound("NIC", sum(b.line_rate for b in trays), sum(b.model for b in trays),
+                  f"{len(trays)} trays x ({trays[0].text}) = {fmt_gbps(sum(b.model for b in trays))} GB/s per domain",
+                  trays[0].transport)
+    intra.text += f" ({domain.text}; {k} such domains joined by their NICs)"
+    return (intra, inter, k, per), ""
+
+
 def memory_bandwidth_bound(gpu: GpuTopology) -> tuple[Bound | None, str]:
     """A lone GPU's bound: its device memory, from NVML (bus width x max memory clock x 2 / 8), as a
     `Bound` of kind 'memory' whose line rate and model are both that peak (NVIDIA's own figure for
@@ -504,6 +551,7 @@ def expected_ceiling(hosts: Sequence[HostTopology], collective: str, nranks: int
     ppn = max(1, nranks // nnodes)
     cc = min((g.cc for h in hosts for g in h.gpus if g.cc), default=None)
     intra: Bound | None = None
+    inter: Bound | None = None
     nccl_nodes = nnodes  # NCCL's nodes: hosts, or NVLink domains where hosts share one (MNNVL)
     unused_fabric = ""  # said after the reasoning: the hosts share an NVLink fabric NCCL did not use
     if nnodes > 1:
@@ -511,7 +559,14 @@ def expected_ceiling(hosts: Sequence[HostTopology], collective: str, nranks: int
         if domain.fabric_unused:
             unused_fabric = f"; multi-node NVLink not used: {domain.text}"
         out.nvlink_domain = domain.text
-        if domain.kind in ("several", "unknown"):
+        if domain.kind == "several":
+            joined, why = domains_joined(hosts, nranks, domain, log.mnnvl if log is not None else None,
+                                         nccl_version, env, net, cc)
+            if joined is None:
+                out.unknown = f"{domain.text}; {why}"
+                return out
+            intra, inter, nccl_nodes, ppn = joined
+        if domain.kind == "unknown":
             out.unknown = domain.text
             return out
         if domain.kind == "one":
@@ -532,8 +587,7 @@ def expected_ceiling(hosts: Sequence[HostTopology], collective: str, nranks: int
                 return out
             bounds.append(b)
         intra = min(bounds, key=lambda b: b.model)
-    inter: Bound | None = None
-    if nccl_nodes > 1:
+    if nccl_nodes > 1 and inter is None:
         bounds = []
         for h in hosts:
             b, why = inter_bound(h, ppn, host_settings(h.host, env, host_env, log_env), net, cc)

@@ -101,7 +101,8 @@ class NvlDomain:
 
     kind: 'one' (every rank in one NVLink domain that spans hosts: model it as one NVSwitch node),
     'none' (NCCL's nodes are the hosts: the usual multi-node model), 'several' (several domains
-    joined by NICs: not modelled), 'unknown' (GB200/GB300 across hosts but no witness)."""
+    joined by NICs: each domain one NCCL node, `ceiling.domains_joined`), 'unknown' (GB200/GB300 across
+    hosts but no witness)."""
 
     kind: str
     evidence: list[str] = field(default_factory=list)
@@ -173,7 +174,7 @@ def find_domain(hosts: Sequence[HostTopology], nranks: int, log: Mapping[str, An
             ev.append(nvml_text)
         if nnodes == 1:
             return NvlDomain("one", ev, nranks)
-        return NvlDomain("several", ev + [f"{nnodes} NVLink domains joined by the network: not modelled"])
+        return NvlDomain("several", ev + [f"{nnodes} NVLink domains joined by the network"])
     if flags and 1 not in flags:
         why = "NCCL's log: MNNVL 0 (NCCL treats each host as a node and joins them over the network)"
         if imex:
@@ -194,7 +195,7 @@ def find_domain(hosts: Sequence[HostTopology], nranks: int, log: Mapping[str, An
             first += " outside the NVLink fabric: NCCL uses multi-node NVLink only when every rank has joined it"
         return NvlDomain("none", [first])
     if len(domains) > 1 and not unknown:
-        return NvlDomain("several", [nvml_text + ": several NVLink domains joined by the network: not modelled"])
+        return NvlDomain("several", [nvml_text + ": several NVLink domains joined by the network"])
     parts = sorted({g.name or "" for h in hosts for g in h.gpus if any(p in (g.name or "") for p in MNNVL_PARTS)})
     if domains or parts:
         why = f"NVML fabric info: {unknown[0]}" if unknown else nvml_text or "NVML fabric info not read"

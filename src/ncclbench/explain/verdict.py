@@ -41,6 +41,10 @@ MIN_PLATEAU_BYTES = 64 * 2**20
 # run-to-run spread there is <= 3 % for 9 of 10 collectives (gather on 4 GPUs: 10 %, under the band).
 CURVE_MIN_PLATEAU_BYTES = 32 * 2**20
 NVLS_PLATEAU_BYTES = 1 * 2**30  # NVLS needs sizes > 256 MB to show its peak (nccl-tests #212)
+# Per rank, collectives that move a rank's share per step level off from ~1 GiB (4x H100: all_gather 316.5 GB/s
+# at 512 MiB, 348.5 at 30 GiB; tests/fixtures/log_corpus h100-healthy-*): across NVLink domains, where no curve
+# is recorded, a figure under the band with a smaller share per rank is not judged.
+SHARE_PLATEAU_BYTES = 1 << 30
 ABOVE_LINE_ALGOS = {"NVLS": "NVLink SHARP (NVLS): the switch does the reduction",
                     "NVLSTree": "NVLSTree: NVLink SHARP in the node and a tree across nodes",
                     "Tree": "Tree: on 2 nodes each node's NICs carry half of what a ring sends",
@@ -140,6 +144,13 @@ def judge(plateau: Plateau, ceiling: Ceiling) -> Verdict:
                        + above_model_reason(algo, confirmed, ceiling.bound, ceiling.nnodes))
     if f >= AS_EXPECTED_FRACTION:
         return Verdict("as expected", f, f"{pct} of the {fmt_gbps(ceiling.ceiling)} GB/s ceiling")
+    share = plateau.max_size // max(1, ceiling.nranks)
+    if "domains joined by the network" in ceiling.nvlink_domain and share < SHARE_PLATEAU_BYTES:
+        return Verdict("unknown", f, (
+            f"{pct} of the {fmt_gbps(ceiling.ceiling)} GB/s ceiling, with {_size(plateau.max_size)} over "
+            f"{ceiling.nranks} ranks: {share / 2**20:.0f} MiB per rank, short of the >= 1 GiB per rank where healthy "
+            "collectives level off, and no healthy curve of several NVLink domains is recorded: not judged below "
+            "the band (a larger size would judge it)"))
     short = ""
     if algo in ("NVLS", "NVLSTree") and plateau.max_size < NVLS_PLATEAU_BYTES:
         short = f"; the largest size, {_size(plateau.max_size)}, may be short of NVLS's plateau (>= 1 GiB)"
