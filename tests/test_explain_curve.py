@@ -118,6 +118,10 @@ def test_the_json_carries_the_expected_busbw_per_size_and_the_curves_source():
     assert [s for s, _ in exp["per_size"][1:]] == [s for s, _ in rows]
     assert all(abs(e - b) < 0.01 for (_, e), (_, b) in zip(exp["per_size"][1:], rows))
     assert [r["expected_busbw"] for r in ex.data["rows"]] == [e for _, e in exp["per_size"]]
+    # measured / expected from 32 MiB: the figures are the curve's own, so 100 % at each size
+    assert [s for s, _ in exp["ratio"]] == [s for s, _ in rows if s >= 32 * MiB]
+    assert all(r == pytest.approx(1, abs=0.001) for _, r in exp["ratio"])
+    assert "#   measured / expected per size: 32 MiB 100%, 64 MiB 100%, 128 MiB 100%" in ex.lines
     assert any(line.startswith("#   expected curve: healthy 2x H200 broadcast, recorded in bench/results/raw/")
                for line in ex.lines)
 

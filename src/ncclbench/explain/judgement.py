@@ -15,7 +15,7 @@ from typing import Any
 
 from ..results import EXPLAIN_KEY
 from .ceiling import Ceiling, expected_ceiling
-from .nccl_log import NcclLogFacts
+from .nccl_log import NcclLogFacts, format_bytes
 from .topology import HostTopology
 from .traps import TrapReport, find_traps, format_trap_lines
 from .verdict import Plateau, Verdict, judge, plateau_busbw, summary_line
@@ -39,8 +39,12 @@ class RunJudgement:
         if self.ceiling.reasoning:
             out.append(f"#   why: {self.ceiling.reasoning}")
         if self.expected.get("label"):
-            out.append(f"#   expected curve: healthy {self.expected['label']}, recorded in {self.expected['source']}"
+            src = str(self.expected["source"]).split("; ")[0]  # where and when; the JSON keeps the whole
+            out.append(f"#   expected curve: healthy {self.expected['label']}, recorded in {src}"
                        + (f"; {self.expected['stand_in']}" if self.expected.get("stand_in") else ""))
+        if self.expected.get("ratio"):
+            out.append("#   measured / expected per size: " + ", ".join(
+                f"{format_bytes(int(size))} {100 * r:.0f}%" for size, r in self.expected["ratio"]))
         if self.ceiling.nccl_predicted is not None:
             out.append(f"#   {self.ceiling.nccl_predicted_text}")
         return out + format_trap_lines(self.traps)

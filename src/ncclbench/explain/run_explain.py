@@ -22,6 +22,7 @@ logged nothing for says unknown.
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from .verdict import (
     ABOVE_LINE_ALGOS,
     ABOVE_MODEL_TOLERANCE,
     AS_EXPECTED_FRACTION,
+    CURVE_MIN_PLATEAU_BYTES,
     Verdict,
     judge,
     judge_curve,
@@ -346,10 +348,22 @@ def _against_the_curve(j: RunJudgement, f: RunFacts, rows: Sequence[tuple[int, f
         j.expected = {"unknown": why}
         _within_healthy_range(j, f, rows, why)
         return False
-    j.expected = {**exp.to_dict(), "per_size": expected_per_size(exp, [s for s, _ in rows])}
+    j.expected = {**exp.to_dict(), "per_size": expected_per_size(exp, [s for s, _ in rows]),
+                  "ratio": _ratio_per_size(rows, exp.at)}
     if j.verdict.label in ("unknown", "as expected", "below expected") and j.plateau.busbw is not None:
         j.verdict = judge_curve(rows, j.plateau, j.ceiling, exp)
     return True
+
+
+def _ratio_per_size(rows: Sequence[tuple[int, float]], at: Any) -> list[list[Any]]:
+    """[size, measured / expected] from CURVE_MIN_PLATEAU_BYTES up (the sizes a verdict reads; below, latency
+    dominates and the recorded spread is wider), the median where a size was measured several times."""
+    per: dict[int, list[float]] = {}
+    for size, busbw in rows:
+        want = at(size) if size >= CURVE_MIN_PLATEAU_BYTES else None
+        if want and busbw is not None:
+            per.setdefault(size, []).append(busbw / want)
+    return [[size, round(statistics.median(v), 3)] for size, v in sorted(per.items())]
 
 
 def _within_healthy_range(j: RunJudgement, f: RunFacts, rows: Sequence[tuple[int, float]], why: str) -> None:
