@@ -343,6 +343,9 @@ def _against_the_curve(j: RunJudgement, f: RunFacts, rows: Sequence[tuple[int, f
     """Judge the plateau against the recorded healthy curve of this kind of system at the sizes the sweep
     reached (`expected_curve`), where one applies; records the curve and each size's expected busbw in
     `j.expected` either way.  True when the curve gave the verdict."""
+    if not rows:
+        j.expected = {"unknown": "no measured size"}
+        return False
     exp, why = find_expectation(_gpu_names(f), j.ceiling.nranks, f.collective, j.ceiling)
     if exp is None:
         j.expected = {"unknown": why}
