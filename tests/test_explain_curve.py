@@ -181,3 +181,15 @@ def test_bad_or_odd_sweeps_get_a_verdict_for_what_was_measured_or_not_judged_wit
 
 def test_the_committed_calibration_table_is_what_the_recorded_archives_give():
     assert _load("explain_curve_calibrate").main(["--check"]) == 0
+
+
+def test_a_sweep_that_reached_the_flat_part_is_judged_at_the_ceiling_one_short_of_it_says_where_to_go():
+    """4x H100 all_reduce at 1 GiB is within 5 % of the curve's top (interpolated between 512 MiB and 2 GiB):
+    the ceiling is judged; at 128 MiB the sweep stops short, and the text names the recorded size to reach."""
+    full = [(s, b) for s, b in CURVES[("H100", 4, "all_reduce")] if s <= GiB] + [(GiB, 352.0)]
+    at1g = _judge(_table("all_reduce", full, "NVIDIA H100 80GB HBM3", 4), "all_reduce").judgement.verdict
+    assert at1g.label == "as expected" and at1g.text.endswith("where this curve levels off")
+    short = [(s, b) for s, b in CURVES[("H100", 4, "all_reduce")] if s <= 128 * MiB]
+    at128 = _judge(_table("all_reduce", short, "NVIDIA H100 80GB HBM3", 4), "all_reduce").judgement.verdict
+    assert at128.label == "as expected" and "the sweep stops at 128 MiB" in at128.text
+    assert at128.text.endswith("run to 2 GiB or more to judge the ceiling")

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .ceiling import Ceiling, fmt_gbps
-from .expected_curve import Expectation
+from .expected_curve import PLATEAU_REACHED, Expectation
 
 AS_EXPECTED_FRACTION = 0.90
 ABOVE_MODEL_TOLERANCE = 0.05
@@ -219,7 +219,7 @@ def judge_curve(rows: Sequence[tuple[int, float]], plateau: Plateau, ceiling: Ce
                        f"reaches at {where} ({100 * frac:.0f}% of the {fmt_gbps(ceiling.ceiling)} GB/s ceiling)")
     text = (f"for {where}: {fmt_gbps(b)} GB/s, about what a healthy {exp.label} reaches there "
             f"({fmt_gbps(want)} GB/s, {100 * ratio:.0f}%)")
-    if plateau.max_size < exp.plateau_from():
+    if (exp.at(plateau.max_size) or 0) < PLATEAU_REACHED * exp.top:
         text += (f"; the sweep stops at {where}, where a healthy {exp.label} reaches about "
                  f"{100 * want / ceiling.ceiling:.0f}% of its {fmt_gbps(ceiling.ceiling)} GB/s ceiling: run to "
                  f"{_size(exp.plateau_from())} or more to judge the ceiling")
