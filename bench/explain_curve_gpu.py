@@ -32,6 +32,7 @@ import datetime
 import json
 import os
 import platform
+import select
 import subprocess
 import sys
 import time
@@ -197,16 +198,18 @@ def step_healthy_short(b: Bench, hi: str) -> None:
 def start_hog(b: Bench) -> subprocess.Popen[str] | None:
     """bench/gpu_hog.py on the last GPU, waited for until its first kernel ran."""
     cmd = [sys.executable, str(ROOT / "bench" / "gpu_hog.py"), "--device", str(b.ngpus - 1), "--seconds", "60"]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     assert p.stderr is not None
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        line = p.stderr.readline()
+        ready, _, _ = select.select([p.stderr], [], [], max(0.0, deadline - time.monotonic()))
+        line = p.stderr.readline() if ready else ""
         if "running on device" in line:
             return p
         if not line and p.poll() is not None:
             return None
     p.terminate()
+    p.wait(timeout=30)
     return None
 
 
