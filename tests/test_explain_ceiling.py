@@ -214,7 +214,10 @@ def test_nccl_table_ceiling_from_a_log(h100):
 
 
 def test_unknowns_say_why(h100):
-    assert "no bandwidth model for gather" in expected_ceiling([h100], "gather", 8).unknown
+    assert "no bandwidth model for hypercube" in expected_ceiling([h100], "hypercube", 8).unknown
+    assert "no bandwidth model for gather across hosts" in expected_ceiling([h100, h100], "gather", 16).unknown
+    g = expected_ceiling([h100], "gather", 8)  # one host: the root's own link
+    assert (g.algorithm, g.bound, g.ceiling) == ("P2P", "NVLink", pytest.approx(370.8))
     assert expected_ceiling([], "all_reduce", 8).unknown == "no topology facts"
     assert "single rank" in expected_ceiling([h100.only([h100.gpus[0].pci_bus_id])], "all_reduce", 1).unknown
     broken = dataclasses.replace(h100, gpus=[dataclasses.replace(g, nvlink_active=None,

@@ -69,6 +69,10 @@ PAT_EFFICIENCY = 0.75
 NVLS_MAX_ARITY = 32  # NCCL_MAX_NVLS_ARITY (src/include/device.h, v2.23.4-1 .. v2.30.7-1)
 RING_LIKE = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
 POINT_TO_POINT = ("alltoall", "sendrecv")
+# scatter / gather: the root's link carries the (n-1)/n of the data that busbw counts (nccl-tests' factor),
+# so on one host the root GPU's own link bounds them; measured at 99-102 % of it on 2 and 4 H100 and H200
+# (bench/results/gpu-h100x4-2026-11-26/parity-*gpu.md).  Across hosts no model: the root's NIC share.
+ROOTED = ("scatter", "gather")
 
 
 def _version(text: str | None) -> tuple[int, ...] | None:
@@ -542,7 +546,10 @@ def expected_ceiling(hosts: Sequence[HostTopology], collective: str, nranks: int
         pred = nccl_table_ceiling(tuning_table, collective, nranks, algorithm)
         if pred:
             out.nccl_predicted, out.nccl_predicted_text = pred
-    if collective not in RING_LIKE + POINT_TO_POINT:
+    if collective in ROOTED and nnodes > 1:
+        out.unknown = f"no bandwidth model for {collective} across hosts"
+        return out
+    if collective not in RING_LIKE + POINT_TO_POINT + ROOTED:
         out.unknown = f"no bandwidth model for {collective}"
         return out
     if not hosts:
@@ -639,7 +646,7 @@ def _choose_algorithm(hosts: Sequence[HostTopology], collective: str, nranks: in
                       cc: tuple[int, int] | None) -> tuple[str, str]:
     allowed = allowed_algorithms(env.get("NCCL_ALGO", ""), collective)
     source = "NCCL_ALGO" if allowed is not None else "predicted"
-    if collective in POINT_TO_POINT:
+    if collective in POINT_TO_POINT + ROOTED:
         return "P2P", "NCCL's send/recv"
     if collective != "all_reduce":
         return "Ring", source
