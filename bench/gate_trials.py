@@ -64,11 +64,11 @@ import gate_false_alarms as gfa  # noqa: E402  (bench/: the namespace+tbf setup 
 from provenance import commit  # noqa: E402  (bench/: the one answer to 'which commit is this tree')
 
 PY = sys.executable
-# 8 B .. 2 MiB by 2, -n 30: small sizes cost ~25 us an op over veth, so 30 iterations are cheap
+# 8 B .. 2 MiB by 2, -n 40: small sizes cost ~25 us an op over veth, so 40 iterations are cheap
 # there (whole runs of small-message time moved 6.1 % at -n 40 against 17.7 % at -n 12:
 # bench/results/gate-false-alarms.md, gate-trials-cpu-2026-11-26-quiet.md); the plateau (top
-# quarter, 128 KiB..2 MiB) is set by the shaped links; about 5 s a run.
-CPU_ARGS = "-b 8 -e 2M -f 2 -n 30 -w 3"
+# quarter, 128 KiB..2 MiB) is set by the shaped links; about 6 s a run.
+CPU_ARGS = "-b 8 -e 2M -f 2 -n 40 -w 3"
 GPU_TEST = ["all_reduce_perf", "-b", "8", "-e", "64M", "-f", "2", "-n", "20", "-w", "5", "-c", "0",
             "--backend", "nccl"]
 DRY_TEST = ["all_reduce_perf", "-b", "8", "-e", "256K", "-f", "4", "-n", "2", "-w", "1", "-c", "0",
@@ -394,6 +394,25 @@ def _figure_of(kind: str) -> str:
     return "latency" if kind == "lat30" else "plateau busbw"
 
 
+def good_run_shifts(out: Path, runs: dict) -> dict:
+    """Whole-run shift of each figure over the good runs (noise.shift_sigma, leave one out, one
+    standard deviation per run, %) and its dof: what a prior for this machine would carry."""
+    from ncclbench.store import ResultStore, noise, stats
+
+    ids = [v["run"] for _, v in sorted(runs.get("good", {}).items(), key=lambda kv: int(kv[0]))]
+    if len(ids) < 3:
+        return {}
+    with ResultStore(out / "runs.sqlite", create=False) as store:
+        values = [next(iter(stats.run_values(store.get_run(r).rows).values())) for r in ids]
+    sizes = sorted(set.intersection(*(set(v) for v in values)))
+    found = {}
+    for figure, chosen in (("plateau busbw", stats.plateau_sizes(sizes)), ("latency", stats.latency_sizes(sizes))):
+        s = noise.shift_sigma(values, chosen) if chosen else None
+        if s is not None:
+            found[figure] = {"shift_pct": round(100 * s, 2), "dof": len(ids) - 1}
+    return found
+
+
 def _verdict(g) -> dict:
     return {"status": g.status, "exit_code": g.exit_code, "figures": [
         {"figure": j.figure, "worse_pct": round(j.worse_pct, 2), "limit_pct": round(min(j.limit_pct, 1e6), 2),
@@ -453,6 +472,11 @@ def report(doc: dict) -> str:
             if fs:
                 lines.append(f"| {label} | {figure} | {_med([f['worse_pct'] for f in fs])} | "
                              f"{_med([f['limit_pct'] for f in fs])} | {_med([f['noise_pct'] for f in fs])} |")
+    shifts = doc.get("good_run_shifts") or {}
+    if shifts:
+        lines += ["", "Whole-run shift of the good runs (leave one out, 1 sd per run; what a prior for this machine "
+                  "would carry): " + "; ".join(f"{f} {x['shift_pct']:.2f} % on {x['dof']} dof" for f, x in shifts.items())
+                  + "."]
     if m.get("not_run"):
         lines += ["", "Not run (budget spent): " + ", ".join(m["not_run"]) + "."]
     return "\n".join(lines) + "\n"
@@ -504,7 +528,7 @@ def main() -> int:
         doc = json.loads((out / "gate-trials.json").read_text())
         doc["meta"]["judged_with_commit"] = args.commit or commit()
         trials = max([int(r) for d in doc["runs"].values() for r in d] + [1])
-        doc.update(judge(out, trials, doc["runs"]))
+        doc.update(judge(out, trials, doc["runs"]), good_run_shifts=good_run_shifts(out, doc["runs"]))
         return _write(doc, out, args.results)
     out.mkdir(parents=True, exist_ok=True)
     setup = make_setup(args, out)
@@ -519,7 +543,8 @@ def main() -> int:
                     "collect_s": round(time.monotonic() - clock.t0, 1), "not_run": clock.skipped,
                     "nruns": sum(len(d) for d in got["runs"].values()),
                     "load": f"{min(loads):.1f} .. {max(loads):.1f}, median {statistics.median(loads):.1f}"},
-           "runs": got["runs"], "calibration": got["calibration"], **judge(out, args.trials, got["runs"])}
+           "runs": got["runs"], "calibration": got["calibration"], **judge(out, args.trials, got["runs"]),
+           "good_run_shifts": good_run_shifts(out, got["runs"])}
     return _write(doc, out, args.results)
 
 
