@@ -289,3 +289,43 @@ def test_a_short_history_does_not_judge_small_message_time_tighter_than_its_reco
     g30 = gate(jumped, long[-1], max_drop_pct=5, history=long[:-1])
     lat30 = next(j for j in g30.judgements if j.figure == "latency")
     assert lat30.failed and g30.exit_code == 7, format_gate(g30)
+
+
+def _only(run, keep):
+    new = copy.deepcopy(run)
+    new.rows = [r for r in new.rows if keep(r.size)]
+    new.content_hash += "-cut"
+    return new
+
+
+def _retyped(run, dtype: str):
+    new = copy.deepcopy(run)
+    for r in new.rows:
+        r.type = dtype
+    new.content_hash += f"-{dtype}"
+    return new
+
+
+def test_a_baseline_of_another_backend_datatype_or_one_size_and_a_short_candidate_are_refused(tmp_path, capsys):
+    """Issue 31's bad input: each is another measurement, not a slower one -- one line, exit 255, nothing
+    judged (before: a GPU baseline judged a CPU run, a half-precision run 'had no sizes in common', a
+    one-size baseline and a candidate without the plateau's sizes were judged on whatever remained)."""
+    base, run = cpu_run(1.6), cpu_run(1.6)
+    gpu = cpu_run(1.6)
+    gpu.info.backend = "nccl"
+    cases = [((run, gpu), "backend mpi.*backend nccl.*another backend"),
+             ((_retyped(run, "half"), base), r"\(half sum\) against the baseline \(.*, float sum\): no datatype"),
+             ((run, _only(base, lambda s: s == 64 * MiB)), r"the baseline measured one size \(64 MiB\)"),
+             ((_only(run, lambda s: s <= 1 << 30), base), r"lacks 3 of the sizes .*\(2 GiB\.\.8 GiB\)")]
+    for (r, b), pattern in cases:
+        with pytest.raises(ArgumentError, match=pattern):
+            gate(r, b)
+    db = tmp_path / "r.sqlite"
+    _store(db, [base, gpu, _only(base, lambda s: s == 64 * MiB), _only(run, lambda s: s <= 1 << 30)])
+    d = ["--db", str(db)]
+    for argv, needle in ((["check", "1", "--against", "2"], "another backend"),
+                         (["check", "1", "--against", "3"], "measured one size"),
+                         (["check", "4", "--against", "1"], "lacks 3 of the sizes")):
+        assert ncclbench_main([*argv, *d]) == 255, argv
+        err = capsys.readouterr().err
+        assert needle in err and len(err.strip().splitlines()) == 1, err

@@ -23,7 +23,9 @@ def add_arguments(parser: CommandParser) -> None:
     parser.epilog = ("What is judged: " + GATE_DEFINITION.replace("%", "%%") + ".  Exit status: 0 ok, 7 regression, "
                      "9 not judged (an unstable candidate: re-run; or cannot confirm: the baseline's noise is wider than the "
                      "limit asked), 255 bad arguments or a baseline that is no "
-                     "reference for RUN (another collective or rank count, another ncclbench release, one rank).")
+                     "reference for RUN (another collective, rank count, backend, datatype or operation, another "
+                     "ncclbench release, one rank, a baseline of one size, a RUN missing sizes of the baseline's "
+                     "figures).")
     add_db_option(parser)
     parser.add_argument("run", metavar="RUN", help=REF_HELP)
     parser.add_argument("--against", required=True, metavar="NAME",

@@ -285,25 +285,73 @@ def _release(version: str) -> tuple[str, ...]:
 
 
 def refuse_baseline(run: RunLike, baseline: RunLike, history: Sequence[RunLike] = ()) -> None:
-    """A baseline that is another test is no reference: another collective, another
-    rank count, runs recorded by another ncclbench release (the timed loop and what a
-    row means may differ), a run of one rank.  ArgumentError, one line, nothing judged."""
+    """A baseline that is another test is no reference: another collective, another rank
+    count, backend, datatype or operation, runs recorded by another ncclbench release (the
+    timed loop and what a row means may differ), a run of one rank, a baseline of one size, a
+    checked run missing sizes the baseline's figures are made of.  ArgumentError, one line
+    (exit 255), nothing judged."""
     refuse_one_rank(run, baseline, *history)
     for ref in (baseline, *history):
         what = "the baseline" if ref is baseline else f"the baseline's {ref.label}"
-        if ref.options.collective != run.options.collective:
-            raise ArgumentError(f"cannot check {run.label} ({run.info.program}) against {what} ({ref.label}, "
-                                f"{ref.info.program}): different collectives")
-        if ref.info.nranks != run.info.nranks:
-            raise ArgumentError(f"cannot check {run.label} ({run.info.nranks} ranks) against {what} ({ref.label}, "
-                                f"{ref.info.nranks} ranks): a baseline of another rank count is another test; "
-                                f"set a baseline of {run.info.nranks}-rank runs")
-        ours = {r.info.backend for r in (run, ref)} <= {"nccl", "mpi"}
-        if ours and ref.info.version and run.info.version and \
-                _release(ref.info.version) != _release(run.info.version):
-            raise ArgumentError(f"cannot check {run.label} (ncclbench {run.info.version}) against {what} "
-                                f"({ref.label}, ncclbench {ref.info.version}): runs of another release may be "
-                                "timed differently; set a baseline recorded by this release")
+        _refuse_other_test(run, ref, what)
+        _refuse_other_series(run, ref, what)
+    _refuse_missing_sizes(run, baseline)
+
+
+def _refuse_other_test(run: RunLike, ref: RunLike, what: str) -> None:
+    """Another collective, rank count, backend or ncclbench release."""
+    head = f"cannot check {run.label}"
+    if ref.options.collective != run.options.collective:
+        raise ArgumentError(f"{head} ({run.info.program}) against {what} ({ref.label}, {ref.info.program}): "
+                            "different collectives")
+    if ref.info.nranks != run.info.nranks:
+        raise ArgumentError(f"{head} ({run.info.nranks} ranks) against {what} ({ref.label}, {ref.info.nranks} "
+                            f"ranks): a baseline of another rank count is another test; set a baseline of "
+                            f"{run.info.nranks}-rank runs")
+    ours = {r.info.backend for r in (run, ref)} <= {"nccl", "mpi"}
+    if ours and ref.info.backend != run.info.backend:
+        raise ArgumentError(f"{head} (backend {run.info.backend}) against {what} ({ref.label}, backend "
+                            f"{ref.info.backend}): another backend is another machine's numbers; set a baseline "
+                            f"of --backend {run.info.backend} runs")
+    if ours and ref.info.version and run.info.version and _release(ref.info.version) != _release(run.info.version):
+        raise ArgumentError(f"{head} (ncclbench {run.info.version}) against {what} ({ref.label}, ncclbench "
+                            f"{ref.info.version}): runs of another release may be timed differently; set a "
+                            "baseline recorded by this release")
+
+
+def _labels(run: RunLike) -> dict[tuple[str, str, int], str]:
+    return {s.key: s.label for s in stats.series_of(run.rows)}
+
+
+def _refuse_other_series(run: RunLike, ref: RunLike, what: str) -> None:
+    """No (datatype, operation, root) in common: another measurement, not a slower one."""
+    mine, theirs = _labels(run), _labels(ref)
+    if mine and theirs and not set(mine) & set(theirs):
+        raise ArgumentError(f"cannot check {run.label} ({', '.join(mine.values())}) against {what} ({ref.label}, "
+                            f"{', '.join(theirs.values())}): no datatype and operation in common; set a baseline "
+                            "of the same -d/-o")
+
+
+def _refuse_missing_sizes(run: RunLike, baseline: RunLike) -> None:
+    """A baseline of one size has no plateau and latency floor to judge; a checked run that lacks
+    sizes of the baseline's figures would be judged on other figures than the baseline's."""
+    for key, sizes in _sizes(baseline).items():
+        if len(sizes) == 1:
+            raise ArgumentError(f"cannot check against {baseline.label}: the baseline measured one size "
+                                f"({human_size(sizes[0])}), and the gate judges figures over sizes (the plateau, "
+                                "the latency floor); set a baseline of a sweep (-b 8 -e 64M), or use `compare`")
+        have = set(_sizes(run).get(key, sizes))
+        figure = set(stats.plateau_sizes(sizes)) | set(stats.latency_sizes(sizes))
+        missing = sorted(figure - have)
+        if missing:
+            raise ArgumentError(f"cannot check {run.label} against {baseline.label}: it lacks {len(missing)} of the "
+                                f"sizes the baseline's figures are made of ({human_size(missing[0])}"
+                                f"{'..' + human_size(missing[-1]) if len(missing) > 1 else ''}); run the "
+                                "baseline's sweep (-b/-e/-f) to the end")
+
+
+def _sizes(run: RunLike) -> dict[tuple[str, str, int], list[int]]:
+    return {s.key: s.sizes for s in stats.series_of(run.rows)}
 
 
 def refuse_as_baseline(runs: Sequence[RunLike]) -> None:
