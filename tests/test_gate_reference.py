@@ -329,3 +329,22 @@ def test_a_baseline_of_another_backend_datatype_or_one_size_and_a_short_candidat
         assert ncclbench_main([*argv, *d]) == 255, argv
         err = capsys.readouterr().err
         assert needle in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_compare_marks_change_with_the_gates_noise_not_a_2_percent_floor():
+    """Issue 32 item 4: two identical CPU runs had 20 of 24 sizes marked beyond noise (a 2 % floor).
+    The marker uses the gate's noise for that size (the prior here: one run, no cycles), so identical
+    runs whose sizes scatter 3 % mark none, and a size 4x slower is still marked."""
+    rng = random.Random(41)
+    a, b = cpu_run(1.6, rng, scatter=0.03), cpu_run(1.6, rng, scatter=0.03)
+    c = compare_runs(a, b)
+    assert [d.size for sc in c.series for d in sc.sizes if d.time_beyond] == []
+    slow = copy.deepcopy(b)
+    for r in slow.rows:
+        if r.size == 1024:
+            slow_down(r, 4.0)
+    marked = [d for sc in compare_runs(a, slow).series for d in sc.sizes if d.time_beyond]
+    assert [d.size for d in marked] == [1024] and marked[0].verdict == "SLOWER"
+    # the threshold printed is the gate's: --every-size judges that size against the same noise
+    j = next(j for j in gate(slow, a, every_size=True).judgements if j.figure == "size 1024")
+    assert marked[0].time_noise == pytest.approx(100 * math.expm1(j.noise.multiple * j.noise.sigma))

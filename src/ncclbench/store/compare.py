@@ -162,6 +162,7 @@ def compare_runs(a: RunLike, b: RunLike, placement: str = "out_of_place", *,
         if r.status != "complete":
             warnings.append(f"{r.label} is {r.status}: only its recorded sizes are compared")
     out = []
+    size_noise = _SizeNoise(a, placement)
     for sa, sb in _match(stats.series_of(a.rows, placement), stats.series_of(b.rows, placement),
                          warnings, fuzzy=not strict):
         sizes = sorted(set(sa.sizes) | set(sb.sizes))
@@ -172,8 +173,9 @@ def compare_runs(a: RunLike, b: RunLike, placement: str = "out_of_place", *,
             if pa and pb:
                 d.busbw_delta = stats.delta_pct(pa.busbw, pb.busbw)
                 d.time_delta = stats.delta_pct(pa.time_us, pb.time_us)
-                d.busbw_noise = stats.noise_pct(pa, pb, "busbw")
-                d.time_noise = stats.noise_pct(pa, pb, "time")
+                beyond = size_noise.pct(sa.key, size)
+                d.busbw_noise = max(beyond, stats.resolution_pct(pa.busbw, pb.busbw))
+                d.time_noise = max(beyond, stats.resolution_pct(pa.time_us, pb.time_us))
             deltas.append(d)
         common = sorted(set(sa.sizes) & set(sb.sizes))
         psizes = [s for s in stats.plateau_sizes(sa.sizes) if s in common]
@@ -187,6 +189,28 @@ def compare_runs(a: RunLike, b: RunLike, placement: str = "out_of_place", *,
         raise ArgumentError(f"nothing to compare: {a.label} and {b.label} have no "
                             f"{'series and ' if not out else ''}sizes in common")
     return Comparison(a.label, b.label, describe(a), describe(b), placement, out, warnings)
+
+
+class _SizeNoise:
+    """The change one size must exceed to be marked by `compare`: the gate's own noise for that
+    size judged on its own (`reference_noise`, as --every-size: A's -N cycles, else its -I samples,
+    else the prior for the backend, system and size class), times the gate's multiple.  A per-size
+    CV floor of 2 % marked 20 of 24 sizes of two identical CPU runs (issue 32 item 4)."""
+
+    def __init__(self, a: RunLike, placement: str):
+        self.a, self.placement = a, placement
+        self.values = stats.run_values(a.rows, placement)
+        self.cycles = stats.cycle_values(a.rows, placement)
+        self.iters = stats.iteration_noise(a.rows, placement)
+        self.system = _system(a)
+
+    def pct(self, key: tuple[str, str, int], size: int) -> float:
+        metric = "time" if size <= stats.LATENCY_MAX_SIZE else "busbw"
+        per_run = [self.values[key]] if key in self.values else []
+        nz = reference_noise([size], per_run, self.cycles.get(key, []), self.a.info.backend, metric, single=True,
+                             iters=_iteration_sigma(self.iters.get(key, {}), [size]), system=self.system,
+                             n_iters=self.a.options.iters)
+        return 100.0 * math.expm1(nz.multiple * nz.sigma) if nz.sigma is not None else stats.MIN_NOISE_PCT
 
 
 # ---------------------------------------------------------------- formatting
@@ -219,8 +243,9 @@ def _summary_lines(sc: SeriesComparison) -> list[str]:
 def format_comparison(c: Comparison) -> str:
     place = c.placement.replace("_", "-")
     lines = [f"A = {c.a_desc}", f"B = {c.b_desc}",
-             f"{place}; delta = (B - A) / A; '*' = beyond noise (max of 2%, per-iteration CV "
-             "or -N spread, printed resolution)"]
+             f"{place}; delta = (B - A) / A; '*' = beyond noise: the change the gate needs to see at that size "
+             "(`check --every-size`: A's -N cycles, -I samples or the prior for its backend and system, times "
+             "the gate's multiple), or the printed resolution"]
     lines += [f"warning: {w}" for w in c.warnings]
     head = "%12s  %9s  %9s  %8s  %9s  %9s  %8s  %6s  %s" % (
         "size", "busbw A", "busbw B", "delta", "time A", "time B", "delta", "noise", "")

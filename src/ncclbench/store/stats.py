@@ -157,13 +157,6 @@ def resolution_pct(a: float, b: float, step: float = 0.01) -> float:
     return math.inf if lo == 0 else 100.0 * step / lo
 
 
-def noise_pct(a: Point, b: Point, metric: str) -> float:
-    """Deltas below this are noise: max(2%, observed spread of either run,
-    resolution of the printed value)."""
-    va, vb = (a.busbw, b.busbw) if metric == "busbw" else (a.time_us, b.time_us)
-    return max(MIN_NOISE_PCT, a.spread_pct, b.spread_pct, resolution_pct(va, vb))
-
-
 def delta_pct(a: float | None, b: float | None) -> float | None:
     if a is None or b is None or math.isnan(a) or math.isnan(b) or a == 0:
         return None
