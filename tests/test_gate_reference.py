@@ -109,12 +109,12 @@ def test_a_jittery_one_run_baseline_widens_its_assumed_noise():
 
 
 def test_cpu_small_message_prior_is_the_recorded_whole_run_shift():
-    """A one-run baseline on the CPU backend: whole runs of small-message time shift 17.7 %
-    (1 sd) on a quiet VM (the recorded figure the prior cites).  An identical run whose
+    """A one-run baseline on the CPU backend: whole runs of small-message time shift 17.7-29.1 %
+    (1 sd) on the shared VM (the recorded figures the prior cites).  An identical run whose
     small sizes all came out 38 % slower (trial 10 of the quiet gate trials, judged a
-    regression against the old 7 %) is ok; small sizes 3x slower still fail."""
+    regression against the old 7 %) is ok; small sizes 4x slower still fail."""
     prior = noise.PRIORS[("cpu", "latency")]
-    assert prior.sigma == pytest.approx(0.18) and "17.7 %" in prior.evidence
+    assert prior.sigma == pytest.approx(0.29) and "17.7 %" in prior.evidence and "29.1 %" in prior.evidence
     rng = random.Random(31)
     base = cpu_run(1.6, rng, scatter=0.01)
     shifted = cpu_run(1.6, rng, scatter=0.01, small=1.38)
@@ -123,7 +123,7 @@ def test_cpu_small_message_prior_is_the_recorded_whole_run_shift():
     assert j.limit_pct == pytest.approx(100 * math.expm1(noise.noise_multiple(prior.dof) * prior.sigma * math.sqrt(2)),
                                         rel=1e-3)
     assert 38 - 1 < j.worse_pct < j.limit_pct
-    g = gate(cpu_run(1.6, rng, scatter=0.01, small=3.0), base)
+    g = gate(cpu_run(1.6, rng, scatter=0.01, small=4.0), base, max_drop_pct=25)
     assert g.exit_code == 7 and [f.figure for f in g.failures] == ["latency"]
 
 
@@ -275,18 +275,21 @@ def test_a_short_history_does_not_judge_small_message_time_tighter_than_its_reco
     time agreed within 3 % failed a fourth identical run whose small sizes were 34 % slower -- a
     whole-run jump of the kind the CPU backend's recorded 17.7 % shift is made of.  Their 2 dof
     update the prior's 20 (the recorded shift keeps its weight, printed with its source), so the
-    jump is within the noise; many tight runs (60) outweigh the prior and catch the same jump."""
+    jump is within the noise, and so is a jump of 60 %, which many tight runs (60) outweighing the
+    prior catch."""
     rng = random.Random(7)
     history = [cpu_run(1.6, rng, scatter=0.005, small=1.0 + 0.01 * i) for i in range(3)]
     jumped = cpu_run(1.6, rng, scatter=0.005, small=1.34)
     g = gate(jumped, history[-1], max_drop_pct=5, history=history[:-1])
     lat = next(j for j in g.judgements if j.figure == "latency")
     assert not lat.failed and g.exit_code != 7, format_gate(g)
-    assert "pooled with the prior 18% per run on 20 dof" in lat.noise.source and lat.noise.dof == 22
+    assert "pooled with the prior 29% per run on 20 dof" in lat.noise.source and lat.noise.dof == 22
     bw = next(j for j in g.judgements if j.figure == "plateau busbw")
-    assert "18%" not in bw.noise.source
+    assert "29%" not in bw.noise.source
+    far = cpu_run(1.6, rng, scatter=0.005, small=1.6)
+    assert not next(j for j in gate(far, history[-1], history=history[:-1]).judgements if j.figure == "latency").failed
     long = [cpu_run(1.6, rng, scatter=0.005, small=1.0 + 0.003 * (i % 3)) for i in range(60)]
-    g30 = gate(jumped, long[-1], max_drop_pct=5, history=long[:-1])
+    g30 = gate(far, long[-1], max_drop_pct=5, history=long[:-1])
     lat30 = next(j for j in g30.judgements if j.figure == "latency")
     assert lat30.failed and g30.exit_code == 7, format_gate(g30)
 
@@ -316,7 +319,7 @@ def test_a_baseline_of_another_backend_datatype_or_one_size_and_a_short_candidat
     cases = [((run, gpu), "backend mpi.*backend nccl.*another backend"),
              ((_retyped(run, "half"), base), r"\(half sum\) against the baseline \(.*, float sum\): no datatype"),
              ((run, _only(base, lambda s: s == 64 * MiB)), r"the baseline measured one size \(64 MiB\)"),
-             ((_only(run, lambda s: s <= 1 << 30), base), r"lacks 3 of the sizes .*\(2 GiB\.\.8 GiB\)")]
+             ((_only(run, lambda s: s <= 1 << 30), base), r"lacks 2 of the sizes .*\(4 GiB\.\.8 GiB\)")]
     for (r, b), pattern in cases:
         with pytest.raises(ArgumentError, match=pattern):
             gate(r, b)
@@ -325,7 +328,7 @@ def test_a_baseline_of_another_backend_datatype_or_one_size_and_a_short_candidat
     d = ["--db", str(db)]
     for argv, needle in ((["check", "1", "--against", "2"], "another backend"),
                          (["check", "1", "--against", "3"], "measured one size"),
-                         (["check", "4", "--against", "1"], "lacks 3 of the sizes")):
+                         (["check", "4", "--against", "1"], "lacks 2 of the sizes")):
         assert ncclbench_main([*argv, *d]) == 255, argv
         err = capsys.readouterr().err
         assert needle in err and len(err.strip().splitlines()) == 1, err

@@ -208,8 +208,7 @@ class _SizeNoise:
         metric = "time" if size <= stats.LATENCY_MAX_SIZE else "busbw"
         per_run = [self.values[key]] if key in self.values else []
         nz = reference_noise([size], per_run, self.cycles.get(key, []), self.a.info.backend, metric, single=True,
-                             iters=_iteration_sigma(self.iters.get(key, {}), [size]), system=self.system,
-                             n_iters=self.a.options.iters)
+                             iters=_iteration_sigma(self.iters.get(key, {}), [size]), system=self.system)
         return 100.0 * math.expm1(nz.multiple * nz.sigma) if nz.sigma is not None else stats.MIN_NOISE_PCT
 
 
@@ -387,11 +386,11 @@ def refuse_as_baseline(runs: Sequence[RunLike]) -> None:
     refuse_baseline(runs[-1], runs[-1], runs[:-1])
 
 
-def detectable(nruns: int, backend: str, system: str | None, size_class: str, iters: int | None = None) -> float:
+def detectable(nruns: int, backend: str, system: str | None, size_class: str) -> float:
     """The smallest change (% worse) a baseline of `nruns` runs lets the gate detect in a size
     class, if its runs move as the prior for the backend and system says: the prior's noise on
     its dof plus the runs' (noise.posterior with the prior's own sigma), a checked run of one."""
-    prior = noise.prior_for(backend, size_class, system, iters)
+    prior = noise.prior_for(backend, size_class, system)
     measured = prior.sigma if nruns >= 2 else None
     post = noise.posterior(prior, measured, nruns - 1, "runs")
     spread = post.sigma * math.sqrt(1 + noise.median_variance(nruns))
@@ -401,15 +400,14 @@ def detectable(nruns: int, backend: str, system: str | None, size_class: str, it
 def baseline_noise_note(run: RunLike, nruns: int) -> str:
     """What a baseline of `nruns` runs lets the gate see (for `baseline set`): the smallest plateau
     drop and latency rise it detects at that size and at 5 and 10 runs, from the prior."""
-    backend, system, iters = run.info.backend, _system(run), run.options.iters
+    backend, system = run.info.backend, _system(run)
 
     def at(n: int) -> str:
         return (f"{n} run{'s' if n != 1 else ''}: a plateau drop of "
-                f"{detectable(n, backend, system, 'bandwidth', iters):.1f}%, a latency rise of "
-                f"{detectable(n, backend, system, 'latency', iters):.1f}%")
+                f"{detectable(n, backend, system, 'bandwidth'):.1f}%, a latency rise of "
+                f"{detectable(n, backend, system, 'latency'):.1f}%")
     more = "; ".join(at(n) for n in (5, 10) if n > nruns)
-    return (f"the gate detects, if these runs move as recorded for {backend} on {system} at -n {iters}, with "
-            f"{at(nruns)}"
+    return (f"the gate detects, if these runs move as recorded for {backend} on {system}, with {at(nruns)}"
             + (f" (with {more}: `baseline set NAME RUN --runs 5`)" if more else ""))
 
 
@@ -417,7 +415,7 @@ def baseline_noise_note(run: RunLike, nruns: int) -> str:
 
 
 GATE_DEFINITION = (
-    'per series, two figures are judged: the plateau busbw (the top quarter of sizes, or those >= 64 MiB) and'
+    'per series, two figures are judged: the plateau busbw (the sizes within a factor of 4 of the largest) and'
     " the latency floor (sizes <= 64 KiB); each figure's change is the median of its sizes' changes in time, "
     'and it fails when worse by more than the limit and by more than 2.58 standard deviations of its noise '
     "(more when the noise was measured on few runs: Student's t at the same one-sided 0.995).  The noise "
@@ -621,7 +619,6 @@ def gate(run: RunLike, baseline: RunLike, max_drop_pct: float = 5.0,
     iter_a = stats.iteration_noise(baseline.rows, placement)
     backend = baseline.info.backend
     system = _system(baseline)
-    n_iters = min(r.options.iters for r in refs)  # -n of the baseline's runs: its noise is theirs
     judgements: list[Judgement] = []
     for sc in c.series:
         ka, kb = sc.key_a, sc.key_b
@@ -650,7 +647,7 @@ def gate(run: RunLike, baseline: RunLike, max_drop_pct: float = 5.0,
             single = figure.startswith("size ")
             iters = _iteration_sigma(iter_a.get(ka, {}), sizes)
             nz = reference_noise(sorted(ratios), per_run, cyc_a, backend, metric, single=single, iters=iters,
-                                 system=system, n_iters=n_iters)
+                                 system=system, rough_sizes=_class_sizes(ref, metric))
             limit = _limit(user_pct, nz, metric)
             worse = _worse_pct(change, metric)
             unstable = None if single or worse > limit else \
@@ -663,6 +660,12 @@ def gate(run: RunLike, baseline: RunLike, max_drop_pct: float = 5.0,
         raise ArgumentError(f"nothing to check: {run.label} and the baseline share no sizes "
                             "<= 64 KiB and none of the baseline's large sizes")
     return GateResult(c, max_drop_pct, max_rise_pct, judgements, len(refs))
+
+
+def _class_sizes(ref: dict[int, float], metric: str) -> list[int]:
+    """The reference's sizes of a figure's size class: > 64 KiB for busbw, <= 64 KiB for time."""
+    big = metric == "busbw"
+    return sorted(s for s in ref if (s > stats.LATENCY_MAX_SIZE) == big)
 
 
 def _system(run: RunLike) -> str:
@@ -683,22 +686,23 @@ def _iteration_sigma(a: dict[int, float], sizes: list[int]) -> float | None:
 
 def reference_noise(sizes: list[int], per_run: list[dict[int, float]], cyc_a: list[dict[int, float]],
                     backend: str, metric: str, *, single: bool = False, iters: float | None = None,
-                    system: str | None = None, n_iters: int | None = None) -> Noise:
+                    system: str | None = None, rough_sizes: list[int] | None = None) -> Noise:
     """The noise of one figure's change, from the reference alone (see store/noise.py): the
     prior for the backend, system and size class, updated by what the baseline measured
     (`noise.posterior`): its history's whole-run shifts (2 runs or more), else its -N
     cycles' (2 or more).  Without either: for one size its -I samples, else the prior
-    alone, or the baseline's own size-to-size roughness where larger ("assumed")."""
+    alone, or the baseline's own size-to-size roughness where larger ("assumed"; over
+    `rough_sizes`, the figure's size class: a plateau of 2 sizes shows no roughness)."""
     size_class = "bandwidth" if metric == "busbw" else "latency"
     measured = _measured_shift(sizes, per_run, cyc_a, single)
     if measured is not None:
         shift, dof, what, n_ref = measured
-        post = noise.posterior(noise.prior_for(backend, size_class, system, n_iters), shift, dof, what)
+        post = noise.posterior(noise.prior_for(backend, size_class, system), shift, dof, what)
         return noise.combine(post.sigma, post.source, n_ref, 1, shift_dof=post.dof)
     if iters is not None:
         return Noise(iters, "the baseline's -I samples of this size (noise of whole runs unknown)", False, None)
-    rough = None if single else noise.pooled([noise.roughness(r, sizes) for r in per_run])
-    return noise.assumed_noise(backend, size_class, rough, system, n_iters)
+    rough = None if single else noise.pooled([noise.roughness(r, rough_sizes or sizes) for r in per_run])
+    return noise.assumed_noise(backend, size_class, rough, system)
 
 
 def _measured_shift(sizes: list[int], per_run: list[dict[int, float]], cyc_a: list[dict[int, float]],
