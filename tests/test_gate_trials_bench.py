@@ -87,3 +87,21 @@ def test_dry_collection_stops_at_its_budget_and_records_provenance(tmp_path):
     assert m["not_run"] and any(x.startswith("round") or x.startswith("seed") for x in m["not_run"])
     assert "Not run (budget spent):" in md and "Commit feedbee" in md
     assert m["nruns"] < 5 + 2  # the budget cut the seeds or the calibration short
+
+
+class _Refusing:
+    """A setup whose every run fails (a setting the library refuses)."""
+
+    def candidates(self, figure: str) -> list:
+        return [gt.Setting(f"{figure} knob", {"X": "1"})]
+
+    def run(self, s, db, log) -> dict:
+        raise gt.RunFailed("rc 3: ncclInvalidUsage")
+
+
+def test_a_failing_candidate_is_reported_and_does_not_end_the_collection(tmp_path):
+    cal = gt.calibrate(_Refusing(), tmp_path / "r.sqlite", None, [], gt.Clock(60.0))
+    tried = [m["setting"] for ms in cal["measured"].values() for m in ms]
+    assert tried == ["plateau busbw knob (run failed: rc 3: ncclInvalidUsage)",
+                     "latency knob (run failed: rc 3: ncclInvalidUsage)"]
+    assert set(cal["chosen"].values()) == {None}  # nothing landed: every injected case says so

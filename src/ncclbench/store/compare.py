@@ -795,7 +795,7 @@ def format_gate(g: GateResult, baseline_name: str | None = None) -> str:
              f"({noise.Z_KNOWN:g} standard deviations, more when measured on few runs)"]
     lines += [f"warning: {w}" for w in c.warnings]
     if g.assumed:
-        lines.append("note: the baseline carries no noise of its own (one run, fewer than 3 -N cycles): its noise "
+        lines.append("note: the baseline carries no noise of its own (one run, no -N cycles): its noise "
                      "is assumed from recorded figures; give it a history (`ncclbench baseline set NAME RUN "
                      "--runs 5`) or run with -N 5")
     for j in g.judgements:
