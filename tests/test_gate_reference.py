@@ -351,3 +351,18 @@ def test_compare_marks_change_with_the_gates_noise_not_a_2_percent_floor():
     # the threshold printed is the gate's: --every-size judges that size against the same noise
     j = next(j for j in gate(slow, a, every_size=True).judgements if j.figure == "size 1024")
     assert marked[0].time_noise == pytest.approx(100 * math.expm1(j.noise.multiple * j.noise.sigma))
+
+
+def test_a_plateau_of_two_sizes_still_sees_an_unstable_candidate():
+    """The plateau is 2 sizes (4 and 8 GiB) here: the checked run's roughness is read over its bandwidth
+    sizes (> 64 KiB), so a candidate whose large sizes scatter 80 % (the baseline's 2 %) is not 'ok'."""
+    rng = random.Random(43)
+    runs = [cpu_run(1.6, rng, scatter=0.02) for _ in range(3)]
+    jumpy = copy.deepcopy(runs[-1])
+    for i, r in enumerate(jumpy.rows):
+        if r.size > 64 * KiB and r.size < 4 << 30:
+            slow_down(r, math.exp(0.8 * (-1) ** i))
+    jumpy.content_hash += "-jumpy"
+    g = gate(jumpy, runs[-1], max_drop_pct=25, max_rise_pct=None, history=runs[:-1])
+    bw = next(j for j in g.judgements if j.figure == "plateau busbw")
+    assert bw.sizes == [4 << 30, 8 << 30] and bw.unstable and g.exit_code == 9, format_gate(g)

@@ -651,7 +651,7 @@ def gate(run: RunLike, baseline: RunLike, max_drop_pct: float = 5.0,
             limit = _limit(user_pct, nz, metric)
             worse = _worse_pct(change, metric)
             unstable = None if single or worse > limit else \
-                instability(sorted(ratios), mine, per_run, cyc_a, cyc_b, nz, limit, metric)
+                instability(sorted(ratios), mine, per_run, cyc_a, cyc_b, nz, limit, metric, _class_sizes(ref, metric))
             base_fig, run_fig = _figures(sc, figure, metric)
             judgements.append(Judgement(sc.label, figure, metric, sorted(ratios), base_fig, run_fig,
                                         worse, nz, limit, unstable,
@@ -727,15 +727,16 @@ def _measured_shift(sizes: list[int], per_run: list[dict[int, float]], cyc_a: li
 
 def instability(sizes: list[int], mine: dict[int, float], per_run: list[dict[int, float]],
                 cyc_a: list[dict[int, float]], cyc_b: list[dict[int, float]], nz: Noise, limit_pct: float,
-                metric: str) -> str | None:
+                metric: str, rough_sizes: list[int] | None = None) -> str | None:
     """Why the checked run cannot confirm a figure, or None: it is far noisier than the
     reference (like with like: -N cycle shifts when both have >= 3 cycles, else the
-    size-to-size roughness of each run) and its own noise could hide a change of the limit."""
+    size-to-size roughness of each run, over `rough_sizes`: the figure's size class, since a
+    plateau of 2 sizes shows none) and its own noise could hide a change of the limit."""
     cand, ref = noise.cycle_spread(cyc_b, sizes), noise.cycle_spread(cyc_a, sizes)
     n = len(cyc_b)
     if cand is None or ref is None:
-        cand = noise.roughness(mine, sizes)
-        ref = noise.pooled([noise.roughness(r, sizes) for r in per_run])
+        cand = noise.roughness(mine, rough_sizes or sizes)
+        ref = noise.pooled([noise.roughness(r, rough_sizes or sizes) for r in per_run])
         n = 0
     if cand is None or ref is None:
         return None
