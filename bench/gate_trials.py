@@ -1,49 +1,57 @@
 #!/usr/bin/env python3
-"""Issue 22's gate figures: 20 trials each of the regression gate (`ncclbench check`,
-i.e. ncclbench.store.compare.gate) whose noise comes from the baseline alone.
+"""The regression gate's figures (issue 31): trials of `ncclbench check` (the code behind it,
+ncclbench.store.compare.gate) with slowdowns that are calibrated and measured, not assumed.
 
-  identical   back-to-back runs of an unchanged system, each judged against the run
-              before it (a 1-run baseline: the declared prior, "assumed") and against
-              the 3 runs before it (`baseline set NAME RUN --runs 3`): every verdict that
-              is not "ok" is a false alarm (a regression, or an "unstable candidate").
-  slow        a 10 % slowdown, judged against the 3 good runs before it: caught = exit 7.
-  contention  another load on the machine, judged against the good run before it (1-run
-              baseline): caught = exit 7.
+Cases (each judged with the default --max-drop 5 %, latency against its noise alone):
 
-Two setups, one command each (everything in one go; the runs are kept in a SQLite store
-under OUT, the verdicts in OUT/gate-trials.{json,md}):
+  identical, 1-/3-/5-run baseline   back-to-back runs of an unchanged system: every verdict but
+                                    ok is a false alarm; exit 7 and exit 9 are counted apart
+  10 % drop, 3-run baseline         plateau busbw injected 10 % +/- 3 % lower: caught = exit 7
+  5 % drop, 5-run baseline          plateau busbw injected 5 % +/- 2 % lower: the rate is reported
+  +30 % latency, 5-run baseline     small-message time injected 30 % +/- 10 % higher: caught = exit 7
+  50 % drop, 1-run baseline         plateau busbw injected about half: never "ok" (exit 7 or 9)
 
-  cpu   The CPU backend over 2 network-namespace hosts (tests/netns_hosts.py, one rank
-        each, MPICH over TCP on veth links; root and iproute2 needed), every link shaped
-        with `tc tbf` to RATE Mbit/s, as issue 13 did (bench/gate_false_alarms.py, whose
-        namespace/tbf set-up and run recorder this reuses).  slow: every link at 0.9 RATE.
-        contention: another job's bulk TCP stream over host 0's shaped link during the run
-        (the resource that sets the pace; a CPU hog slowed nothing the gate judges on this
-        shared VM: see HOG_PORT's comment).  Rounds are interleaved (good, slow,
-        contention), after 3 seed runs.
-            python bench/gate_trials.py cpu --out DIR
-  gpu   The NCCL backend, all visible GPUs of this host (`--nprocs N`, one per GPU).
-        contention: bench/gpu_hog.py's memory-bound kernel on one GPU, back to back;
-        slow: the same kernel busy only --slow-duty of the time (a lighter slowdown: its
-        measured size is printed, not assumed).  The hog runs through a block of trials
-        (starting it per run would cost the time budget), so the order is: 3 seeds, the
-        good runs, the slowed block, the contention block.
-            python bench/gate_trials.py gpu --out DIR
+Before the trials each injection is CALIBRATED: every candidate setting of the machine (a tbf
+rate, an MPICH algorithm; an NCCL channel cap, protocol or a GPU hog's duty) runs once and its change
+against the seed runs is measured; each target takes the candidate nearest to it within its
+tolerance.  A target no candidate reaches is reported "injection did not land" with what the
+candidates measured, and its trials are not run (never "caught 0 of 20").  Every trial's
+injected change is measured again against its own baseline and reported.
 
-`--results FILE.md` also copies the report (and its .json) there, e.g.
-bench/results/gate-trials-cpu-DATE.md.
+Setups:
+  cpu   the CPU backend over 2 network-namespace hosts (tests/netns_hosts.py, MPICH over TCP on
+        veth links shaped by tc tbf to RATE; latency: an MPICH allreduce algorithm in the run's
+        environment, this kernel has no netem); root and iproute2.
+  gpu   the NCCL backend on --ngpus GPUs of this host (`--nprocs N`).  Injections are per run:
+        NCCL_MAX_NCHANNELS / NCCL_PROTO / NCCL_ALGO set in that run's environment (a configuration
+        change, as an upgrade makes one), or bench/gpu_hog.py beside the run on one GPU.
+  dry   the CPU backend on this host (`--nprocs 2`, a small sweep) with candidate settings that
+        change nothing: the control flow (budget, calibration, not landed, reports) on any machine.
+
+--budget-s bounds the whole collection: steps go in order of importance (seeds, calibration,
+then rounds of every case); a round starts only when the time left covers it at the pace
+measured so far, and what was not run is written down.  Results: OUT/gate-trials.{md,json}
+(machine, GPUs, NCCL version, command, commit from bench/provenance.py, date, load), the runs in
+OUT/runs.sqlite.
+
+    python bench/gate_trials.py gpu --ngpus 2 --trials 20 --budget-s 520 --out DIR
+    python bench/gate_trials.py cpu --trials 20 --budget-s 900 --out DIR
+    python bench/gate_trials.py dry --trials 2 --budget-s 60 --out DIR
+    python bench/gate_trials.py judge --out DIR     (judge the stored runs again with this tree)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -56,216 +64,339 @@ import gate_false_alarms as gfa  # noqa: E402  (bench/: the namespace+tbf setup 
 from provenance import commit  # noqa: E402  (bench/: the one answer to 'which commit is this tree')
 
 PY = sys.executable
-# After gate_false_alarms.TEST (later options win): 8 B .. 4 MiB, the plateau (the top quarter:
-# 256 KiB..4 MiB, 3.5..56 ms an op at 600 Mbit/s) set by the shaped links; about 7 s a run here.
-CPU_ARGS = "-b 8 -e 4M -f 2 -n 12 -w 3"
-# 8 B .. 64 MiB by 2 (24 sizes: latency 8 B..64 KiB, plateau the top quarter 2..64 MiB); on GPUs a run
-# is mostly its start (cuInit, NCCL's communicators), so the sweep costs little
-GPU_TEST = ["all_reduce_perf", "-b", "8", "-e", "64M", "-f", "2", "-n", "10", "-w", "3", "-c", "0", "--backend", "nccl"]
-SLOWDOWN = 0.9
+# 8 B .. 2 MiB by 2, -n 40: small sizes cost ~25 us an op over veth, so 40 iterations are cheap
+# there (whole runs of small-message time moved 6.1 % at -n 40 against 17.7 % at -n 12:
+# bench/results/gate-false-alarms.md, gate-trials-cpu-2026-11-26-quiet.md); the plateau (top
+# quarter, 128 KiB..2 MiB) is set by the shaped links; about 6 s a run.
+CPU_ARGS = "-b 8 -e 2M -f 2 -n 40 -w 3"
+GPU_TEST = ["all_reduce_perf", "-b", "8", "-e", "64M", "-f", "2", "-n", "20", "-w", "5", "-c", "0",
+            "--backend", "nccl"]
+DRY_TEST = ["all_reduce_perf", "-b", "8", "-e", "256K", "-f", "4", "-n", "2", "-w", "1", "-c", "0",
+            "--backend", "mpi", "--nprocs", "2"]
+SEEDS = 5  # good runs before the first trial: the 5-run baselines of round 1
 HOG_SCRIPT = ROOT / "bench" / "gpu_hog.py"
-SEEDS = 5  # good runs before the first trial (a 5-run baseline from round 1 on)
-# Contention on the CPU setup is another job's bulk TCP stream over the shaped link of the first
-# host (the resource that sets the pace there, as HBM bandwidth does for bench/gpu_hog.py on a GPU).
-# A CPU hog was tried first and slowed nothing the gate judges on this shared 2-core VM (load 8-13
-# from other work): 2 spinning processes moved the plateau -0.6 % and the latency +9.6 % (median of
-# 3); 4 at nice -5 on shaped links -0.7 %; on unshaped links identical runs already differed 3.7x.
-HOG_PORT = 45999
-HOG_WARMUP_S = 1.0
+# One process busy `duty` of every millisecond (argv[1]): a CPU share taken from the ranks.
+CPU_HOG = ("import sys, time\nd, p = float(sys.argv[1]), 0.001\nwhile True:\n    t = time.perf_counter()\n"
+           "    while time.perf_counter() - t < d * p:\n        pass\n    time.sleep(max(0.0, (1 - d) * p))\n")
 
 
-def _commit(given: str | None) -> str:
-    """The commit measured: --commit, else bench/provenance.py (env, COMMIT file, git)."""
-    return given or commit()
+@dataclass(frozen=True)
+class Target:
+    """An injection to calibrate: the figure it moves, the change wanted (% worse) and its tolerance."""
+
+    kind: str
+    figure: str  # 'plateau busbw' or 'latency'
+    want: float
+    tol: float
+
+    @property
+    def other(self) -> str:
+        return "latency" if self.figure == "plateau busbw" else "plateau busbw"
+
+
+# A latency injection must leave the plateau within this (% either way): else the gate would catch
+# the bandwidth it also took, not the latency (plateau busbw of identical runs moves < 2 % per run on
+# both setups: bench/results/gate-trials-cpu-2026-11-26*.json; the GPU issue text 1.3-1.6 %).
+PURE_PLATEAU_PCT = 3.0
+
+
+TARGETS = (Target("drop10", "plateau busbw", 10.0, 3.0), Target("lat30", "latency", 30.0, 10.0),
+           Target("drop50", "plateau busbw", 50.0, 15.0), Target("drop5", "plateau busbw", 5.0, 2.0))
+
+# The latency case asks for what it injects (`check --max-rise 30`): a baseline that cannot see a 30 %
+# rise must say "cannot confirm" there, not "ok"; the other cases judge latency against its noise alone.
+LATENCY_ASKED = 30.0
+
+# (label, what counts, checked kind, baseline rounds relative to the checked run's round: the last
+# is the reference run, the others its history; the baseline is always good runs)
+CASES = (("identical, 1-run baseline", "false alarm", "good", (-1,)),
+         ("identical, 3-run baseline", "false alarm", "good", (-3, -2, -1)),
+         ("identical, 5-run baseline", "false alarm", "good", (-5, -4, -3, -2, -1)),
+         ("10 % drop, 3-run baseline", "caught", "drop10", (-2, -1, 0)),
+         ("+30 % latency, 5-run baseline", "caught", "lat30", (-4, -3, -2, -1, 0)),
+         ("50 % drop, 1-run baseline", "never ok", "drop50", (0,)),
+         ("5 % drop, 5-run baseline", "caught", "drop5", (-4, -3, -2, -1, 0)))
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One candidate injection: a name, environment for the run, and what the setup applies."""
+
+    name: str
+    env: dict = field(default_factory=dict)
+    rate_factor: float = 1.0  # cpu: tbf at this fraction of the rate
+    hog_duty: float = 0.0  # gpu: bench/gpu_hog.py beside the run, busy this fraction of the time
+    cpu_hog_duty: float = 0.0  # cpu: one process spinning this fraction of every millisecond beside the run
+
+
+GOOD = Setting("none")
 
 
 class CpuSetup:
-    """2 namespace hosts, links shaped by tbf (gate_false_alarms.Shaped); a CPU hog for contention."""
-
-    blocked = False
+    """2 namespace hosts; links shaped by tbf; MPICH settings in a run's environment."""
 
     def __init__(self, out: Path, rate_mbit: int, args: str):
         gfa.SHAPED_EXTRA = args.split()
         self.rate = rate_mbit
         self.shaped = gfa.Shaped(out, rate_mbit, nhosts=2)
-        self._hog_procs: list[subprocess.Popen] = []
+        self.state = 1.0
         self.command = " ".join(["ncclbench", *gfa.TEST, *gfa.SHAPED_EXTRA]) + \
             f" over 2 namespace hosts, links tbf {rate_mbit} Mbit/s"
 
-    def begin_block(self, kind: str) -> None:
-        """Nothing lasts a block here: every run sets its own condition."""
+    def candidates(self, figure: str) -> list[Setting]:
+        if figure == "plateau busbw":
+            return [Setting(f"tbf {f:g} x rate", rate_factor=f) for f in (0.95, 0.9, 0.87, 0.6, 0.5, 0.4)]
+        # No netem in this kernel (tbf and htb only), and MPICH's allreduce algorithms time alike at 2
+        # ranks over TCP (-0.5 .. +1.9 %, tried 2026-11-28): one process spinning part of every
+        # millisecond on the ranks' 2 cores delays their polling (duty 0.1 / 0.25 / 0.5 / 1.0 moved
+        # small-message time +7 / +29-33 / +66 / +132 %, one run each, load ~1, 2026-11-28).
+        return [Setting(f"CPU hog duty {d:g}", cpu_hog_duty=d) for d in (0.15, 0.25, 0.35, 0.5)]
 
-    def end_block(self) -> None:
-        """See begin_block."""
+    def _rate(self, factor: float) -> None:
+        """Every link's tbf at factor x the rate."""
+        if factor != self.state:
+            self.shaped.set_rate(max(1, int(round(self.rate * factor))))
+            self.state = factor
 
-    def _shape(self, mbit: int | None) -> None:
-        """Every link at `mbit` (tbf, as gate_false_alarms.Shaped sets it), or unshaped (None)."""
-        if mbit == self.shaped.current:
-            return
-        for h in self.shaped.hosts:
-            tc = ["ip", "netns", "exec", h.name, "tc", "qdisc"]
-            if mbit is None:
-                subprocess.run([*tc, "del", "dev", h.veth, "root"], check=True)
-            else:
-                subprocess.run([*tc, "replace", "dev", h.veth, "root", "tbf", "rate", f"{mbit}mbit", "burst", "512kb",
-                                "limit", "64mb"], check=True)
-        self.shaped.current = mbit
-
-    def begin_run(self, kind: str) -> None:
-        self._shape(int(round(self.rate * SLOWDOWN)) if kind == "slow" else self.rate)
-        if kind == "contention":  # another job's bulk TCP stream over the first host's shaped link
-            a, b = self.shaped.hosts[0], self.shaped.hosts[1]
-            sink = ("import socket\ns = socket.create_server(('0.0.0.0', %d))\nc, _ = s.accept()\n"
-                    "while c.recv(1 << 20):\n    pass\n" % HOG_PORT)
-            source = ("import socket, time\nfor _ in range(100):\n    try:\n"
-                      "        c = socket.create_connection(('%s', %d)); break\n"
-                      "    except OSError:\n        time.sleep(0.05)\nbuf = bytes(1 << 20)\n"
-                      "while True:\n    c.sendall(buf)\n" % (b.addr, HOG_PORT))
-            sink_proc = subprocess.Popen(b.cmd([PY, "-c", sink]))
-            self._hog_procs = [subprocess.Popen(a.cmd([PY, "-c", source])), sink_proc]  # stopped source first
-            time.sleep(HOG_WARMUP_S)  # the stream has filled the link before the run starts
-
-    def end_run(self) -> None:
-        for p in self._hog_procs:
-            p.terminate()
-        for p in self._hog_procs:
-            p.wait(timeout=10)
-        self._hog_procs = []
-
-    def cmd(self) -> list[str]:
-        return self.shaped.cmd(False)
+    def run(self, s: Setting, db: Path, log) -> dict:
+        self._rate(s.rate_factor)
+        hog = subprocess.Popen([PY, "-c", CPU_HOG, str(s.cpu_hog_duty)]) if s.cpu_hog_duty else None
+        try:
+            return run_with_env(self.shaped.cmd(False), s.env, db, log)
+        finally:
+            if hog is not None:
+                hog.kill()
+                hog.wait()
 
     def describe(self) -> dict:
-        return {"setup": "cpu", "hosts": 2, "rate_mbit": self.rate, "slow_rate_mbit": int(round(self.rate * SLOWDOWN)),
-                "contention": "a bulk TCP stream from host 0 to host 1 over the same shaped link during the run"}
+        return {"setup": "cpu", "hosts": 2, "rate_mbit": self.rate}
 
     def close(self) -> None:
-        self.end_run()
         self.shaped.close()
 
 
 class GpuSetup:
-    """The NCCL backend on every visible GPU; bench/gpu_hog.py on one GPU for slow/contention."""
+    """The NCCL backend on `ngpus` GPUs; injections per run (environment, or a hog beside it)."""
 
-    blocked = True
-
-    def __init__(self, out: Path, ngpus: int, hog_device: int, slow_duty: float, args: str, hog_seconds: float):
-        self.out, self.ngpus, self.hog_device, self.slow_duty = out, ngpus, hog_device, slow_duty
-        self.hog_seconds = hog_seconds
+    def __init__(self, ngpus: int, hog_device: int, args: str):
+        self.ngpus, self.hog_device = ngpus, hog_device
         self.test = GPU_TEST + args.split()
-        self._hog: subprocess.Popen | None = None
-        self.hog_summaries: list[str] = []
         self.command = " ".join(["ncclbench", *self.test, "--nprocs", str(ngpus)])
 
-    def begin_block(self, kind: str) -> None:
-        if kind not in ("slow", "contention"):
-            return
-        duty = self.slow_duty if kind == "slow" else 1.0
-        self._hog = subprocess.Popen([PY, str(HOG_SCRIPT), "--device", str(self.hog_device),
-                                      "--seconds", str(self.hog_seconds), "--duty", str(duty)],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    def candidates(self, figure: str) -> list[Setting]:
+        if figure == "plateau busbw":
+            return ([Setting(f"NCCL_MAX_NCHANNELS={c}", {"NCCL_MAX_NCHANNELS": str(c)}) for c in (24, 16, 12, 8, 6, 4, 2, 1)]
+                    + [Setting(f"NCCL_MAX_CTAS={c}", {"NCCL_MAX_CTAS": str(c)}) for c in (8, 4)]
+                    + [Setting(f"gpu_hog duty {d:g} on GPU {self.hog_device}", hog_duty=d) for d in (0.5, 1.0)])
+        return [Setting("NCCL_PROTO=LL128", {"NCCL_PROTO": "LL128"}), Setting("NCCL_PROTO=Simple", {"NCCL_PROTO": "Simple"}),
+                Setting("NCCL_ALGO=Tree", {"NCCL_ALGO": "Tree"}), Setting("NCCL_ALGO=Ring,NCCL_PROTO=Simple",
+                                                                            {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"})]
+
+    def run(self, s: Setting, db: Path, log) -> dict:
+        hog = self._start_hog(s.hog_duty) if s.hog_duty else None
+        try:
+            return run_with_env([PY, "-m", "ncclbench", *self.test, "--nprocs", str(self.ngpus)], s.env, db, log)
+        finally:
+            if hog is not None:
+                hog.terminate()
+                hog.communicate(timeout=30)
+
+    def _start_hog(self, duty: float) -> subprocess.Popen:
+        hog = subprocess.Popen([PY, str(HOG_SCRIPT), "--device", str(self.hog_device), "--seconds", "120",
+                                "--duty", str(duty)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         said = []
-        while self._hog.stderr is not None:  # "gpu_hog: running on device N" once its first kernel ran
-            line = self._hog.stderr.readline()
+        while hog.stderr is not None:  # "gpu_hog: running on device N" once its first kernel ran
+            line = hog.stderr.readline()
             said.append(line.strip())
             if not line or "running on device" in line:
                 break
         if "running on device" not in said[-1]:
             raise SystemExit("gpu_hog did not start: " + " | ".join(x for x in said if x))
-
-    def begin_run(self, kind: str) -> None:
-        """The hog runs through its block (begin_block .. end_block)."""
-
-    def end_run(self) -> None:
-        """See begin_run."""
-
-    def end_block(self) -> None:
-        if self._hog is None:
-            return
-        self._hog.terminate()
-        out, _ = self._hog.communicate(timeout=30)
-        self.hog_summaries.append(out.strip())
-        self._hog = None
-
-    def cmd(self) -> list[str]:
-        return [PY, "-m", "ncclbench", *self.test, "--nprocs", str(self.ngpus)]
+        return hog
 
     def describe(self) -> dict:
-        return {"setup": "gpu", "gpus": self.ngpus, "slow": f"bench/gpu_hog.py on GPU {self.hog_device}, "
-                f"busy {self.slow_duty:g} of the time", "contention": f"bench/gpu_hog.py on GPU {self.hog_device}, "
-                "back to back", "hog_summaries": self.hog_summaries}
+        return {"setup": "gpu", "gpus": self.ngpus, "hog_device": self.hog_device}
 
     def close(self) -> None:
-        self.end_block()
+        """Nothing lasts beyond a run."""
 
 
-# (label, what a non-ok verdict is, the checked run's kind, the baseline's kind, the baseline's rounds
-# relative to the checked run's: the last is the reference run, the others its history)
-TRIALS = {
-    "cpu": [("identical, 1-run baseline", "false alarm", "good", "good", (-1,)),
-            ("identical, 3-run baseline", "false alarm", "good", "good", (-3, -2, -1)),
-            ("identical, 5-run baseline", "false alarm", "good", "good", (-5, -4, -3, -2, -1)),
-            ("10 % slower (tbf 0.9 x rate), 3-run baseline", "caught", "slow", "good", (-2, -1, 0)),
-            ("10 % slower (tbf 0.9 x rate), 5-run baseline", "caught", "slow", "good", (-4, -3, -2, -1, 0)),
-            ("contention (another job's TCP stream on the link), 1-run baseline", "caught", "contention", "good",
-             (0,))],
-    "gpu": [("identical, 1-run baseline", "false alarm", "good", "good", (-1,)),
-            ("identical, 3-run baseline", "false alarm", "good", "good", (-3, -2, -1)),
-            ("identical, 5-run baseline", "false alarm", "good", "good", (-5, -4, -3, -2, -1)),
-            ("slower (gpu_hog at --slow-duty on one GPU), 3-run baseline", "caught", "slow", "good", (-2, -1, 0)),
-            ("slower (gpu_hog at --slow-duty on one GPU), 5-run baseline", "caught", "slow", "good", (-4, -3, -2, -1, 0)),
-            ("contention (gpu_hog back to back on one GPU), 1-run baseline", "caught", "contention", "good", (0,))],
-}
+class DrySetup:
+    """The CPU backend on this host, candidates that change nothing: control flow only."""
+
+    command = " ".join(["ncclbench", *DRY_TEST])
+
+    def candidates(self, figure: str) -> list[Setting]:
+        return [Setting("NCCLBENCH_DRY_NOOP=1", {"NCCLBENCH_DRY_NOOP": "1"})]
+
+    def run(self, s: Setting, db: Path, log) -> dict:
+        return run_with_env([PY, "-m", "ncclbench", *DRY_TEST], s.env, db, log)
+
+    def describe(self) -> dict:
+        return {"setup": "dry", "ranks": 2}
+
+    def close(self) -> None:
+        """Nothing to undo."""
 
 
-def schedule(setup: str, trials: int, blocked: bool) -> list[tuple[str, int]]:
-    """(kind, round): seeds (rounds -4..0 of the good runs: the 5-run baselines' first), then
-    per round one run of each kind, interleaved, or (blocked) kind by kind."""
-    kinds = [k for k in ("good", "slow", "contention") if any(k in (t[2], t[3]) for t in TRIALS[setup])]
-    seeds = [("good", r) for r in range(-SEEDS + 1, 1)]
-    rounds = range(1, trials + 1)
-    if blocked:
-        return seeds + [(k, r) for k in kinds for r in rounds]
-    return seeds + [(k, r) for r in rounds for k in kinds]
+class RunFailed(Exception):
+    """A run exited non-zero: its case goes on without it (the log has its output)."""
 
 
-def collect(setup, name: str, out: Path, trials: int) -> dict:
+def run_with_env(cmd: list[str], extra: dict, db: Path, log) -> dict:
+    """gate_false_alarms._run with `extra` in the run's environment (the injection); RunFailed
+    when the run fails (a setting the library refuses must not end the whole collection)."""
+    before, t0 = gfa._load(), time.monotonic()
+    env = {**gfa._env(db), **extra}
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    wall = time.monotonic() - t0
+    log.write(f"$ {' '.join(f'{k}={v}' for k, v in extra.items())} {' '.join(cmd)}\nrc={p.returncode} "
+              f"wall={wall:.1f}s\n{p.stdout[-4000:]}\n{p.stderr[-2000:]}\n")
+    log.flush()
+    if p.returncode != 0:
+        raise RunFailed(f"rc {p.returncode}: {(p.stderr.strip().splitlines() or ['no output'])[-1][:200]}")
+    return {"run": gfa._latest_id(db), "load_before": before, "load_after": gfa._load(), "wall_s": round(wall, 1)}
+
+
+# ---------------------------------------------------------------- measuring a change
+
+def figure_change(store, run_id: int, base_ids: list[int], figure: str) -> float | None:
+    """How much worse `figure` of run_id is than the per-size median of base_ids (% worse:
+    a busbw drop or a time rise), the gate's own median log ratio over the figure's sizes."""
+    from ncclbench.store import noise, stats
+
+    runs = [stats.run_values(store.get_run(r).rows) for r in base_ids]
+    mine = stats.run_values(store.get_run(run_id).rows)
+    key = next(iter(mine), None)
+    if key is None:
+        return None
+    ref = noise.reference_profile([r[key] for r in runs if key in r])
+    sizes = sorted(set(ref) & set(mine[key]))
+    chosen = stats.plateau_sizes(sizes) if figure == "plateau busbw" else stats.latency_sizes(sizes)
+    change = noise.median_change(noise.log_ratios(ref, mine[key], chosen))
+    if change is None:
+        return None
+    return round(100.0 * (-math.expm1(-change) if figure == "plateau busbw" else math.expm1(change)), 2)
+
+
+def calibrate(setup, db: Path, log, seeds: list[int], clock) -> dict:
+    """Run each candidate once, measure both figures' changes against the seeds (a latency
+    candidate: against a good run made just before it), and choose per target the candidate
+    nearest to it within its tolerance (a latency target: only among those
+    that left the plateau within PURE_PLATEAU_PCT), or none: 'did not land'."""
+    from ncclbench.store import ResultStore
+
+    measured: dict[str, list[dict]] = {}
+    for figure in ("plateau busbw", "latency"):
+        for s in setup.candidates(figure):
+            if not clock.allows("calibrate " + s.name, 2 if figure == "latency" else 1):
+                break
+            try:
+                ref = seeds
+                if figure == "latency":  # small-message time drifts with the machine's load: a good run just before
+                    good = setup.run(GOOD, db, log)
+                    clock.walls.append(good["wall_s"])
+                    ref = [good["run"]]
+                rec = setup.run(s, db, log)
+            except RunFailed as e:
+                measured.setdefault(figure, []).append({"setting": f"{s.name} (run failed: {e})", "run": None,
+                                                        "change_pct": None, "other_pct": None})
+                continue
+            clock.walls.append(rec["wall_s"])
+            with ResultStore(db, create=False) as st:
+                ch = {f: figure_change(st, rec["run"], ref, f) for f in ("plateau busbw", "latency")}
+            measured.setdefault(figure, []).append({"setting": s.name, "run": rec["run"], "change_pct": ch[figure],
+                                                    "other_pct": ch["latency" if figure != "latency" else
+                                                                    "plateau busbw"]})
+            print(f"calibrate {s.name}: {ch}", flush=True)
+    return {"measured": measured, "chosen": choose(measured)}
+
+
+def choose(measured: dict[str, list[dict]]) -> dict[str, str | None]:
+    """Per target, the candidate whose measured change is nearest to it within its tolerance
+    (a latency target: only among those that left the plateau within PURE_PLATEAU_PCT); None
+    where no candidate landed."""
+    chosen = {}
+    for t in TARGETS:
+        fits = [m for m in measured.get(t.figure, []) if m["change_pct"] is not None
+                and abs(m["change_pct"] - t.want) <= t.tol
+                and (t.figure != "latency" or m["other_pct"] is None or abs(m["other_pct"]) <= PURE_PLATEAU_PCT)]
+        best = min(fits, key=lambda m: abs(m["change_pct"] - t.want)) if fits else None
+        chosen[t.kind] = None if best is None else best["setting"]
+    return chosen
+
+
+class Clock:
+    """The budget: a step starts only when the time left covers it at the pace so far."""
+
+    def __init__(self, budget_s: float):
+        self.t0, self.budget = time.monotonic(), budget_s
+        self.walls: list[float] = []
+        self.skipped: list[str] = []
+
+    def left(self) -> float:
+        return self.budget - (time.monotonic() - self.t0)
+
+    def pace(self) -> float:
+        return statistics.median(self.walls) if self.walls else 0.0
+
+    def allows(self, what: str, runs: int = 1) -> bool:
+        if self.left() >= runs * self.pace() * 1.2 and self.left() > 0:
+            return True
+        self.skipped.append(what)
+        return False
+
+
+def collect(setup, out: Path, trials: int, clock: Clock, checkpoint=None) -> dict:
+    """Seeds, calibration, then rounds of every case that landed, while the budget lasts;
+    `checkpoint(runs, calibration)` after the calibration and every round (a cut loses no run)."""
     db = out / "runs.sqlite"
     log = open(out / "collect.log", "a")
     runs: dict[str, dict[int, dict]] = {}
-    t0 = time.monotonic()
-    current = None
+    settings = {s.name: s for f in ("plateau busbw", "latency") for s in setup.candidates(f)}
+
+    def one(kind: str, rnd: int, s: Setting) -> None:
+        try:
+            rec = setup.run(s, db, log)
+        except RunFailed as e:
+            clock.skipped.append(f"{kind} round {rnd} (run failed: {e})")
+            return
+        clock.walls.append(rec["wall_s"])
+        runs.setdefault(kind, {})[rnd] = {**rec, "setting": s.name}
+        print(f"{kind:>8} {rnd:>3}: run {rec['run']} {rec['wall_s']} s load {rec['load_before']}", flush=True)
+
     try:
-        for kind, rnd in schedule(name, trials, setup.blocked):
-            if kind != current:
-                setup.end_block()
-                setup.begin_block(kind)
-                current = kind
-            setup.begin_run(kind)
-            try:
-                rec = gfa._run(setup.cmd(), db, log)
-            finally:
-                setup.end_run()
-            runs.setdefault(kind, {})[rnd] = rec
-            print(f"{kind:>10} {rnd:>3}: run {rec['run']} {rec['wall_s']} s load {rec['load_before']}", flush=True)
+        for r in range(-SEEDS + 1, 1):
+            if not clock.allows(f"seed {r}"):
+                break
+            one("good", r, GOOD)
+        seeds = [v["run"] for v in runs.get("good", {}).values()]
+        cal = calibrate(setup, db, log, seeds, clock) if len(seeds) >= 1 else {"measured": {}, "chosen": {}}
+        kinds = ["good"] + [t.kind for t in TARGETS if cal["chosen"].get(t.kind)]
+        if checkpoint:
+            checkpoint(runs, cal)
+        for r in range(1, trials + 1):
+            if not clock.allows(f"round {r} ({', '.join(kinds)})", len(kinds)):
+                clock.skipped += [f"round {x}" for x in range(r + 1, trials + 1)]
+                break
+            for k in kinds:
+                one(k, r, GOOD if k == "good" else settings[cal["chosen"][k]])
+            if checkpoint:
+                checkpoint(runs, cal)
     finally:
         setup.close()
-    return {"runs": runs, "collect_s": round(time.monotonic() - t0, 1)}
+        log.close()
+    return {"runs": runs, "calibration": cal if "cal" in locals() else {"measured": {}, "chosen": {}}}
 
 
-def _verdict(g) -> dict:
-    return {"status": g.status, "exit_code": g.exit_code, "figures": [
-        {"figure": j.figure, "worse_pct": round(j.worse_pct, 2), "limit_pct": round(min(j.limit_pct, 1e6), 2),
-         "noise_pct": None if j.noise.pct is None else round(min(j.noise.pct, 1e6), 2), "noise_source": j.noise.source,
-         "verdict": j.verdict.lower(), "unstable": j.unstable} for j in g.judgements]}
+# ---------------------------------------------------------------- judging and the report
 
-
-def judge(out: Path, name: str, trials: int, runs: dict) -> dict:
+def judge(out: Path, trials: int, runs: dict) -> dict:
     from ncclbench.store import ResultStore
     from ncclbench.store.compare import gate
 
     ids = {k: {int(r): v["run"] for r, v in d.items()} for k, d in runs.items()}
-    out_trials = []
+    found = []
     with ResultStore(out / "runs.sqlite", create=False) as store:
         cache: dict = {}
 
@@ -274,66 +405,139 @@ def judge(out: Path, name: str, trials: int, runs: dict) -> dict:
                 cache[rid] = store.get_run(rid)
             return cache[rid]
 
-        for label, _, kind, base_kind, offsets in TRIALS[name]:
+        for label, _, kind, offsets in CASES:
+            figure = _figure_of(kind)
             for r in range(1, trials + 1):
                 rounds = [r + o for o in offsets]
-                if r not in ids.get(kind, {}) or any(x not in ids.get(base_kind, {}) for x in rounds):
+                if r not in ids.get(kind, {}) or any(x not in ids.get("good", {}) for x in rounds):
                     continue
-                base = [get(ids[base_kind][x]) for x in rounds]
-                g = gate(get(ids[kind][r]), base[-1], history=base[:-1])
-                out_trials.append({"trial": label, "round": r, "run": ids[kind][r],
-                                   "baseline": [ids[base_kind][x] for x in rounds], **_verdict(g)})
-    return {"trials": out_trials}
+                base_ids = [ids["good"][x] for x in rounds]
+                g = gate(get(ids[kind][r]), get(base_ids[-1]), history=[get(b) for b in base_ids[:-1]],
+                         max_rise_pct=LATENCY_ASKED if kind == "lat30" else None)
+                found.append({"case": label, "round": r, "run": ids[kind][r], "baseline": base_ids,
+                              "injected_pct": None if kind == "good" else figure_change(store, ids[kind][r], base_ids,
+                                                                                          figure),
+                              "figure_failed": any(j.figure == figure and j.failed for j in g.judgements),
+                              **_verdict(g)})
+    return {"trials": found}
+
+
+def _figure_of(kind: str) -> str:
+    return "latency" if kind == "lat30" else "plateau busbw"
+
+
+def good_run_shifts(out: Path, runs: dict) -> dict:
+    """Whole-run shift of each figure over the good runs (noise.shift_sigma, leave one out, one
+    standard deviation per run, %) and its dof: what a prior for this machine would carry."""
+    from ncclbench.store import ResultStore, noise, stats
+
+    ids = [v["run"] for _, v in sorted(runs.get("good", {}).items(), key=lambda kv: int(kv[0]))]
+    if len(ids) < 3:
+        return {}
+    with ResultStore(out / "runs.sqlite", create=False) as store:
+        values = [next(iter(stats.run_values(store.get_run(r).rows).values())) for r in ids]
+    sizes = sorted(set.intersection(*(set(v) for v in values)))
+    found = {}
+    for figure, chosen in (("plateau busbw", stats.plateau_sizes(sizes)), ("latency", stats.latency_sizes(sizes))):
+        s = noise.shift_sigma(values, chosen) if chosen else None
+        if s is not None:
+            found[figure] = {"shift_pct": round(100 * s, 2), "dof": len(ids) - 1}
+    return found
+
+
+def _verdict(g) -> dict:
+    return {"status": g.status, "exit_code": g.exit_code, "figures": [
+        {"figure": j.figure, "worse_pct": round(j.worse_pct, 2), "limit_pct": round(min(j.limit_pct, 1e6), 2),
+         "noise_pct": None if j.noise.pct is None else round(min(j.noise.pct, 1e6), 2), "noise_source": j.noise.source,
+         "verdict": j.verdict.lower(), "not_judged": j.not_judged} for j in g.judgements]}
 
 
 def _count(trials: list[dict], label: str) -> dict:
-    vs = [t for t in trials if t["trial"] == label]
-    return {"n": len(vs), "ok": sum(v["status"] == "ok" for v in vs),
-            "regression": sum(v["exit_code"] == 7 for v in vs), "unstable": sum(v["exit_code"] == 9 for v in vs)}
+    vs = [t for t in trials if t["case"] == label]
+    return {"n": len(vs), "ok": sum(v["exit_code"] == 0 for v in vs), "exit7": sum(v["exit_code"] == 7 for v in vs),
+            "exit9": sum(v["exit_code"] == 9 for v in vs), "figure": sum(bool(v.get("figure_failed")) for v in vs)}
 
 
-def _fig(trials: list[dict], label: str, figure: str, field: str) -> str:
-    vals = [f[field] for t in trials if t["trial"] == label for f in t["figures"] if f["figure"] == figure
-            and f[field] is not None]
-    if not vals:
-        return "-"
-    return f"{statistics.median(vals):.1f} ({min(vals):.1f} .. {max(vals):.1f})"
+def _med(xs: list[float]) -> str:
+    xs = [x for x in xs if x is not None]
+    return f"{statistics.median(xs):.1f} ({min(xs):.1f} .. {max(xs):.1f})" if xs else "-"
+
+
+def case_row(doc: dict, label: str, what: str, kind: str) -> str:
+    """One case's line: counts, the injected change as measured, or why it was not run."""
+    t = doc["trials"]
+    c = _count(t, label)
+    chosen = doc["calibration"]["chosen"].get(kind) if kind != "good" else "none"
+    if kind != "good" and not chosen:
+        target = next(x for x in TARGETS if x.kind == kind)
+        tried = "; ".join(f"{m['setting']}: {m['change_pct']}%" for m in doc["calibration"]["measured"].get(
+            target.figure, [])) or "no candidate ran"
+        return f"| {label} | injection did not land ({target.want:g} +/- {target.tol:g} % wanted; {tried}) | - | - | - | - | - |"
+    result = {"false alarm": c["n"] - c["ok"], "caught": c["figure"], "never ok": c["n"] - c["ok"]}[what]
+    inj = _med([x["injected_pct"] for x in t if x["case"] == label]) if kind != "good" else "-"
+    return (f"| {label} | {what}: {result} of {c['n']} | {chosen} | {inj} | {c['ok']} | {c['exit7']} | {c['exit9']} |")
 
 
 def report(doc: dict) -> str:
-    t = doc["trials"]
     m = doc["meta"]
     lines = [f"# Regression gate trials, {m['setup']['setup'].upper()} ({m['date'][:10]})", "",
-             f"Machine: {m['machine']}; load average around the runs {m['load']} (shared with other work). "
-             f"Commit {m['commit']}, {m['date']}. {m['collect_s']:.0f} s for {m['nruns']} runs.",
-             f"Command: `{m['command']}`; each run: `{m['run_command']}`." +
-             (f" Judged again with commit {m['judged_with_commit']} (`{m['judge_command']}`)."
-              if m.get("judged_with_commit") else ""),
-             f"Setup: {json.dumps(m['setup'])}.", "",
-             "Each trial is judged by the gate (`check`, default --max-drop 5 %), whose noise comes from the baseline "
-             "alone. A false alarm is any verdict but ok (exit 7 regression or exit 9 unstable candidate); caught is "
-             "exit 7.", "",
-             "| trials | counted | result | ok | exit 7 | exit 9 |", "|---|---|---:|---:|---:|---:|"]
-    for label, what, *_ in TRIALS[m["setup"]["setup"]]:
-        c = _count(t, label)
-        res = c["n"] - c["ok"] if what == "false alarm" else c["regression"]
-        counted = what if what == "caught" else what + "s"
-        lines.append(f"| {label} | {counted} | {res} of {c['n']} | {c['ok']} | {c['regression']} | {c['unstable']} |")
-    lines += ["", "Per figure (median over the trials, range in brackets):", "",
-              "| trials | figure | change, % worse | limit, % | noise (1 sd), % |", "|---|---|---:|---:|---:|"]
-    for label, *_ in TRIALS[m["setup"]["setup"]]:
+             f"Machine: {m['machine']}; GPUs: {m['gpus']}; NCCL: {m['nccl']}; load average around the runs "
+             f"{m['load']}. Commit {m['commit']}, {m['date']}. {m['collect_s']:.0f} s for {m['nruns']} runs "
+             f"(budget {m['budget_s']} s).",
+             f"Command: `{m['command']}`; each run: `{m['run_command']}`."
+             + (f" Judged again with commit {m['judged_with_commit']} (`python bench/gate_trials.py judge`)."
+                if m.get("judged_with_commit") else ""), "",
+             "Judged with the default limits (--max-drop 5 %; latency against its noise alone; the latency case "
+             "with --max-rise 30). A false alarm is "
+             "any verdict but ok, exit 7 (regression) and exit 9 (not judged) counted apart; caught is a "
+             "regression of the injected figure (plateau busbw, or latency for the latency case).", "",
+             "| case | result | injection (calibrated) | injected change as measured, % worse: median (range) | ok "
+             "| exit 7 | exit 9 |", "|---|---|---|---|---:|---:|---:|"]
+    lines += [case_row(doc, label, what, kind) for label, what, kind, _ in CASES]
+    lines += ["", "Calibration (each candidate once, against the seed runs; a latency candidate against a good run "
+              "made just before it):", ""]
+    for figure, ms in doc["calibration"]["measured"].items():
+        lines.append(f"- {figure}: " + "; ".join(f"{x['setting']} {x['change_pct']}% (other figure {x['other_pct']}%)"
+                                                 for x in ms))
+    lines += ["", "Per figure (median over the trials, range in brackets): the limit is the smallest change the "
+              "gate detects with that baseline.", "",
+              "| case | figure | change, % worse | limit, % | noise (1 sd), % |", "|---|---|---:|---:|---:|"]
+    for label, *_ in CASES:
         for figure in ("plateau busbw", "latency"):
-            lines.append(f"| {label} | {figure} | {_fig(t, label, figure, 'worse_pct')} | "
-                         f"{_fig(t, label, figure, 'limit_pct')} | {_fig(t, label, figure, 'noise_pct')} |")
-    srcs: dict[str, int] = {}
-    for x in t:
-        for f in x["figures"]:
-            key = f["noise_source"].split(" (")[0] if "roughness" in f["noise_source"] else f["noise_source"]
-            key = "assumed: the baseline's own size-to-size roughness" if "roughness" in key else key
-            srcs[key] = srcs.get(key, 0) + 1
-    lines += ["", "Where the noise came from (judged figures): " +
-              "; ".join(f"{n} x {k}" for k, n in sorted(srcs.items(), key=lambda kv: -kv[1])) + "."]
+            fs = [f for x in doc["trials"] if x["case"] == label for f in x["figures"] if f["figure"] == figure]
+            if fs:
+                lines.append(f"| {label} | {figure} | {_med([f['worse_pct'] for f in fs])} | "
+                             f"{_med([f['limit_pct'] for f in fs])} | {_med([f['noise_pct'] for f in fs])} |")
+    shifts = doc.get("good_run_shifts") or {}
+    if shifts:
+        lines += ["", "Whole-run shift of the good runs (leave one out, 1 sd per run; what a prior for this machine "
+                  "would carry): " + "; ".join(f"{f} {x['shift_pct']:.2f} % on {x['dof']} dof" for f, x in shifts.items())
+                  + "."]
+    if m.get("not_run"):
+        lines += ["", "Not run (budget spent): " + ", ".join(m["not_run"]) + "."]
     return "\n".join(lines) + "\n"
+
+
+def machine_facts(setup_name: str, out: Path, runs: dict) -> dict:
+    """GPU count and names (nvidia-smi -L), the NCCL version the runs loaded (their stored banner)."""
+    facts = {"gpus": "none", "nccl": "not used (CPU backend)"}
+    if setup_name != "gpu":
+        return facts
+    try:
+        p = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {**facts, "gpus": f"unknown (nvidia-smi: {e})"}
+    names = [x.split(" (")[0].split(": ", 1)[-1] for x in p.stdout.splitlines() if x.startswith("GPU")]
+    facts["gpus"] = f"{len(names)} x " + ", ".join(sorted(set(names)))
+    first = next((v["run"] for d in runs.values() for v in d.values()), None)
+    if first is not None:
+        from ncclbench.nccl.version import version_text
+        from ncclbench.store import ResultStore
+
+        with ResultStore(out / "runs.sqlite", create=False) as st:
+            info = st.get_run(first).info
+        facts["nccl"] = version_text(info.nccl_version_code) if info.nccl_version_code else info.library
+    return facts
 
 
 def main() -> int:
@@ -345,12 +549,12 @@ def main() -> int:
     g = sub.add_parser("gpu")
     g.add_argument("--ngpus", type=int, default=0, help="GPUs (default: all visible)")
     g.add_argument("--hog-device", type=int, default=1)
-    g.add_argument("--slow-duty", type=float, default=0.2)
-    g.add_argument("--hog-seconds", type=float, default=240, help="the hog's own bound (it is stopped after its block)")
     g.add_argument("--args", default="", help="more options after the test's")
-    for p in (c, g):
+    d = sub.add_parser("dry")
+    for p in (c, g, d):
         p.add_argument("--out", required=True)
         p.add_argument("--trials", type=int, default=20)
+        p.add_argument("--budget-s", type=float, default=900)
         p.add_argument("--results", default=None, help="also write the report here (FILE.md and FILE.json)")
         p.add_argument("--commit", default=None, help="the commit of this tree when it is no git checkout")
     j = sub.add_parser("judge", help="judge the runs of an earlier collection again with this tree's gate")
@@ -361,32 +565,46 @@ def main() -> int:
     out = Path(args.out)
     if args.setup == "judge":
         doc = json.loads((out / "gate-trials.json").read_text())
-        doc["meta"]["judged_with_commit"] = _commit(args.commit)
-        doc["meta"]["judge_command"] = "python bench/gate_trials.py " + " ".join(sys.argv[1:])
-        trials = max(r for k, d in doc["runs"].items() if k != "good" for r in map(int, d))
-        doc.update(judge(out, doc["meta"]["setup"]["setup"], trials, doc["runs"]))
+        doc["meta"]["judged_with_commit"] = args.commit or commit()
+        trials = max([int(r) for d in doc["runs"].values() for r in d] + [1])
+        doc.update(judge(out, trials, doc["runs"]), good_run_shifts=good_run_shifts(out, doc["runs"]))
         return _write(doc, out, args.results)
     out.mkdir(parents=True, exist_ok=True)
-    if args.setup == "cpu":
-        setup = CpuSetup(out, args.rate_mbit, args.args)
-    else:
-        from ncclbench.backends.select import gpu_count
-
-        n = args.ngpus or gpu_count()
-        if n < 2:
-            raise SystemExit("gate_trials gpu: needs 2 or more GPUs (one rank moves no data)")
-        setup = GpuSetup(out, n, args.hog_device, args.slow_duty, args.args, args.hog_seconds)
+    setup = make_setup(args, out)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    run_command = setup.command
-    got = collect(setup, args.setup, out, args.trials)
-    all_loads = [x for d in got["runs"].values() for v in d.values() for x in (v["load_before"], v["load_after"])]
-    doc = {"meta": {"date": started, "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs",
-                    "commit": _commit(args.commit), "command": "python bench/gate_trials.py " + " ".join(sys.argv[1:]),
-                    "run_command": run_command, "setup": setup.describe(), "collect_s": got["collect_s"],
-                    "nruns": sum(len(d) for d in got["runs"].values()),
-                    "load": f"{min(all_loads):.1f} .. {max(all_loads):.1f}, median {statistics.median(all_loads):.1f}"},
-           "runs": got["runs"], **judge(out, args.setup, args.trials, got["runs"])}
+    clock = Clock(args.budget_s)
+    def meta(runs: dict) -> dict:
+        loads = [x for d in runs.values() for v in d.values() for x in (v["load_before"], v["load_after"])] or [0.0]
+        return {"date": started, "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs",
+                **machine_facts(args.setup, out, runs), "commit": args.commit or commit(),
+                "command": "python bench/gate_trials.py " + " ".join(sys.argv[1:]),
+                "run_command": setup.command, "setup": setup.describe(), "budget_s": args.budget_s,
+                "collect_s": round(time.monotonic() - clock.t0, 1), "not_run": clock.skipped,
+                "nruns": sum(len(d) for d in runs.values()),
+                "load": f"{min(loads):.1f} .. {max(loads):.1f}, median {statistics.median(loads):.1f}"}
+
+    def checkpoint(runs: dict, cal: dict) -> None:
+        """The runs so far, unjudged: `judge --out` finishes the report if the collection is cut."""
+        (out / "gate-trials.json").write_text(json.dumps({"meta": meta(runs), "runs": runs, "calibration": cal,
+                                                          "trials": []}, indent=1))
+
+    got = collect(setup, out, args.trials, clock, checkpoint)
+    doc = {"meta": meta(got["runs"]), "runs": got["runs"], "calibration": got["calibration"],
+           **judge(out, args.trials, got["runs"]), "good_run_shifts": good_run_shifts(out, got["runs"])}
     return _write(doc, out, args.results)
+
+
+def make_setup(args, out: Path):
+    if args.setup == "cpu":
+        return CpuSetup(out, args.rate_mbit, args.args)
+    if args.setup == "dry":
+        return DrySetup()
+    from ncclbench.backends.select import gpu_count
+
+    n = args.ngpus or gpu_count()
+    if n < 2:
+        raise SystemExit("gate_trials gpu: needs 2 or more GPUs (one rank moves no data)")
+    return GpuSetup(n, args.hog_device, args.args)
 
 
 def _write(doc: dict, out: Path, results: str | None) -> int:
@@ -399,6 +617,7 @@ def _write(doc: dict, out: Path, results: str | None) -> int:
         res.with_suffix(".json").write_text(json.dumps(doc, indent=1))
     print(text)
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

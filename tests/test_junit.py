@@ -68,9 +68,19 @@ def test_check_regression_is_a_failure_and_a_pass_passes():
     plateau = [c for (cls, name), c in got.items() if name == "plateau busbw"]
     assert plateau and all(outcome(c) == "failure" for c in plateau)
     assert "REGRESSION" in plateau[0].result[0].message
-    same = gate_to_dict(gate(base, base, 5.0, 5.0))
+    same = gate_to_dict(gate(base, base, 20.0, 60.0))  # limits a one-run GPU baseline's prior can see
     assert same["ok"] and {outcome(c) for c in cases(check_junit(same)).values()} == {"passed"}
     assert len(cases(check_junit(same))) == len(same["judgements"])
+
+
+def test_check_cannot_confirm_is_skipped_not_passed():
+    """Asked for 5 %, a one-run GPU baseline cannot see it: every figure is not judged (exit 9)."""
+    base = load_file(str(AR))[0]
+    doc = gate_to_dict(gate(base, base, 5.0, 5.0))
+    assert doc["exit_code"] == 9 and doc["status"] == "cannot confirm"
+    got = list(cases(check_junit(doc)).values())
+    assert {outcome(c) for c in got} == {"skipped"}
+    assert all("not judged: cannot confirm: this baseline can only see" in c.result[0].message for c in got)
 
 
 def test_check_unstable_figure_is_skipped_not_passed():
@@ -145,7 +155,8 @@ def test_check_command_writes_junit(tmp_path, ncclbench_env):
     ncb = [sys.executable, "-m", "ncclbench"]
     assert subprocess.run(ncb + ["import", str(AR)], env=env, capture_output=True, timeout=60).returncode == 0
     xml, prom = tmp_path / "check.xml", tmp_path / "check.prom"
-    p = subprocess.run(ncb + ["check", "latest", "--against", "latest", "--junit", str(xml), "--metrics", str(prom)],
+    p = subprocess.run(ncb + ["check", "latest", "--against", "latest", "--max-drop", "20", "--junit", str(xml),
+                            "--metrics", str(prom)],
                        env=env, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     got = cases(xml.read_text())

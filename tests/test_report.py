@@ -47,7 +47,7 @@ def test_report_is_self_contained_and_complete(tmp_path):
     assert "./build/all_reduce_perf -b 8 -e 64M" in text  # the JSON's command line
     assert "NCCL_NVLS_ENABLE" in text and "OMPI_ALLOW_RUN_AS_ROOT" not in text
     assert "NVIDIA H200" in text and "0000:00:06" in text
-    assert "plateau busbw = mean busbw over sizes &gt;= 64 MiB" in text
+    assert "plateau busbw = median busbw of the sizes within a factor of 4 of the largest" in text
     assert out.stat().st_mode & 0o044  # readable by others, like any file the user writes
 
 

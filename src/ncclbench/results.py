@@ -157,6 +157,21 @@ def min_bw_verdict(avg_busbw: float, gate: float | None) -> bool | None:
 
 # Said wherever a run of one rank appears (the banner, explain, the gate's refusal): with one rank
 # nothing crosses a link, so busbw is 0 and algbw times a local copy; it is no benchmark of a fabric.
+# The plateau: one figure, one definition everywhere a run's bandwidth is summed up (the banner's
+# explain line, `explain`, --metrics, history, compare, check).  The largest sizes of the sweep, those
+# within a factor of PLATEAU_FACTOR of the largest, where busbw has stopped climbing (explain's choice:
+# explain/verdict.py judges this figure against its ceiling); their median, so one size that stalled
+# does not move it.  nccl-tests' 'Avg bus bandwidth' averages every size instead (nccl-tests #294).
+PLATEAU_FACTOR = 4
+PLATEAU_DEFINITION = "plateau busbw = median busbw of the sizes within a factor of 4 of the largest"
+
+
+def plateau_sizes(sizes: list[int]) -> list[int]:
+    """The sizes the plateau is made of: within a factor of PLATEAU_FACTOR of the largest (> 0)."""
+    pos = sorted({s for s in sizes if s > 0})
+    return [s for s in pos if s * PLATEAU_FACTOR > pos[-1]] if pos else []
+
+
 ONE_RANK_NOTE = "one rank moves no data"
 ONE_RANK_LINE = (f"{ONE_RANK_NOTE}: busbw is 0 and algbw times a copy inside one process; compare, check and "
                  "baseline refuse such a run; run 2 or more ranks (--nprocs N or a launcher)")

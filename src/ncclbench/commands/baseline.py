@@ -63,11 +63,13 @@ def run(args: argparse.Namespace) -> int:
                 if len(ids) < args.runs:
                     print(f"ncclbench: warning: --runs {args.runs}: only {len(ids)} finished run"
                           f"{'s' if len(ids) != 1 else ''} of that command (same test, arguments, ranks, hosts) "
-                          f"in the store; {baseline_noise_note(len(ids))}", file=sys.stderr)
-            refuse_as_baseline([store.get_run(r) for r in ids])
+                          "in the store", file=sys.stderr)
+            runs = [store.get_run(r) for r in ids]
+            refuse_as_baseline(runs)
             store.set_baseline(args.name, ids, args.note)
             more = f" and its history: runs {', '.join(map(str, ids[:-1]))}" if len(ids) > 1 else ""
             print(f"baseline '{args.name}' = run {max(ids)}{more}")
+            print(f"note: {baseline_noise_note(runs[-1], len(ids))}")
         else:
             store.delete_baseline(args.name)
             print(f"baseline '{args.name}' removed")

@@ -21,8 +21,11 @@ def add_arguments(parser: CommandParser) -> None:
     from ..store.compare import GATE_DEFINITION
 
     parser.epilog = ("What is judged: " + GATE_DEFINITION.replace("%", "%%") + ".  Exit status: 0 ok, 7 regression, "
-                     "9 unstable candidate (not judged: re-run), 255 bad arguments or a baseline that is no "
-                     "reference for RUN (another collective or rank count, another ncclbench release, one rank).")
+                     "9 not judged (an unstable candidate: re-run; or cannot confirm: the baseline's noise is wider than the "
+                     "limit asked), 255 bad arguments or a baseline that is no "
+                     "reference for RUN (another collective, rank count, backend, datatype or operation, another "
+                     "ncclbench release, one rank, a baseline of one size, a RUN missing sizes of the baseline's "
+                     "figures).")
     add_db_option(parser)
     parser.add_argument("run", metavar="RUN", help=REF_HELP)
     parser.add_argument("--against", required=True, metavar="NAME",
@@ -31,7 +34,9 @@ def add_arguments(parser: CommandParser) -> None:
                         help="largest allowed drop of the plateau busbw (default 5%%); a larger drop fails "
                              "only when it is also beyond the noise")
     parser.add_argument("--max-rise", default=None, metavar="PCT",
-                        help="largest allowed rise of the latency floor, sizes <= 64 KiB (default: --max-drop)")
+                        help="largest allowed rise of the latency floor, sizes <= 64 KiB; the baseline must be "
+                             "precise enough to see it, else exit 9 (default: none asked: the latency floor fails "
+                             "only beyond its noise and --max-drop, and prints the smallest rise it detects)")
     parser.add_argument("--every-size", action="store_true",
                         help="also judge every size on its own (against its noise across the baseline's runs "
                              "or the -N cycles)")
@@ -63,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         if path:
             check_writable(path, option)
     max_drop = parse_pct(args.max_drop, "--max-drop")
-    max_rise = parse_pct(args.max_rise, "--max-rise") if args.max_rise else max_drop
+    max_rise = parse_pct(args.max_rise, "--max-rise") if args.max_rise else None
     history = []
     with RunRefs(args) as refs:
         checked = refs.get(args.run)

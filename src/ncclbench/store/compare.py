@@ -17,7 +17,6 @@ unknown).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import sys
 from collections.abc import Sequence
@@ -163,6 +162,7 @@ def compare_runs(a: RunLike, b: RunLike, placement: str = "out_of_place", *,
         if r.status != "complete":
             warnings.append(f"{r.label} is {r.status}: only its recorded sizes are compared")
     out = []
+    size_noise = _SizeNoise(a, placement)
     for sa, sb in _match(stats.series_of(a.rows, placement), stats.series_of(b.rows, placement),
                          warnings, fuzzy=not strict):
         sizes = sorted(set(sa.sizes) | set(sb.sizes))
@@ -173,8 +173,9 @@ def compare_runs(a: RunLike, b: RunLike, placement: str = "out_of_place", *,
             if pa and pb:
                 d.busbw_delta = stats.delta_pct(pa.busbw, pb.busbw)
                 d.time_delta = stats.delta_pct(pa.time_us, pb.time_us)
-                d.busbw_noise = stats.noise_pct(pa, pb, "busbw")
-                d.time_noise = stats.noise_pct(pa, pb, "time")
+                beyond = size_noise.pct(sa.key, size)
+                d.busbw_noise = max(beyond, stats.resolution_pct(pa.busbw, pb.busbw))
+                d.time_noise = max(beyond, stats.resolution_pct(pa.time_us, pb.time_us))
             deltas.append(d)
         common = sorted(set(sa.sizes) & set(sb.sizes))
         psizes = [s for s in stats.plateau_sizes(sa.sizes) if s in common]
@@ -188,6 +189,27 @@ def compare_runs(a: RunLike, b: RunLike, placement: str = "out_of_place", *,
         raise ArgumentError(f"nothing to compare: {a.label} and {b.label} have no "
                             f"{'series and ' if not out else ''}sizes in common")
     return Comparison(a.label, b.label, describe(a), describe(b), placement, out, warnings)
+
+
+class _SizeNoise:
+    """The change one size must exceed to be marked by `compare`: the gate's own noise for that
+    size judged on its own (`reference_noise`, as --every-size: A's -N cycles, else its -I samples,
+    else the prior for the backend, system and size class), times the gate's multiple.  A per-size
+    CV floor of 2 % marked 20 of 24 sizes of two identical CPU runs (issue 32 item 4)."""
+
+    def __init__(self, a: RunLike, placement: str):
+        self.a, self.placement = a, placement
+        self.values = stats.run_values(a.rows, placement)
+        self.cycles = stats.cycle_values(a.rows, placement)
+        self.iters = stats.iteration_noise(a.rows, placement)
+        self.system = _system(a)
+
+    def pct(self, key: tuple[str, str, int], size: int) -> float:
+        metric = "time" if size <= stats.LATENCY_MAX_SIZE else "busbw"
+        per_run = [self.values[key]] if key in self.values else []
+        nz = reference_noise([size], per_run, self.cycles.get(key, []), self.a.info.backend, metric, single=True,
+                             iters=_iteration_sigma(self.iters.get(key, {}), [size]), system=self.system)
+        return 100.0 * math.expm1(nz.multiple * nz.sigma) if nz.sigma is not None else stats.MIN_NOISE_PCT
 
 
 # ---------------------------------------------------------------- formatting
@@ -220,8 +242,9 @@ def _summary_lines(sc: SeriesComparison) -> list[str]:
 def format_comparison(c: Comparison) -> str:
     place = c.placement.replace("_", "-")
     lines = [f"A = {c.a_desc}", f"B = {c.b_desc}",
-             f"{place}; delta = (B - A) / A; '*' = beyond noise (max of 2%, per-iteration CV "
-             "or -N spread, printed resolution)"]
+             f"{place}; delta = (B - A) / A; '*' = beyond noise: the change the gate needs to see at that size "
+             "(`check --every-size`: A's -N cycles, -I samples or the prior for its backend and system, times "
+             "the gate's multiple), or the printed resolution"]
     lines += [f"warning: {w}" for w in c.warnings]
     head = "%12s  %9s  %9s  %8s  %9s  %9s  %8s  %6s  %s" % (
         "size", "busbw A", "busbw B", "delta", "time A", "time B", "delta", "noise", "")
@@ -286,25 +309,73 @@ def _release(version: str) -> tuple[str, ...]:
 
 
 def refuse_baseline(run: RunLike, baseline: RunLike, history: Sequence[RunLike] = ()) -> None:
-    """A baseline that is another test is no reference: another collective, another
-    rank count, runs recorded by another ncclbench release (the timed loop and what a
-    row means may differ), a run of one rank.  ArgumentError, one line, nothing judged."""
+    """A baseline that is another test is no reference: another collective, another rank
+    count, backend, datatype or operation, runs recorded by another ncclbench release (the
+    timed loop and what a row means may differ), a run of one rank, a baseline of one size, a
+    checked run missing sizes the baseline's figures are made of.  ArgumentError, one line
+    (exit 255), nothing judged."""
     refuse_one_rank(run, baseline, *history)
     for ref in (baseline, *history):
         what = "the baseline" if ref is baseline else f"the baseline's {ref.label}"
-        if ref.options.collective != run.options.collective:
-            raise ArgumentError(f"cannot check {run.label} ({run.info.program}) against {what} ({ref.label}, "
-                                f"{ref.info.program}): different collectives")
-        if ref.info.nranks != run.info.nranks:
-            raise ArgumentError(f"cannot check {run.label} ({run.info.nranks} ranks) against {what} ({ref.label}, "
-                                f"{ref.info.nranks} ranks): a baseline of another rank count is another test; "
-                                f"set a baseline of {run.info.nranks}-rank runs")
-        ours = {r.info.backend for r in (run, ref)} <= {"nccl", "mpi"}
-        if ours and ref.info.version and run.info.version and \
-                _release(ref.info.version) != _release(run.info.version):
-            raise ArgumentError(f"cannot check {run.label} (ncclbench {run.info.version}) against {what} "
-                                f"({ref.label}, ncclbench {ref.info.version}): runs of another release may be "
-                                "timed differently; set a baseline recorded by this release")
+        _refuse_other_test(run, ref, what)
+        _refuse_other_series(run, ref, what)
+    _refuse_missing_sizes(run, baseline)
+
+
+def _refuse_other_test(run: RunLike, ref: RunLike, what: str) -> None:
+    """Another collective, rank count, backend or ncclbench release."""
+    head = f"cannot check {run.label}"
+    if ref.options.collective != run.options.collective:
+        raise ArgumentError(f"{head} ({run.info.program}) against {what} ({ref.label}, {ref.info.program}): "
+                            "different collectives")
+    if ref.info.nranks != run.info.nranks:
+        raise ArgumentError(f"{head} ({run.info.nranks} ranks) against {what} ({ref.label}, {ref.info.nranks} "
+                            f"ranks): a baseline of another rank count is another test; set a baseline of "
+                            f"{run.info.nranks}-rank runs")
+    ours = {r.info.backend for r in (run, ref)} <= {"nccl", "mpi"}
+    if ours and ref.info.backend != run.info.backend:
+        raise ArgumentError(f"{head} (backend {run.info.backend}) against {what} ({ref.label}, backend "
+                            f"{ref.info.backend}): another backend is another machine's numbers; set a baseline "
+                            f"of --backend {run.info.backend} runs")
+    if ours and ref.info.version and run.info.version and _release(ref.info.version) != _release(run.info.version):
+        raise ArgumentError(f"{head} (ncclbench {run.info.version}) against {what} ({ref.label}, ncclbench "
+                            f"{ref.info.version}): runs of another release may be timed differently; set a "
+                            "baseline recorded by this release")
+
+
+def _labels(run: RunLike) -> dict[tuple[str, str, int], str]:
+    return {s.key: s.label for s in stats.series_of(run.rows)}
+
+
+def _refuse_other_series(run: RunLike, ref: RunLike, what: str) -> None:
+    """No (datatype, operation, root) in common: another measurement, not a slower one."""
+    mine, theirs = _labels(run), _labels(ref)
+    if mine and theirs and not set(mine) & set(theirs):
+        raise ArgumentError(f"cannot check {run.label} ({', '.join(mine.values())}) against {what} ({ref.label}, "
+                            f"{', '.join(theirs.values())}): no datatype and operation in common; set a baseline "
+                            "of the same -d/-o")
+
+
+def _refuse_missing_sizes(run: RunLike, baseline: RunLike) -> None:
+    """A baseline of one size has no plateau and latency floor to judge; a checked run that lacks
+    sizes of the baseline's figures would be judged on other figures than the baseline's."""
+    for key, sizes in _sizes(baseline).items():
+        if len(sizes) == 1:
+            raise ArgumentError(f"cannot check against {baseline.label}: the baseline measured one size "
+                                f"({human_size(sizes[0])}), and the gate judges figures over sizes (the plateau, "
+                                "the latency floor); set a baseline of a sweep (-b 8 -e 64M), or use `compare`")
+        have = set(_sizes(run).get(key, sizes))
+        figure = set(stats.plateau_sizes(sizes)) | set(stats.latency_sizes(sizes))
+        missing = sorted(figure - have)
+        if missing:
+            raise ArgumentError(f"cannot check {run.label} against {baseline.label}: it lacks {len(missing)} of the "
+                                f"sizes the baseline's figures are made of ({human_size(missing[0])}"
+                                f"{'..' + human_size(missing[-1]) if len(missing) > 1 else ''}); run the "
+                                "baseline's sweep (-b/-e/-f) to the end")
+
+
+def _sizes(run: RunLike) -> dict[tuple[str, str, int], list[int]]:
+    return {s.key: s.sizes for s in stats.series_of(run.rows)}
 
 
 def refuse_as_baseline(runs: Sequence[RunLike]) -> None:
@@ -315,32 +386,57 @@ def refuse_as_baseline(runs: Sequence[RunLike]) -> None:
     refuse_baseline(runs[-1], runs[-1], runs[:-1])
 
 
-def baseline_noise_note(nruns: int) -> str:
-    """What a baseline of `nruns` runs gives the gate's noise (for `baseline set`)."""
-    if nruns >= MIN_HISTORY:
-        return f"the gate measures its noise on these {nruns} runs"
-    return (f"fewer than {MIN_HISTORY} runs carry no measured noise: the gate uses the baseline's -N cycles "
-            "if it has 3 or more, else an assumed noise for the backend (docs: README, `check -h`)")
+def detectable(nruns: int, backend: str, system: str | None, size_class: str) -> float:
+    """The smallest change (% worse) a baseline of `nruns` runs lets the gate detect in a size
+    class, if its runs move as the prior for the backend and system says: the prior's noise on
+    its dof plus the runs' (noise.posterior with the prior's own sigma), a checked run of one."""
+    prior = noise.prior_for(backend, size_class, system)
+    measured = prior.sigma if nruns >= 2 else None
+    post = noise.posterior(prior, measured, nruns - 1, "runs")
+    spread = post.sigma * math.sqrt(1 + noise.median_variance(nruns))
+    return _worse_pct(noise.noise_multiple(post.dof) * spread, "busbw" if size_class == "bandwidth" else "time")
+
+
+def baseline_noise_note(run: RunLike, nruns: int) -> str:
+    """What a baseline of `nruns` runs lets the gate see (for `baseline set`): the smallest plateau
+    drop and latency rise it detects at that size and at 5 and 10 runs, from the prior."""
+    backend, system = run.info.backend, _system(run)
+
+    def at(n: int) -> str:
+        return (f"{n} run{'s' if n != 1 else ''}: a plateau drop of "
+                f"{detectable(n, backend, system, 'bandwidth'):.1f}%, a latency rise of "
+                f"{detectable(n, backend, system, 'latency'):.1f}%")
+    more = "; ".join(at(n) for n in (5, 10) if n > nruns)
+    return (f"the gate detects, if these runs move as recorded for {backend} on {system}, with {at(nruns)}"
+            + (f" (with {more}: `baseline set NAME RUN --runs 5`)" if more else ""))
 
 
 # ---------------------------------------------------------------- gate
 
-MIN_HISTORY = 3  # runs a baseline's history needs before the gate measures its noise on them
 
 GATE_DEFINITION = (
-    'per series, two figures are judged: the plateau busbw (the top quarter of sizes, or those >= 64 MiB) and'
+    'per series, two figures are judged: the plateau busbw (the sizes within a factor of 4 of the largest) and'
     " the latency floor (sizes <= 64 KiB); each figure's change is the median of its sizes' changes in time, "
     'and it fails when worse by more than the limit and by more than 2.58 standard deviations of its noise '
     "(more when the noise was measured on few runs: Student's t at the same one-sided 0.995).  The noise "
     "comes from the baseline alone, never from the checked run: its history (`baseline set NAME RUN --runs "
-    "N`, 3 runs or more, or their sizes' run-to-run jitter where their medians agreed closer than that "
-    "allows), else its -N cycles (3 or more), else a declared prior for the backend and size "
-    "class, or the baseline's own size-to-size roughness where that is larger, printed as \"assumed\".  "
+    "N`) or its -N cycles update a prior recorded for the backend, system and size class (pooled on "
+    "their degrees of freedom, Student's t on the sum; a baseline far noisier than its prior stands alone "
+    "and says so); a baseline of one run gets the prior alone, or its own size-to-size roughness where "
+    "that is larger, printed as \"assumed\".  OK means the figure was measured precisely enough to see "
+    "the change asked for and there is none: a figure worse than asked but within its noise, or whose "
+    "limit is more than 1.5x what was asked, is \"cannot confirm\": not judged, exit 9.  "
     'A checked run far noisier than the baseline (its -N cycles, or its '
     "size-to-size roughness beyond the recorded scatter of identical runs'), with no regression beyond the "
     "limit, is an unstable candidate: not judged, "
     'exit 9.  --every-size also judges each size on its own (for a baseline of one run, against the -I '
     'samples of that size)')
+
+
+# A figure whose limit is more than this multiple of what was asked (--max-drop, --max-rise) cannot
+# see a change of what was asked: a change of 1.5x the asked size already sits at the limit, caught
+# at most half the time.  Such a figure is "cannot confirm", never "ok" (exit 9).
+WIDE_LIMIT = 1.5
 
 
 @dataclass
@@ -355,16 +451,52 @@ class Judgement:
     value: float | None  # the figure in the checked run
     worse_pct: float  # how much worse (negative: better), from the median log ratio of the sizes
     noise: Noise
-    limit_pct: float  # max(the user's limit, noise.multiple x noise)
+    limit_pct: float  # max(the user's limit, noise.multiple x noise): the smallest change it detects
     unstable: str | None = None  # why the checked run is too noisy to confirm this figure
+    asked_pct: float | None = None  # the user's limit (--max-drop / --max-rise)
 
     @property
     def failed(self) -> bool:
         return self.worse_pct > self.limit_pct
 
     @property
+    def cannot_confirm(self) -> str | None:
+        """Why the gate cannot tell for this figure (no regression beyond its noise, but no
+        precise "ok" either), or None: the change is beyond what was asked yet within the
+        noise, or the noise lets only a change far larger than what was asked be seen."""
+        asked = self.asked_pct
+        if self.failed or asked is None:
+            return None
+        way = "lower" if self.metric == "busbw" else "higher"
+        kind = "drop" if self.metric == "busbw" else "rise"
+        if self.worse_pct > asked:
+            return (f"cannot confirm: {_pct_text(self.worse_pct)} {way}, beyond the {asked:g}% asked, but this "
+                    f"baseline's noise allows {_pct_text(self.limit_pct)}: {_more_runs_hint(self.noise)}")
+        if self.limit_pct > WIDE_LIMIT * max(asked, 1e-9):
+            return (f"cannot confirm: this baseline can only see a {kind} of {_pct_text(self.limit_pct)} or more, "
+                    f"not the {asked:g}% asked: {_more_runs_hint(self.noise)}")
+        return None
+
+    @property
+    def not_judged(self) -> str | None:
+        """Why this figure is neither ok nor a regression (exit 9), or None."""
+        return None if self.failed else (self.cannot_confirm or self.unstable)
+
+    @property
     def verdict(self) -> str:
-        return "REGRESSION" if self.failed else "UNSTABLE" if self.unstable else "ok"
+        if self.failed:
+            return "REGRESSION"
+        if self.cannot_confirm:
+            return "CANNOT CONFIRM"
+        return "UNSTABLE" if self.unstable else "ok"
+
+
+def _more_runs_hint(n: Noise) -> str:
+    """What would narrow the noise: more baseline runs (and -N cycles where it had none)."""
+    if n.assumed:
+        return ("give the baseline 3 runs or more (`ncclbench baseline set NAME RUN --runs 5`) or run with -N 5, "
+                "or raise the limit to what it can see")
+    return "give the baseline more runs (`ncclbench baseline set NAME RUN --runs N` with a larger N), or raise the limit"
 
 
 @dataclass
@@ -384,7 +516,7 @@ class GateFailure:
 class GateResult:
     comparison: Comparison
     max_drop_pct: float
-    max_rise_pct: float
+    max_rise_pct: float | None  # None: latency judged against its noise alone (gate())
     judgements: list[Judgement]
     baseline_runs: int = 1  # runs in the baseline (its history)
 
@@ -412,19 +544,27 @@ class GateResult:
         return not self.regression and any(j.unstable for j in self.judgements)
 
     @property
+    def cannot_confirm(self) -> bool:
+        """No regression, but a figure's noise is too wide to tell (Judgement.cannot_confirm)."""
+        return not self.regression and any(j.cannot_confirm for j in self.judgements)
+
+    @property
     def ok(self) -> bool:
-        return not self.regression and not self.unstable
+        return not self.regression and not self.unstable and not self.cannot_confirm
 
     @property
     def status(self) -> str:
-        return "regression" if self.regression else "unstable candidate" if self.unstable else "ok"
+        if self.regression:
+            return "regression"
+        return "unstable candidate" if self.unstable else "cannot confirm" if self.cannot_confirm else "ok"
 
     @property
     def exit_code(self) -> int:
-        """0 ok, 7 a regression, 9 an unstable candidate (not judged: re-run)."""
+        """0 ok, 7 a regression, 9 not judged: an unstable candidate (re-run) or a figure the
+        baseline's noise cannot confirm."""
         if self.regression:
             return int(ExitCode.DATA_ERRORS)
-        return int(ExitCode.NOT_JUDGED) if self.unstable else int(ExitCode.OK)
+        return int(ExitCode.OK) if self.ok else int(ExitCode.NOT_JUDGED)
 
     @property
     def failing_sizes(self) -> list[int]:
@@ -464,8 +604,10 @@ def gate(run: RunLike, baseline: RunLike, max_drop_pct: float = 5.0,
          history: Sequence[RunLike] | None = None, every_size: bool = False) -> GateResult:
     """Judge `run` against `baseline` (plus the baseline's other runs, `history`):
     see GATE_DEFINITION.  Raises ArgumentError when nothing can be judged or the
-    baseline is no reference for this run (`refuse_baseline`)."""
-    max_rise_pct = max_drop_pct if max_rise_pct is None else max_rise_pct
+    baseline is no reference for this run (`refuse_baseline`).  `max_rise_pct` None: the
+    latency figures are judged against their noise alone, with --max-drop as the least rise that
+    fails; nothing was asked of their precision, so they are never "cannot confirm" (each prints
+    the smallest rise it detects)."""
     history = [h for h in (history or []) if h is not baseline]
     refuse_baseline(run, baseline, history)
     c = compare_runs(baseline, run, placement, strict=True)
@@ -476,6 +618,7 @@ def gate(run: RunLike, baseline: RunLike, max_drop_pct: float = 5.0,
     run_values = stats.run_values(run.rows, placement)
     iter_a = stats.iteration_noise(baseline.rows, placement)
     backend = baseline.info.backend
+    system = _system(baseline)
     judgements: list[Judgement] = []
     for sc in c.series:
         ka, kb = sc.key_a, sc.key_b
@@ -484,17 +627,18 @@ def gate(run: RunLike, baseline: RunLike, max_drop_pct: float = 5.0,
         mine = run_values.get(kb, {})
         cyc_a = ref_cycles.get(ka, [])
         cyc_b = run_cycles.get(kb, [])
+        rise = max_drop_pct if max_rise_pct is None else max_rise_pct
         figures: list[tuple[str, str, list[int], float]] = []
         if sc.plateau_sizes:
             figures.append(("plateau busbw", "busbw", sc.plateau_sizes, max_drop_pct))
         if sc.latency_sizes:
-            figures.append(("latency", "time", sc.latency_sizes, max_rise_pct))
+            figures.append(("latency", "time", sc.latency_sizes, rise))
         if every_size:
             for d in sc.sizes:
                 if d.a and d.b:
                     big = d.size > stats.LATENCY_MAX_SIZE
                     figures.append((f"size {d.size}", "busbw" if big else "time", [d.size],
-                                    max_drop_pct if big else max_rise_pct))
+                                    max_drop_pct if big else rise))
         for figure, metric, sizes, user_pct in figures:
             ratios = noise.log_ratios(ref, mine, sizes)
             change = noise.median_change(ratios)
@@ -502,18 +646,33 @@ def gate(run: RunLike, baseline: RunLike, max_drop_pct: float = 5.0,
                 continue
             single = figure.startswith("size ")
             iters = _iteration_sigma(iter_a.get(ka, {}), sizes)
-            nz = reference_noise(sorted(ratios), per_run, cyc_a, backend, metric, single=single, iters=iters)
+            nz = reference_noise(sorted(ratios), per_run, cyc_a, backend, metric, single=single, iters=iters,
+                                 system=system, rough_sizes=_class_sizes(ref, metric))
             limit = _limit(user_pct, nz, metric)
             worse = _worse_pct(change, metric)
             unstable = None if single or worse > limit else \
-                instability(sorted(ratios), mine, per_run, cyc_a, cyc_b, nz, limit, metric)
+                instability(sorted(ratios), mine, per_run, cyc_a, cyc_b, nz, limit, metric, _class_sizes(ref, metric))
             base_fig, run_fig = _figures(sc, figure, metric)
             judgements.append(Judgement(sc.label, figure, metric, sorted(ratios), base_fig, run_fig,
-                                        worse, nz, limit, unstable))
+                                        worse, nz, limit, unstable,
+                                        None if metric == "time" and max_rise_pct is None else user_pct))
     if not judgements:
         raise ArgumentError(f"nothing to check: {run.label} and the baseline share no sizes "
                             "<= 64 KiB and none of the baseline's large sizes")
     return GateResult(c, max_drop_pct, max_rise_pct, judgements, len(refs))
+
+
+def _class_sizes(ref: dict[int, float], metric: str) -> list[int]:
+    """The reference's sizes of a figure's size class: > 64 KiB for busbw, <= 64 KiB for time."""
+    big = metric == "busbw"
+    return sorted(s for s in ref if (s > stats.LATENCY_MAX_SIZE) == big)
+
+
+def _system(run: RunLike) -> str:
+    """The system whose prior the gate uses (noise.system_of): hosts and GPU models of the run."""
+    info = run.info
+    hosts = info.hosts or [d.hostname for d in info.devices]
+    return noise.system_of(info.backend, hosts, [d.device_info for d in info.devices if d.device_info])
 
 
 def _iteration_sigma(a: dict[int, float], sizes: list[int]) -> float | None:
@@ -526,13 +685,34 @@ def _iteration_sigma(a: dict[int, float], sizes: list[int]) -> float | None:
 
 
 def reference_noise(sizes: list[int], per_run: list[dict[int, float]], cyc_a: list[dict[int, float]],
-                    backend: str, metric: str, *, single: bool = False, iters: float | None = None) -> Noise:
-    """The noise of one figure's change, from the reference alone (see store/noise.py):
-    the baseline's history (>= 3 runs), else its -N cycles (>= 3), else (one size) its -I
-    samples, else the declared prior for the backend and size class, or the baseline's own
-    size-to-size roughness where larger ("assumed")."""
+                    backend: str, metric: str, *, single: bool = False, iters: float | None = None,
+                    system: str | None = None, rough_sizes: list[int] | None = None) -> Noise:
+    """The noise of one figure's change, from the reference alone (see store/noise.py): the
+    prior for the backend, system and size class, updated by what the baseline measured
+    (`noise.posterior`): its history's whole-run shifts (2 runs or more), else its -N
+    cycles' (2 or more).  Without either: for one size its -I samples, else the prior
+    alone, or the baseline's own size-to-size roughness where larger ("assumed"; over
+    `rough_sizes`, the figure's size class: a plateau of 2 sizes shows no roughness)."""
+    size_class = "bandwidth" if metric == "busbw" else "latency"
+    measured = _measured_shift(sizes, per_run, cyc_a, single)
+    if measured is not None:
+        shift, dof, what, n_ref = measured
+        post = noise.posterior(noise.prior_for(backend, size_class, system), shift, dof, what)
+        return noise.combine(post.sigma, post.source, n_ref, 1, shift_dof=post.dof)
+    if iters is not None:
+        return Noise(iters, "the baseline's -I samples of this size (noise of whole runs unknown)", False, None)
+    rough = None if single else noise.pooled([noise.roughness(r, rough_sizes or sizes) for r in per_run])
+    return noise.assumed_noise(backend, size_class, rough, system)
+
+
+def _measured_shift(sizes: list[int], per_run: list[dict[int, float]], cyc_a: list[dict[int, float]],
+                    single: bool) -> tuple[float, int, str, int] | None:
+    """(whole-run shift, its dof, what it was measured on, runs the reference is the median of)
+    from the baseline's history, else its -N cycles; None when it has neither.  Where few runs'
+    medians agreed closer than their sizes' jitter allows, `noise.jitter_floor` stands in.
+    Cycles of one process measure shifts within it: the reference is still one run."""
     for runs, what in ((per_run, "runs"), (cyc_a, "-N cycles")):
-        if len(runs) < (MIN_HISTORY if what == "runs" else 3):
+        if len(runs) < 2:
             continue
         shift = noise.shift_sigma(runs, sizes)
         if shift is None:
@@ -541,39 +721,22 @@ def reference_noise(sizes: list[int], per_run: list[dict[int, float]], cyc_a: li
         floor = None if single else noise.jitter_floor(runs, sizes)
         if floor is not None and floor > shift:  # the medians agreed closer than their sizes' jitter allows
             shift, source = floor, f"{source} (their sizes' run-to-run jitter, more than the medians moved)"
-        dof: int | None = len(runs) - 1
-        tail = noise.latency_floor(backend)
-        if what == "runs" and metric != "busbw" and len(runs) < noise.LATENCY_TAIL_RUNS and tail.sigma > shift:
-            # a short history cannot show small-message time's rare whole-run jumps: the declared
-            # shift (measured over many runs, so the known-noise multiple) stands in for it
-            shift, dof = tail.sigma, None
-            source = (f"{source}, floored at the declared {100 * tail.sigma:g}% per run: fewer than "
-                      f"{noise.LATENCY_TAIL_RUNS} runs cannot show the whole-run jumps of small-message time "
-                      f"({tail.evidence})")
-        return noise.combine(shift, source, len(runs), 1, shift_dof=dof)
-    if iters is not None:
-        return Noise(iters, "the baseline's -I samples of this size (noise of whole runs unknown)", False, None)
-    rough = None if single else noise.pooled([noise.roughness(r, sizes) for r in per_run])
-    prior = noise.assumed_noise(backend, "bandwidth" if metric == "busbw" else "latency", rough)
-    few = [f"{len(per_run)} baseline runs" if len(per_run) == 2 else "",
-           f"{len(cyc_a)} -N cycles" if len(cyc_a) == 2 else ""]
-    if any(few):
-        why = " and ".join(x for x in few if x)
-        prior = dataclasses.replace(prior, source=f"{prior.source} ({why}: too few to measure it)")
-    return prior
+        return shift, len(runs) - 1, source, len(runs) if what == "runs" else 1
+    return None
 
 
 def instability(sizes: list[int], mine: dict[int, float], per_run: list[dict[int, float]],
                 cyc_a: list[dict[int, float]], cyc_b: list[dict[int, float]], nz: Noise, limit_pct: float,
-                metric: str) -> str | None:
+                metric: str, rough_sizes: list[int] | None = None) -> str | None:
     """Why the checked run cannot confirm a figure, or None: it is far noisier than the
     reference (like with like: -N cycle shifts when both have >= 3 cycles, else the
-    size-to-size roughness of each run) and its own noise could hide a change of the limit."""
+    size-to-size roughness of each run, over `rough_sizes`: the figure's size class, since a
+    plateau of 2 sizes shows none) and its own noise could hide a change of the limit."""
     cand, ref = noise.cycle_spread(cyc_b, sizes), noise.cycle_spread(cyc_a, sizes)
     n = len(cyc_b)
     if cand is None or ref is None:
-        cand = noise.roughness(mine, sizes)
-        ref = noise.pooled([noise.roughness(r, sizes) for r in per_run])
+        cand = noise.roughness(mine, rough_sizes or sizes)
+        ref = noise.pooled([noise.roughness(r, rough_sizes or sizes) for r in per_run])
         n = 0
     if cand is None or ref is None:
         return None
@@ -609,6 +772,13 @@ def _unit(metric: str) -> str:
     return "GB/s" if metric == "busbw" else "us"
 
 
+def _rise_text(g: GateResult) -> str:
+    if g.max_rise_pct is not None:
+        return f"{g.max_rise_pct:g}%"
+    return (f"{g.max_drop_pct:g}% (no --max-rise: the latency floor is judged against its noise alone, "
+            "the smallest rise it detects is its limit)")
+
+
 def _noise_text(n: Noise) -> str:
     if n.pct is None:
         return "noise unknown"
@@ -622,11 +792,11 @@ def format_gate(g: GateResult, baseline_name: str | None = None) -> str:
         base += f" and {g.baseline_runs - 1} more run{'s' if g.baseline_runs > 2 else ''} of its history"
     lines = [f"check: {c.b_desc}", f"against {base}",
              f"{c.placement.replace('_', '-')}; fails when plateau busbw drops more than {g.max_drop_pct:g}% or "
-             f"the latency floor rises more than {g.max_rise_pct:g}%, and beyond the baseline's noise "
+             f"the latency floor rises more than {_rise_text(g)}, and beyond the baseline's noise "
              f"({noise.Z_KNOWN:g} standard deviations, more when measured on few runs)"]
     lines += [f"warning: {w}" for w in c.warnings]
     if g.assumed:
-        lines.append("note: the baseline carries no noise of its own (one run, fewer than 3 -N cycles): its noise "
+        lines.append("note: the baseline carries no noise of its own (one run, no -N cycles): its noise "
                      "is assumed from recorded figures; give it a history (`ncclbench baseline set NAME RUN "
                      "--runs 5`) or run with -N 5")
     for j in g.judgements:
@@ -635,12 +805,15 @@ def format_gate(g: GateResult, baseline_name: str | None = None) -> str:
         worse = (f"{_pct_text(j.worse_pct)} {'lower' if j.metric == 'busbw' else 'higher'}"
                  if j.worse_pct >= 0 else f"{_pct_text(-j.worse_pct)} better")
         lines.append(f"{j.verdict:>10}  {j.series} {j.figure} ({sizes}): {_v(j.baseline)} -> {_v(j.value)} "
-                     f"{_unit(j.metric)}; median change {worse} (limit {_pct_text(j.limit_pct)}; {_noise_text(j.noise)})"
-                     + (f"; {j.unstable}" if j.unstable and not j.failed else ""))
+                     f"{_unit(j.metric)}; median change {worse} (limit {_pct_text(j.limit_pct)}: the smallest "
+                     f"{'drop' if j.metric == 'busbw' else 'rise'} it detects; {_noise_text(j.noise)})"
+                     + (f"; {j.not_judged}" if j.not_judged else ""))
     if g.regression:
         lines.append("result: REGRESSION at sizes " + ", ".join(str(s) for s in g.failing_sizes))
     elif g.unstable:
         lines.append("result: NOT JUDGED: unstable candidate: cannot confirm; re-run (exit 9)")
+    elif g.cannot_confirm:
+        lines.append("result: NOT JUDGED: cannot confirm: the baseline's noise is too wide to tell (exit 9)")
     else:
         lines.append(f"result: OK ({g.checked} figure{'s' if g.checked != 1 else ''} within limits)")
     lines.append(f"Summaries: {stats.PLATEAU_DEFINITION}; {stats.LATENCY_DEFINITION} "
@@ -660,7 +833,8 @@ def gate_to_dict(g: GateResult) -> dict[str, Any]:
                             "noise_pct": j.noise.pct, "noise_source": j.noise.source,
                             "noise_multiple": j.noise.multiple, "noise_assumed": j.noise.assumed,
                             "whole_run_noise_known": j.noise.whole_run_known, "limit_pct": j.limit_pct,
-                            "failed": j.failed, "verdict": j.verdict.lower(), "unstable": j.unstable}
+                            "failed": j.failed, "verdict": j.verdict.lower(), "asked_pct": j.asked_pct,
+                            "cannot_confirm": j.cannot_confirm, "unstable": j.not_judged}
                            for j in g.judgements],
             "comparison": comparison_to_dict(g.comparison)}
 
@@ -696,7 +870,7 @@ def check_against_baseline(store: BaselineStore, run_id: int, name: str, max_dro
 def gate_stored_run(store: BaselineStore, run_id: int, name: str, max_drop_pct: float = 5.0,
                     max_rise_pct: float | None = None, out: TextIO | None = None) -> int:
     """`ncclbench <test> ... --baseline NAME`: print the check of the run just
-    stored and return its exit code (0 ok, 7 regression, 9 unstable candidate)."""
+    stored and return its exit code (0 ok, 7 regression, 9 not judged)."""
     g = check_against_baseline(store, run_id, name, max_drop_pct, max_rise_pct)
     print(format_gate(g, name), end="", file=out or sys.stdout)
     return g.exit_code

@@ -4,8 +4,9 @@ nccl-tests' footer averages busbw over *every* size, so it mostly measures
 how many small sizes the sweep had.  ncclbench summarises a sweep with two
 numbers that mean something on their own, and says which:
 
-* plateau busbw: mean busbw over the sizes >= 64 MiB or over the top quarter
-  of sizes, whichever set has more sizes;
+* plateau busbw: the median busbw of the sizes within a factor of 4 of the
+  largest (results.PLATEAU_DEFINITION: the one definition explain, the banner,
+  --metrics, history, compare and check share);
 * small-message latency: median time over the sizes <= 64 KiB.
 
 Rows of size 0 (per-rank shares rounded down to nothing) carry no signal and
@@ -20,15 +21,14 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
+from ..results import PLATEAU_DEFINITION as PLATEAU_DEFINITION
 from ..results import ResultRow
+from ..results import plateau_sizes as _plateau_sizes
 
 MiB, KiB = 1 << 20, 1 << 10
-PLATEAU_MIN_SIZE = 64 * MiB
 LATENCY_MAX_SIZE = 64 * KiB
 MIN_NOISE_PCT = 2.0
 
-PLATEAU_DEFINITION = ("plateau busbw = mean busbw over sizes >= 64 MiB or the top quarter of "
-                      "sizes, whichever has more sizes")
 LATENCY_DEFINITION = "latency = median time over sizes <= 64 KiB"
 FOOTER_NOTE = "(not nccl-tests' 'Avg bus bandwidth', which averages over all sizes)"
 
@@ -118,12 +118,8 @@ def series_of(rows: list[ResultRow], placement: str = "out_of_place") -> list[Se
 
 
 def plateau_sizes(sizes: list[int]) -> list[int]:
-    sizes = sorted(s for s in set(sizes) if s > 0)
-    if not sizes:
-        return []
-    big = [s for s in sizes if s >= PLATEAU_MIN_SIZE]
-    top = sizes[-math.ceil(len(sizes) / 4):]
-    return big if len(big) >= len(top) else top
+    """results.plateau_sizes: within a factor of 4 of the largest."""
+    return _plateau_sizes(sizes)
 
 
 def latency_sizes(sizes: list[int]) -> list[int]:
@@ -133,7 +129,7 @@ def latency_sizes(sizes: list[int]) -> list[int]:
 def plateau_busbw(series: Series, sizes: list[int] | None = None) -> float | None:
     sizes = plateau_sizes(series.sizes) if sizes is None else sizes
     vals = [p.busbw for p in series.points if p.size in sizes and not math.isnan(p.busbw)]
-    return statistics.mean(vals) if vals else None
+    return statistics.median(vals) if vals else None
 
 
 def latency_us(series: Series, sizes: list[int] | None = None) -> float | None:
@@ -155,13 +151,6 @@ def resolution_pct(a: float, b: float, step: float = 0.01) -> float:
     vs 0.02 GB/s is not a 100% change."""
     lo = min(abs(a), abs(b))
     return math.inf if lo == 0 else 100.0 * step / lo
-
-
-def noise_pct(a: Point, b: Point, metric: str) -> float:
-    """Deltas below this are noise: max(2%, observed spread of either run,
-    resolution of the printed value)."""
-    va, vb = (a.busbw, b.busbw) if metric == "busbw" else (a.time_us, b.time_us)
-    return max(MIN_NOISE_PCT, a.spread_pct, b.spread_pct, resolution_pct(va, vb))
 
 
 def delta_pct(a: float | None, b: float | None) -> float | None:
