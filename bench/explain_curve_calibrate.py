@@ -7,12 +7,19 @@ archives under bench/results/raw/ named below, with the machine, date and commit
 
     python bench/explain_curve_calibrate.py            # rewrites src/ncclbench/explain/curve_data.py
     python bench/explain_curve_calibrate.py --check    # exit 1 when the committed table differs
+
+The band per size (HEALTHY_LOWEST in the table): every healthy run of every recorded machine (the visits
+above and MORE_MACHINES: machines recorded after the curves, which widen the spread but not the curve),
+each size from 32 MiB, as a ratio to the curve of its GPU count and collective of either twin class
+(H100 / H200: one stands in for the other), the lowest ratio per size and which machine gave it.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import math
 import re
 import statistics
 import sys
@@ -50,6 +57,15 @@ SOURCES = {
 # bench/results/gpu-h200x4-2026-11-21-session3.md), so explain and health read one table.
 OVERRIDES = {("H200", 4, "all_reduce"): "bench/results/compare-s3-4gpu-busbw.json",
              ("H200", 2, "all_reduce"): "bench/results/compare-s3-2gpu-busbw.json"}
+# Machines whose healthy runs set the per-size band but not the curve: (class, GPU count), archive, folder of
+# nccl-tests -J files inside it (healthy runs: every file not named cause-*), provenance.
+MORE_MACHINES = {
+    "2x H200 2026-11-28": (("H200", 2), "2026-11-28-2xH200-explain-curve-ad544b9.tar.xz", "./explain/ec/runs/",
+                           "2x NVIDIA H200 (NV18), driver 580.159, NCCL 2.28.9, 2026-11-28, main ad544b9; "
+                           "bench/explain_curve_gpu.py: 11 collectives -b 1M -e 8G -f 2 and -e 32M/128M/1G "
+                           "(bench/results/explain-curve-gpu-2026-11-28-2xH200/README.md)"),
+}
+BAND_FROM = 32 * 2**20  # CURVE_MIN_PLATEAU_BYTES: the sizes a curve verdict reads
 CEILING = 370.8  # NCCL's model for an H100/H200 NVSwitch GPU: 18 x 20.6 GB/s (explain/ceiling.py)
 
 
@@ -71,6 +87,93 @@ def curves_of(archive: str, folder: str) -> dict[str, list[tuple[int, float]]]:
                     per[coll][int(r.group(1))].append(float(r.group(2)))
     return {c: [(s, round(statistics.median(v), 1)) for s, v in sorted(sizes.items())]
             for c, sizes in sorted(per.items()) if sizes}
+
+
+def runs_txt(archive: str, folder: str) -> list[tuple[str, list[tuple[int, float]]]]:
+    """(collective, [(size, out-of-place busbw)]) per run (one .txt file each) in `folder`, no -G graph runs."""
+    out = []
+    with tarfile.open(RAW / archive) as tar:
+        for m in tar.getmembers():
+            name = m.name.rsplit("/", 1)[-1]
+            if not m.name.startswith(folder) or not name.endswith(".txt") or ".graph" in name:
+                continue
+            f = tar.extractfile(m)
+            if f is None:
+                continue
+            rows = [(int(r.group(1)), float(r.group(2))) for line in f.read().decode(errors="replace").splitlines()
+                    if (r := ROW.match(line))]
+            out.append((name.split(".")[0], rows))
+    return out
+
+
+def runs_json(archive: str, folder: str) -> list[tuple[str, list[tuple[int, float]]]]:
+    """(collective, [(size, out-of-place busbw)]) per healthy nccl-tests -J file in `folder` (not cause-*)."""
+    out = []
+    with tarfile.open(RAW / archive) as tar:
+        for m in tar.getmembers():
+            name = m.name.rsplit("/", 1)[-1]
+            if not m.name.startswith(folder) or not name.endswith(".json") or name.startswith("cause-"):
+                continue
+            f = tar.extractfile(m)
+            if f is None:
+                continue
+            doc = json.load(io.BytesIO(f.read()))
+            rows = [(int(r["size"]), float(r["out_of_place"]["bus_bw"])) for r in doc["results"]]
+            out.append((doc["args"][0].removesuffix("_perf"), rows))
+    return out
+
+
+def machines() -> dict[str, tuple[tuple[str, int], list[tuple[str, list[tuple[int, float]]]]]]:
+    """Every recorded machine: name -> ((class, GPU count), its healthy runs)."""
+    got = {}
+    for key, (archive, folder, text) in SOURCES.items():
+        date = re.search(r"20\d\d-\d\d-\d\d", text)
+        got[f"{key[1]}x {key[0]} {date.group(0) if date else archive}"] = (key, runs_txt(archive, folder))
+    for name, (key, archive, folder, _) in MORE_MACHINES.items():
+        got[name] = (key, runs_json(archive, folder))
+    return got
+
+
+def lowest_ratios(curves: dict[tuple[str, int, str], list[tuple[int, float]]],
+                  recorded: dict[str, tuple[tuple[str, int], list[tuple[str, list[tuple[int, float]]]]]],
+                  ) -> dict[tuple[int, str], list[tuple[int, float, str]]]:
+    """(GPU count, collective) -> [(size, lowest healthy run / curve, which machine)] from BAND_FROM up, each
+    run against the curve of either twin class (the one that judges it, and the one that stands in)."""
+    low: dict[tuple[int, str], dict[int, tuple[float, str]]] = defaultdict(dict)
+    for name, ((_, n), runs) in recorded.items():
+        for coll, rows in runs:
+            for cls in ("H100", "H200"):
+                pts = curves.get((cls, n, coll))
+                if not pts:
+                    continue
+                for size, busbw in rows:
+                    if size < BAND_FROM or size < pts[0][0]:
+                        continue
+                    want = _at(pts, size)
+                    r = busbw / want
+                    if size not in low[(n, coll)] or r < low[(n, coll)][size][0]:
+                        low[(n, coll)][size] = (round(r, 3), name)
+    return {k: [(s, r, m) for s, (r, m) in sorted(v.items())] for k, v in sorted(low.items())}
+
+
+def _at(pts: list[tuple[int, float]], size: int) -> float:
+    """The curve at `size`: log-linear between recorded sizes, flat past the largest (expected_curve.at)."""
+    if size >= pts[-1][0]:
+        return pts[-1][1]
+    for (s0, b0), (s1, b1) in zip(pts, pts[1:]):
+        if s0 <= size <= s1:
+            t = (math.log(size) - math.log(s0)) / (math.log(s1) - math.log(s0))
+            return b0 + t * (b1 - b0)
+    return pts[0][1]
+
+
+def all_curves() -> dict[tuple[str, int, str], list[tuple[int, float]]]:
+    """The calibration curves: (class, count, collective) -> [(size, busbw)]."""
+    out = {}
+    for (cls, n), (archive, folder, _) in SOURCES.items():
+        for coll, raw in curves_of(archive, folder).items():
+            out[(cls, n, coll)] = with_override((cls, n, coll), raw)
+    return out
 
 
 def with_override(key: tuple[str, int, str], pts: list[tuple[int, float]]) -> list[tuple[int, float]]:
@@ -97,13 +200,25 @@ def render() -> str:
                               drop_whitespace=False)
         lines.append(f"    {key!r}: (" + "\n        ".join(repr(x) for x in parts) + "),")
     lines += ["}", "", "CURVES: dict[tuple[str, int, str], tuple[tuple[int, float], ...]] = {"]
-    for (cls, n), (archive, folder, _) in SOURCES.items():
-        for coll, raw in curves_of(archive, folder).items():
-            pts = with_override((cls, n, coll), raw)
-            lines.append(f"    ({cls!r}, {n}, {coll!r}): (")
-            for i in range(0, len(pts), 5):
-                lines.append("        " + " ".join(f"({s}, {b})," for s, b in pts[i:i + 5]))
-            lines.append("    ),")
+    curves = all_curves()
+    for (cls, n, coll), pts in curves.items():
+        lines.append(f"    ({cls!r}, {n}, {coll!r}): (")
+        for i in range(0, len(pts), 5):
+            lines.append("        " + " ".join(f"({s}, {b})," for s, b in pts[i:i + 5]))
+        lines.append("    ),")
+    lines += ["}", "", "# Machines whose healthy runs set HEALTHY_LOWEST but not CURVES.",
+              "MORE_SOURCES: dict[str, str] = {"]
+    for name, (_, archive, folder, text) in MORE_MACHINES.items():
+        parts = textwrap.wrap("bench/results/raw/" + archive + " " + folder + ": " + text, 90, drop_whitespace=False)
+        lines.append(f"    {name!r}: (" + "\n        ".join(repr(x) for x in parts) + "),")
+    lines += ["}", "", "# (GPU count, collective) -> (size, lowest healthy run / curve of either twin class, machine),",
+              "# every healthy run of every machine above, from 32 MiB: the spread a per-size band reads.",
+              "HEALTHY_LOWEST: dict[tuple[int, str], tuple[tuple[int, float, str], ...]] = {"]
+    for (n, coll), pts in lowest_ratios(curves, machines()).items():
+        lines.append(f"    ({n}, {coll!r}): (")
+        for i in range(0, len(pts), 2):
+            lines.append("        " + " ".join(f"({s}, {r}, {m!r})," for s, r, m in pts[i:i + 2]))
+        lines.append("    ),")
     lines.append("}")
     return "\n".join(lines) + "\n"
 

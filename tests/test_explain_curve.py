@@ -193,3 +193,42 @@ def test_a_sweep_that_reached_the_flat_part_is_judged_at_the_ceiling_one_short_o
     at128 = _judge(_table("all_reduce", short, "NVIDIA H100 80GB HBM3", 4), "all_reduce").judgement.verdict
     assert at128.label == "as expected" and "the sweep stops at 128 MiB" in at128.text
     assert at128.text.endswith("run to 2 GiB or more to judge the ceiling")
+
+
+def _new_machine_runs():
+    """Healthy runs of the 2x H200 machine recorded 2026-11-28 (ad544b9), from its raw archive."""
+    return _load("explain_curve_calibrate").runs_json("2026-11-28-2xH200-explain-curve-ad544b9.tar.xz",
+                                                     "./explain/ec/runs/")
+
+
+@pytest.mark.parametrize("collective", ["all_reduce", "all_gather", "reduce", "gather"])
+def test_a_healthy_sweep_of_another_machine_ending_at_32_mib_is_not_below(collective):
+    """2x H200 2026-11-28, -b 1M -e 8G cut at 32 MiB: the plateau median over 16-32 MiB was under 90 % of the
+    curve's (issue 30: "below expected" at ad544b9); per size from 32 MiB with the band of the recorded spread
+    it is as expected, or not judged where healthy machines spread too far (all_gather: 73-99 % at 32 MiB)."""
+    rows = next(r for c, r in _new_machine_runs() if c == collective and max(s for s, _ in r) == 8 * GiB)
+    v = _judge(_table(collective, [(s, b) for s, b in rows if s <= 32 * MiB]), collective).judgement.verdict
+    assert v.label in ("as expected", "unknown"), v.text
+    if v.label == "unknown":
+        assert "not judged at 32 MiB" in v.text and "a sweep to 64 MiB or more can be judged" in v.text
+
+
+def test_a_size_whose_healthy_spread_is_too_wide_is_not_judged_and_the_next_size_is_named():
+    exp, _ = find_expectation(["NVIDIA H200"] * 2, 2, "broadcast", NVLINK)
+    assert exp is not None
+    band32, why32 = exp.band(32 * MiB)
+    assert band32 is None and "61% of the curve at 32 MiB (2x H200 2026-11-28)" in why32
+    assert exp.band(GiB)[0] == 0.90  # where machines agree (>= 93 %), the plateau's band stays
+    assert exp.next_judged(32 * MiB) == 64 * MiB
+    slow = [(s, b) for s, b in CURVES[("H200", 2, "broadcast")] if s <= 32 * MiB]
+    slow[-1] = (32 * MiB, 0.2 * slow[-1][1])  # 20 % of the curve at 32 MiB alone: still not judged there
+    v = _judge(_table("broadcast", slow), "broadcast").judgement.verdict
+    assert v.label == "unknown" and "a sweep to 64 MiB or more can be judged" in v.text
+
+
+def test_a_slow_size_in_a_judged_range_is_below_with_each_size_stated():
+    """all_reduce on 2 GPUs at 64-128 MiB, 80 % of the curve (under the 90 % band, which the spread there
+    keeps): below expected, each size's ratio and band in the text."""
+    pts = [(s, b * (0.8 if s >= 64 * MiB else 1)) for s, b in CURVES[("H200", 2, "all_reduce")] if s <= 128 * MiB]
+    v = _judge(_table("all_reduce", pts), "all_reduce").judgement.verdict
+    assert v.label == "below expected" and "64 MiB 80% (band 90%), 128 MiB 80% (band 90%)" in v.text

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .ceiling import Ceiling, fmt_gbps
-from .expected_curve import PLATEAU_REACHED, Expectation
+from .expected_curve import JUDGED_BAND_MIN, PLATEAU_REACHED, Expectation
 
 AS_EXPECTED_FRACTION = 0.90
 ABOVE_MODEL_TOLERANCE = 0.05
@@ -195,11 +195,13 @@ def summary_line(plateau: Plateau, ceiling: Ceiling, verdict: Verdict) -> str:
 
 
 def judge_curve(rows: Sequence[tuple[int, float]], plateau: Plateau, ceiling: Ceiling, exp: Expectation) -> Verdict:
-    """The plateau against what a healthy system of this kind reaches at the same sizes (`exp`, a recorded
-    curve scaled to the ceiling), in the same bands as the ceiling's: as expected from AS_EXPECTED_FRACTION of
-    the curve, below under it; above the model / the line rate stay the ceiling's (a figure past the links'
-    model is news whatever the size).  A sweep that stops before the curve flattens says so, and what would
-    judge the ceiling.  `fraction` stays plateau / ceiling, as for `judge`."""
+    """The sweep against what a healthy system of this kind reaches at the same sizes (`exp`, a recorded curve
+    scaled to the ceiling), size by size: each plateau size from CURVE_MIN_PLATEAU_BYTES up where the curve has
+    a band (`Expectation.band`: the lowest healthy ratio recorded there, less a margin, at most 90 %) gives
+    measured / expected and measured / band; the verdict reads the median of the latter, so one size does not
+    decide and no median straddles the steep part of the ramp.  Sizes whose healthy spread is too wide are not
+    judged, and the verdict says the next size that can be.  Above the model / the line rate stay the
+    ceiling's (a figure past the links' model is news whatever the size).  `fraction` is plateau / ceiling."""
     if plateau.busbw is None:
         return Verdict("unknown", None, plateau.reason)
     if plateau.max_size < CURVE_MIN_PLATEAU_BYTES:
@@ -208,16 +210,39 @@ def judge_curve(rows: Sequence[tuple[int, float]], plateau: Plateau, ceiling: Ce
     v0 = judge(Plateau(plateau.busbw, plateau.min_size, plateau.max_size, plateau.points), ceiling)
     if v0.label in ("above the model", "above the line rate") or ceiling.ceiling is None:
         return v0
-    wanted = [w for w in (exp.at(s) for s, _ in plateau_rows(rows)) if w is not None]
-    if not wanted:
-        return Verdict("unknown", None, f"no recorded healthy {exp.label} figure at these sizes")
-    want, b = statistics.median(wanted), plateau.busbw
-    ratio, where = b / want, _size(plateau.max_size)
-    frac = b / ceiling.ceiling
-    if ratio < AS_EXPECTED_FRACTION:
-        return Verdict("below expected", frac, f"{100 * ratio:.0f}% of the {fmt_gbps(want)} GB/s a healthy {exp.label} "
-                       f"reaches at {where} ({100 * frac:.0f}% of the {fmt_gbps(ceiling.ceiling)} GB/s ceiling)")
-    text = (f"for {where}: {fmt_gbps(b)} GB/s, about what a healthy {exp.label} reaches there "
+    per: dict[int, list[float]] = {}
+    for s, b in plateau_rows(rows):
+        if s >= CURVE_MIN_PLATEAU_BYTES:
+            per.setdefault(s, []).append(b)
+    judged: list[tuple[int, float, float, float]] = []  # size, measured, expected, band
+    skipped: list[str] = []
+    for s, bs in sorted(per.items()):
+        want, (band, why) = exp.at(s), exp.band(s)
+        if want is None:
+            continue
+        if band is None:
+            skipped.append(f"{_size(s)} ({why})")
+            continue
+        judged.append((s, statistics.median(bs), want, band))
+    frac = plateau.busbw / ceiling.ceiling
+    where = _size(plateau.max_size)
+    if not judged:
+        nxt = exp.next_judged(plateau.max_size)
+        return Verdict("unknown", frac, (
+            f"not judged at {', '.join(skipped) or where}: healthy {exp.label} runs spread there by more than "
+            f"{100 * (1 - JUDGED_BAND_MIN):.0f}% of the curve" + (
+                f"; a sweep to {_size(nxt)} or more can be judged" if nxt else "")))
+    score = statistics.median(b / (w * band) for _, b, w, band in judged)
+    ratios = ", ".join(f"{_size(s)} {100 * b / w:.0f}% (band {100 * band:.0f}%)" for s, b, w, band in judged)
+    not_judged = f"; not judged at {', '.join(skipped)}" if skipped else ""
+    s_top, b_top, want, _ = judged[-1]
+    ratio = b_top / want
+    if score < 1:
+        return Verdict("below expected", frac, (
+            f"{100 * ratio:.0f}% of the {fmt_gbps(want)} GB/s a healthy {exp.label} reaches at {_size(s_top)} "
+            f"({100 * frac:.0f}% of the {fmt_gbps(ceiling.ceiling)} GB/s ceiling); measured / expected per size: "
+            f"{ratios}{not_judged}"))
+    text = (f"for {where}: {fmt_gbps(b_top)} GB/s, about what a healthy {exp.label} reaches there "
             f"({fmt_gbps(want)} GB/s, {100 * ratio:.0f}%)")
     if (exp.at(plateau.max_size) or 0) < PLATEAU_REACHED * exp.top:
         text += (f"; the sweep stops at {where}, where a healthy {exp.label} reaches about "
@@ -225,4 +250,4 @@ def judge_curve(rows: Sequence[tuple[int, float]], plateau: Plateau, ceiling: Ce
                  f"{_size(exp.plateau_from())} or more to judge the ceiling")
     else:
         text += f"; {100 * frac:.0f}% of the {fmt_gbps(ceiling.ceiling)} GB/s ceiling, where this curve levels off"
-    return Verdict("as expected", frac, text)
+    return Verdict("as expected", frac, text + not_judged)
