@@ -83,17 +83,22 @@ class Progress:
     algbw_bytes: float = 0.0  # algbw bytes of one bandwidth-size op
     nranks: int = 0
     started: float = 0.0  # time.monotonic() at the bandwidth section's start
+    last_chunk_at: float = 0.0  # time.monotonic() when the last chunk ended
 
-    def chunk(self, ops: int) -> None:
+    def chunk(self, ops: int, now: float | None = None) -> None:
         """A chunk of `ops` ops starts (the previous one ended)."""
         self.ops_done = self.ops_next
         self.ops_next = self.ops_done + ops
+        self.last_chunk_at = time.monotonic() if now is None else now
 
     def to_json(self, now: float | None = None) -> dict:
-        elapsed = (time.monotonic() if now is None else now) - self.started if self.started else 0.0
+        """The report: `elapsed_s` since the section started, `last_chunk_s` when (after the
+        start) the last chunk ended - how fast it went, and whether it still goes."""
+        t = time.monotonic() if now is None else now
         return {"section": self.section, "ops_done": self.ops_done, "ops_next": self.ops_next,
                 "ops_total": self.ops_total, "algbw_bytes": self.algbw_bytes, "nranks": self.nranks,
-                "elapsed_s": round(elapsed, 3)}
+                "elapsed_s": round(t - self.started, 3) if self.started else 0.0,
+                "last_chunk_s": round(self.last_chunk_at - self.started, 3) if self.started else 0.0}
 
 
 # The progress record of the group this rank is measuring, set by the rank's loop
@@ -149,4 +154,4 @@ def _start_bw(progress: Progress, spec: GroupSpec, algbw_bytes: float, nranks: i
     progress.ops_done = progress.ops_next = 0
     progress.ops_total = spec.warmup + max(1, spec.cycles) * (spec.iters + 1)
     progress.started = time.monotonic()
-    progress.chunk(spec.warmup)
+    progress.chunk(spec.warmup, progress.started)
