@@ -309,3 +309,22 @@ def test_the_scan_reads_ceilings_and_traps_from_the_ranks_and_says_what_it_judge
     assert "# judged against the ceiling intra:1x4: not judged against the 370.8 GB/s ceiling (healthy groups " \
            "are recorded from 64 MiB up; at 256 KiB" in out
     assert code == ExitCode.NOT_JUDGED and doc["host_status"]["h0"] == "not judged"
+
+
+def test_a_slow_host_pair_cut_at_the_deadline_is_a_bound_not_a_stuck_member(tmp_path):
+    """h2's GPU moves data at 1/25 of the others' rate: its pairs (34 ops of 256 KiB) need ~4.5 s,
+    the healthy ones well under 1 s, so the 3 s deadline cuts them.  Their members are alive and
+    progressing: each pair with h2 is a measurement with an upper bound, nobody is called stuck or
+    left out, and h2 is the host found."""
+    lib = FakeNccl(rates={("h2", 0): 0.002})
+    hosts = ["h0", "h1", "h2", "h3"]
+    code, out, doc, elapsed, _ = scan(lib, hosts, ("pairs",), timeout=3.0, tmp_path=tmp_path)
+    groups = [g for rec in doc["measurements"] for g in rec["groups"]]
+    bounded = [g for g in groups if g.get("upper_bound")]
+    assert bounded and all("h2" in g["hosts"] for g in bounded), groups
+    assert all(g["status"] != "no answer" for g in groups), groups
+    assert "stuck" not in out and "stopped" not in out, out
+    assert doc["host_status"]["h2"] in ("faulty", "suspect"), (doc["host_status"], out)
+    assert all(s != "faulty" for h, s in doc["host_status"].items() if h != "h2"), (doc["host_status"], out)
+    healthy = [g["busbw"] for g in groups if "h2" not in g["hosts"]]
+    assert max(g["busbw"] for g in bounded) < 0.5 * min(healthy), groups  # the bound is slow evidence
