@@ -157,6 +157,10 @@ def judge_case(case: Case, code: int | None, doc: dict | None, drain: list[str] 
     res["other hosts drained"] = sorted(set(drain or []) - (named if want and want[0] == "node nic" else set()))
     res["as expected"] = as_expected(doc, drain, case) and code == (8 if want else 0)
     res["host_status"] = doc.get("host_status")
+    res["bounded groups"] = [g["upper_bound"] for r in doc.get("measurements", []) for g in r.get("groups", [])
+                             if g.get("upper_bound")]
+    res["no answer groups"] = [f"{r['round']}: {g['group']}: {g.get('why')}" for r in doc.get("measurements", [])
+                               for g in r.get("groups", []) if g.get("status") == "no answer"]
     res["status"] = "ok"
     return res
 
@@ -202,6 +206,9 @@ def run_case(case: Case, mode: Mode, tools: fakehosts.Tools, out: Path, ngpus: i
     if codes[0] is None:
         res["status"] = f"cut: still running after {bound_s:.0f} s (the budget's end), killed"
     res["verdict lines"] = [ln for ln in stdout.splitlines() if ln.startswith("#")][-12:]
+    # a slow pair must never read as a member that stopped (issue 29)
+    res["stuck or stopped said"] = [ln for ln in (stdout + job.stderr(0)).splitlines()
+                                    if "stuck" in ln or "stopped" in ln][:5]
     if doc is None:
         res["stderr"] = job.stderr(0).splitlines()[-5:]
     return res

@@ -42,6 +42,12 @@ def test_a_fault_is_as_expected_only_when_exactly_that_is_named_and_drained():
     assert not hf.judge_case(nic, 9, {"findings": []}, [])["as expected"]  # the stuck case's old answer
     link = hf.Case(4, "link", 50)
     assert hf.judge_case(link, 8, {"findings": [_f("link", ["node1", "node3"])]}, [])["as expected"]
+    rec = {"round": "pairs r2", "groups": [{"group": "node1+node2 rail 0", "upper_bound": "node1+node2: under 0.1 GB/s",
+                                            "status": "slow"},
+                                           {"group": "node0+node3 rail 0", "status": "no answer", "why": "died"}]}
+    res = hf.judge_case(nic, 8, {"findings": [_f("node nic", ["node2"])], "measurements": [rec]}, ["node2"])
+    assert res["bounded groups"] == ["node1+node2: under 0.1 GB/s"]
+    assert res["no answer groups"] == ["pairs r2: node0+node3 rail 0: died"]
     assert not hf.judge_case(link, 8, {"findings": [_f("link", ["node1", "node3"])]}, ["node1"])["as expected"]
 
 
