@@ -15,6 +15,7 @@ import pytest
 from health_fake_nccl import FakeNccl, gpu_rank_opener
 
 from ncclbench.errors import BenchError, ExitCode
+from ncclbench.health import runtime
 from ncclbench.health.baseline import LONE_BW_SPREAD
 from ncclbench.health.baseline import load_baseline as _load_baseline
 from ncclbench.health.baseline import save_baseline as _save_baseline
@@ -328,3 +329,20 @@ def test_a_slow_host_pair_cut_at_the_deadline_is_a_bound_not_a_stuck_member(tmp_
     assert all(s != "faulty" for h, s in doc["host_status"].items() if h != "h2"), (doc["host_status"], out)
     healthy = [g["busbw"] for g in groups if "h2" not in g["hosts"]]
     assert max(g["busbw"] for g in bounded) < 0.5 * min(healthy), groups  # the bound is slow evidence
+
+
+def test_later_rounds_deadlines_follow_the_healthy_groups_not_the_round_timeout(tmp_path, monkeypatch):
+    """With a 30 s round timeout, the first pairs round waits for h2's slow pair (~4.5 s, a full
+    figure); the later rounds' deadline is 3x the healthy pairs' typical time, so h2's pairs there are
+    cut early and measured with a bound.  (The 10 s floor is lowered here to keep the test short.)"""
+    monkeypatch.setattr(runtime, "MIN_DEADLINE_S", 0.5)
+    lib = FakeNccl(rates={("h2", 0): 0.002})
+    code, out, doc, elapsed, _ = scan(lib, ["h0", "h1", "h2", "h3"], ("pairs",), timeout=30.0, tmp_path=tmp_path)
+    first, *later = [rec for rec in doc["measurements"] if rec["round"].startswith("pairs")]
+    slow_first = [g for g in first["groups"] if "h2" in g["hosts"]]
+    assert slow_first and not slow_first[0].get("upper_bound") and slow_first[0]["busbw"], first
+    cut = [g for rec in later for g in rec["groups"] if g.get("upper_bound")]
+    assert cut and all("h2" in g["hosts"] for g in cut), later
+    walls = {r["name"]: r["wall_s"] for r in doc["rounds"]}
+    assert walls["pairs r1"] > 3.0 and all(walls[rec["round"]] < walls["pairs r1"] for rec in later), walls
+    assert "stuck" not in out and doc["host_status"]["h2"] in ("faulty", "suspect"), (doc["host_status"], out)

@@ -22,6 +22,7 @@ unique id and sends it here; the coordinator relays it to the other members
 
 from __future__ import annotations
 
+import statistics
 import sys
 import threading
 import time
@@ -41,7 +42,8 @@ from .schedule import Round
 
 GRACE_S = 2.0  # after the deadline, for the last reports to cross the network
 # After a phase's first round, a round's deadline is STRAGGLER_K x the typical group time of
-# the phase's last round (the median time to the last report of the groups that finished):
+# the phase's last round (the lower median of the times to the last report of the groups that
+# finished: with two groups, one of them slow, the plain median would be half the straggler's):
 # the deadline follows the healthy groups, not a fixed time.  A group still measuring then,
 # its members alive, is slow, not dead: what it moved bounds its busbw from above at about
 # 1/K of the typical group's (it had at most the typical group's bytes to move and took K
@@ -192,7 +194,7 @@ class LiveRounds:
                 self.silent.setdefault(rank, f"{self._who(rank)} did not report within {timeout:.0f} s "
                                              f"in {rnd.name} (stopped or hung)")
         done = [max(reported[r] for r in ranks) - t0 for ranks in members if all(r in got for r in ranks)]
-        typical = float(np.median(done)) if done else None
+        typical = float(statistics.median_low(done)) if done else None
         if typical is not None:
             self.typical[rnd.phase] = typical
         for gi, ranks in enumerate(members):
@@ -230,7 +232,7 @@ class LiveRounds:
         done = max(int(p.get("ops_done", 0)) for p in known)
         total = max(int(p.get("ops_total", 0)) for p in known)
         result.busbw[gi] = bound
-        others = (f"while the round's other groups took {typical:.1f} s (median)" if typical is not None
+        others = (f"while the round's other groups took {typical:.1f} s (lower median)" if typical is not None
                   else "while no other group of the round had finished")
         result.upper_bound[gi] = (f"{hosts}: under {bound:.3g} GB/s, had not finished after {late:.0f} s "
                                   f"({done} of {total} bandwidth ops done) {others}")
