@@ -15,6 +15,7 @@ import pytest
 from health_fake_nccl import FakeNccl, gpu_rank_opener
 
 from ncclbench.errors import BenchError, ExitCode
+from ncclbench.health import runtime
 from ncclbench.health.baseline import LONE_BW_SPREAD
 from ncclbench.health.baseline import load_baseline as _load_baseline
 from ncclbench.health.baseline import save_baseline as _save_baseline
@@ -309,3 +310,39 @@ def test_the_scan_reads_ceilings_and_traps_from_the_ranks_and_says_what_it_judge
     assert "# judged against the ceiling intra:1x4: not judged against the 370.8 GB/s ceiling (healthy groups " \
            "are recorded from 64 MiB up; at 256 KiB" in out
     assert code == ExitCode.NOT_JUDGED and doc["host_status"]["h0"] == "not judged"
+
+
+def test_a_slow_host_pair_cut_at_the_deadline_is_a_bound_not_a_stuck_member(tmp_path):
+    """h2's GPU moves data at 1/25 of the others' rate: its pairs (34 ops of 256 KiB) need ~4.5 s,
+    the healthy ones well under 1 s, so the 3 s deadline cuts them.  Their members are alive and
+    progressing: each pair with h2 is a measurement with an upper bound, nobody is called stuck or
+    left out, and h2 is the host found."""
+    lib = FakeNccl(rates={("h2", 0): 0.002})
+    hosts = ["h0", "h1", "h2", "h3"]
+    code, out, doc, elapsed, _ = scan(lib, hosts, ("pairs",), timeout=3.0, tmp_path=tmp_path)
+    groups = [g for rec in doc["measurements"] for g in rec["groups"]]
+    bounded = [g for g in groups if g.get("upper_bound")]
+    assert bounded and all("h2" in g["hosts"] for g in bounded), groups
+    assert all(g["status"] != "no answer" for g in groups), groups
+    assert "stuck" not in out and "stopped" not in out, out
+    assert doc["host_status"]["h2"] in ("faulty", "suspect"), (doc["host_status"], out)
+    assert all(s != "faulty" for h, s in doc["host_status"].items() if h != "h2"), (doc["host_status"], out)
+    healthy = [g["busbw"] for g in groups if "h2" not in g["hosts"]]
+    assert max(g["busbw"] for g in bounded) < 0.5 * min(healthy), groups  # the bound is slow evidence
+
+
+def test_later_rounds_deadlines_follow_the_healthy_groups_not_the_round_timeout(tmp_path, monkeypatch):
+    """With a 30 s round timeout, the first pairs round waits for h2's slow pair (~4.5 s, a full
+    figure); the later rounds' deadline is 3x the healthy pairs' typical time, so h2's pairs there are
+    cut early and measured with a bound.  (The 10 s floor is lowered here to keep the test short.)"""
+    monkeypatch.setattr(runtime, "MIN_DEADLINE_S", 0.5)
+    lib = FakeNccl(rates={("h2", 0): 0.002})
+    code, out, doc, elapsed, _ = scan(lib, ["h0", "h1", "h2", "h3"], ("pairs",), timeout=30.0, tmp_path=tmp_path)
+    first, *later = [rec for rec in doc["measurements"] if rec["round"].startswith("pairs")]
+    slow_first = [g for g in first["groups"] if "h2" in g["hosts"]]
+    assert slow_first and not slow_first[0].get("upper_bound") and slow_first[0]["busbw"], first
+    cut = [g for rec in later for g in rec["groups"] if g.get("upper_bound")]
+    assert cut and all("h2" in g["hosts"] for g in cut), later
+    walls = {r["name"]: r["wall_s"] for r in doc["rounds"]}
+    assert walls["pairs r1"] > 3.0 and all(walls[rec["round"]] < walls["pairs r1"] for rec in later), walls
+    assert "stuck" not in out and doc["host_status"]["h2"] in ("faulty", "suspect"), (doc["host_status"], out)

@@ -66,14 +66,15 @@ def shape(hosts, slow_host=None, slow_link=None):
             "latency", "50ms")
 
 
-def start(ctl, hosts, tmp_path, timeout_s=20):
-    """The coordinator (in `ctl`, outside the job) and the ranks (mpiexec from `ctl`, one per host)."""
+def start(ctl, hosts, tmp_path, timeout_s=20, scan=SCAN):
+    """The coordinator (in `ctl`, outside the job) and the ranks (mpiexec from `ctl`, one per host);
+    `scan`: the scan's options."""
     port, token = free_port(), secrets.token_hex(8)
     js, drain = tmp_path / "health.json", tmp_path / "drain.txt"
     env = child_env(NCCLBENCH_HEALTH_TOKEN=token, NCCLBENCH_HEALTH_PROGRESS="1", NCCLBENCH_NO_STORE="1")
     tag = secrets.token_hex(6)
     coord = subprocess.Popen(ctl.cmd([PY, "-m", "ncclbench", "health", "--serve", f"0.0.0.0:{port}", "--ranks",
-                                           str(len(hosts)), *SCAN, "--round-timeout", str(timeout_s),
+                                           str(len(hosts)), *scan, "--round-timeout", str(timeout_s),
                                            "--json", str(js), "--drain", str(drain)]),
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wrapper = tmp_path / "enter-netns"

@@ -55,7 +55,9 @@ def add_arguments(parser: CommandParser) -> None:
     parser.add_argument("-w", "--warmup-iters", type=int, default=5)
     parser.add_argument("--cycles", type=int, default=3, help="timed cycles per size; a group's figure is the median")
     parser.add_argument("--round-timeout", type=float, default=60.0,
-                        help="seconds a round may take; a group not done by then is 'no answer' (default 60)")
+                        help="seconds a phase's first round may take (later rounds: 3x the phase's typical group "
+                             "time, at most this); a group cut while progressing is measured with an upper bound, "
+                             "one whose member stopped is 'no answer' (default 60)")
     parser.add_argument("--join-timeout", type=float, default=60.0, help="seconds to wait for every rank to join")
     parser.add_argument("--json", dest="json_path", default=None, metavar="FILE", help="write the report as JSON")
     parser.add_argument("--drain", dest="drain_path", default=None, metavar="FILE",

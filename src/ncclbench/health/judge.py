@@ -169,6 +169,9 @@ class RoundResult:
     unstable: dict[int, str] = field(default_factory=dict)
     # group -> why its latency alone is not judged (its latency cycles disagreed)
     unsteady_lat: dict[int, str] = field(default_factory=dict)
+    # group -> why its busbw is an upper bound, not a figure: a straggler still measuring when
+    # the round was cut (health/runtime.py STRAGGLER_K); busbw holds the bound
+    upper_bound: dict[int, str] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, n: int) -> RoundResult:

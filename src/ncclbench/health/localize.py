@@ -88,6 +88,17 @@ class Recorded:
     score: Score
 
 
+def _bounded(result: RoundResult, i: int, status: str, why: str, symptom: str) -> tuple[str, str, str]:
+    """A straggler's figure is an upper bound (runtime.LiveRounds): below the threshold it is
+    slow evidence, said as a bound; above it, it says nothing (never "ok")."""
+    bound = result.upper_bound.get(i)
+    if bound is None or status in (CONTROL, NO_ANSWER, WRONG):
+        return status, why, symptom
+    if status == SLOW:
+        return status, f"{bound}; {why}", symptom
+    return UNJUDGED, f"not judged: only an upper bound, not below the threshold ({bound})", ""
+
+
 class PhaseScan:
     """What both scans share: references per shape from the fleet round, scoring, dead hosts."""
 
@@ -114,8 +125,10 @@ class PhaseScan:
         for shape in shapes:
             bw, lat = [], []
             for rec in fleet:
-                # groups whose cycles disagreed are not evidence of the fleet's level either
-                idx = [i for i, g in enumerate(rec.round.groups) if g.shape == shape and i not in rec.result.unstable]
+                # groups whose cycles disagreed are not evidence of the fleet's level either, nor is a
+                # straggler's upper bound (a bound, not a figure)
+                idx = [i for i, g in enumerate(rec.round.groups) if g.shape == shape and i not in rec.result.unstable
+                       and i not in rec.result.upper_bound]
                 bw.append(rec.result.busbw[idx])
                 lat.append(rec.result.lat_us[[i for i in idx if i not in rec.result.unsteady_lat]])
             self.refs[shape] = references(np.concatenate(bw), np.concatenate(lat), shape, self.thr, self.baseline)
@@ -153,6 +166,7 @@ class PhaseScan:
                     status, why, symptom = CONTROL, self._control_line(rnd, result, int(i)), ""
                 elif relative and shift is None and status == SLOW and not sc.below_ceiling[j]:
                     status, why, symptom = UNJUDGED, f"not judged: {why}; but {NO_CONTROL}", ""
+                status, why, symptom = _bounded(result, int(i), status, why, symptom)
                 out.status[i], out.why[i], out.symptom[i] = status, why, symptom
                 out.physics[i], out.below_ceiling[i] = sc.physics[j], sc.below_ceiling[j]
                 out.z_bw[i], out.z_lat[i] = sc.z_bw[j], sc.z_lat[j]
@@ -227,7 +241,8 @@ class PhaseScan:
         """A fleet round's steady figures per group: what a control is later compared with."""
         for i, g in enumerate(rnd.groups):
             bw = float(result.busbw[i])
-            if np.isfinite(bw) and bw > 0 and i not in result.unstable and g not in rnd.controls:
+            if np.isfinite(bw) and bw > 0 and i not in result.unstable and i not in result.upper_bound \
+                    and g not in rnd.controls:
                 self.fleet_seen.setdefault(g, (rnd.name, bw, float(result.lat_us[i])))
 
     def record(self, rnd: Round, result: RoundResult) -> None:

@@ -22,6 +22,7 @@ unique id and sends it here; the coordinator relays it to the other members
 
 from __future__ import annotations
 
+import statistics
 import sys
 import threading
 import time
@@ -34,12 +35,28 @@ import numpy as np
 from ..errors import BenchError, ExitCode
 from .control import Coordinator, RankInfo, RankLink
 from .fleet import Fleet
-from .group import GroupSpec, GroupTimeout
+from .group import PROGRESS, GroupSpec, GroupTimeout, Progress
 from .judge import STABLE_BW_RATIO, STABLE_LAT_RATIO, RoundResult
 from .scan import ScanEnded
 from .schedule import Round
 
 GRACE_S = 2.0  # after the deadline, for the last reports to cross the network
+# After a phase's first round, a round's deadline is STRAGGLER_K x the typical group time of
+# the phase's last round (the lower median of the times to the last report of the groups that
+# finished: with two groups, one of them slow, the plain median would be half the straggler's):
+# the deadline follows the healthy groups, not a fixed time.  A group still measuring then,
+# its members alive, is slow, not dead: what it moved bounds its busbw from above at about
+# 1/K of the typical group's (it had at most the typical group's bytes to move and took K
+# times as long).  K = 3: 1/3 is under the 50 % gross threshold (judge.Thresholds.gross_fraction),
+# so such a bound is slow evidence where the fleet is small; healthy GPU groups repeat within
+# 0.2-2 % at >= 64 MiB (bench/results/health-gpu-h100-2026-11-24.md), far inside 3x; on the CPU
+# backend's shared cores the pairs' 1 % tail is 3x (busbw -67 %, worst -84 %:
+# bench/results/health-cpu-noise-2026-11-26.md), and a healthy group cut there costs a
+# re-measurement, not a verdict (a fault is confirmed only by a second measurement).
+STRAGGLER_K = 3.0
+# The least deadline a round gets when it follows the earlier rounds' typical time: a
+# group's setup (communicator, buffers) is not in a fast round's time on every rank alike.
+MIN_DEADLINE_S = 10.0
 
 
 class LiveRounds:
@@ -52,6 +69,7 @@ class LiveRounds:
         self.silent: dict[int, str] = {}  # rank -> why it is out of the scan (blamed)
         self.stuck: dict[int, str] = {}  # rank -> why it is out of the scan (not blamed)
         self.progress = progress
+        self.typical: dict[str, float] = {}  # phase -> its last round's typical group time (s)
 
     def _who(self, rank: int) -> str:
         info = self.coord.ranks.get(rank)
@@ -100,9 +118,19 @@ class LiveRounds:
                 hosts.setdefault(h, why)
         return hosts
 
+    def deadline_s(self, rnd: Round) -> float:
+        """This round's deadline: the round timeout, or STRAGGLER_K x the typical group time
+        of this phase's last round (at least MIN_DEADLINE_S) where that is sooner, so a
+        straggler is cut when the healthy groups say it is late, not at a fixed time."""
+        typical = self.typical.get(rnd.phase)
+        if typical is None:
+            return self.timeout
+        return min(self.timeout, max(MIN_DEADLINE_S, STRAGGLER_K * typical))
+
     def __call__(self, rnd: Round) -> RoundResult:
         self.round_no += 1
         no, t0 = self.round_no, time.monotonic()
+        timeout = self.deadline_s(rnd)
         n = len(rnd.groups)
         result = RoundResult.empty(n)
         members = [[self.fleet.rank_of(h, s) for h, s in g.members] for g in rnd.groups]
@@ -112,7 +140,7 @@ class LiveRounds:
         busy = set()
         for gi, ranks in enumerate(members):
             job = {"round": no, "name": rnd.name, "group": gi, "members": ranks, "spec": self.spec,
-                   "timeout_s": self.timeout, "slots": [s for _, s in rnd.groups[gi].members]}
+                   "timeout_s": timeout, "slots": [s for _, s in rnd.groups[gi].members]}
             for r in ranks:
                 busy.add(r)
                 if self.coord.send(r, ("group", job)):
@@ -120,7 +148,9 @@ class LiveRounds:
         for r in self.coord.ranks:  # idle this round: a tick, so they know the coordinator lives
             if r not in busy and r not in self.silent and r not in self.stuck:
                 self.coord.send(r, ("tick", no))
-        deadline = t0 + self.timeout + GRACE_S
+        deadline = t0 + timeout + GRACE_S
+        progress: dict[int, dict] = {}  # rank -> how far it got (a stuck or timed-out report)
+        reported: dict[int, float] = {}  # rank -> when its result came
         while waiting and time.monotonic() < deadline:
             item = self.coord.receive(min(0.5, max(0.0, deadline - time.monotonic())))
             if item is None:
@@ -138,15 +168,21 @@ class LiveRounds:
             if msg[0] == "stuck":
                 if msg[1] == no:
                     waiting.pop(rank, None)
+                    reported[rank] = time.monotonic()
                 gave_up[rank] = f"stuck {msg[3]}"
+                if msg[1] == no and len(msg) > 4 and isinstance(msg[4], dict):
+                    progress[rank] = msg[4]
                 self.stuck.setdefault(rank, f"{self._who(rank)} got stuck in {rnd.name} {msg[3]}, waiting for a "
                                             "member that stopped; left out of the later rounds")
                 continue
             if msg[0] != "result" or msg[1] != no:
                 continue  # a late report of an earlier round
             waiting.pop(rank, None)
+            reported[rank] = time.monotonic()
             if "error" in msg[3]:
                 gave_up[rank] = msg[3]["error"]
+                if isinstance(msg[3].get("progress"), dict):
+                    progress[rank] = msg[3]["progress"]
             else:
                 got[rank] = msg[3]
         td = self.teardown()
@@ -155,18 +191,54 @@ class LiveRounds:
             raise ScanEnded(f"{first} died and the launcher ended {len(td[1])} other rank(s) on other hosts")
         for rank in waiting:
             if rank not in self.coord.dead:
-                self.silent.setdefault(rank, f"{self._who(rank)} did not report within {self.timeout:.0f} s "
+                self.silent.setdefault(rank, f"{self._who(rank)} did not report within {timeout:.0f} s "
                                              f"in {rnd.name} (stopped or hung)")
+        done = [max(reported[r] for r in ranks) - t0 for ranks in members if all(r in got for r in ranks)]
+        typical = float(statistics.median_low(done)) if done else None
+        if typical is not None:
+            self.typical[rnd.phase] = typical
         for gi, ranks in enumerate(members):
             missing = [r for r in ranks if r not in got]
             if not missing:
                 self._combine(result, gi, [got[r] for r in ranks])
                 continue
-            result.errors[gi] = self._why(rnd, ranks, missing, gave_up)
+            if self._straggler(result, gi, ranks, progress, reported, t0, typical, waiting):
+                continue
+            result.errors[gi] = self._why(rnd, ranks, missing, gave_up, timeout)
         result.wall_s = time.monotonic() - t0
         if self.progress:
             self.progress(rnd, result)
         return result
+
+    def _straggler(self, result: RoundResult, gi: int, ranks: list[int], progress: dict[int, dict],
+                   reported: dict[int, float], t0: float, typical: float | None, waiting: dict[int, int]) -> bool:
+        """A group cut at the round's deadline whose every member is alive and said how far its
+        bandwidth section got: slow, not dead.  Recorded as a measurement with an upper bound
+        (busbw = the bound, `result.upper_bound` says so and what it is compared with), its
+        members kept in the scan so the later rounds pair them with other hosts.  Whether the
+        bound is low enough to be evidence is the judge's call against the fleet (a bound
+        above the threshold is "not judged", localize.py).  False where a member died, went
+        silent (a stopped rank), or shows no progress (`progressing`)."""
+        parts = [progress.get(r) for r in ranks]
+        if any(r in self.coord.dead or r in waiting for r in ranks):
+            return False
+        if any(p is None or not progressing(p) for p in parts):
+            return False
+        known = [p for p in parts if p is not None]
+        late = min(reported.get(r, t0) for r in ranks) - t0  # when the first member gave up: still going then
+        elapsed = min(float(p["elapsed_s"]) for p in known)  # its bandwidth section's own time: the bound's
+        bound = upper_bound_gbs(known, elapsed)
+        hosts = "+".join(dict.fromkeys(self.fleet.hosts[self.fleet.where(r)[0]] for r in ranks))
+        done = max(int(p.get("ops_done", 0)) for p in known)
+        total = max(int(p.get("ops_total", 0)) for p in known)
+        result.busbw[gi] = bound
+        others = (f"while the round's other groups took {typical:.1f} s (lower median)" if typical is not None
+                  else "while no other group of the round had finished")
+        result.upper_bound[gi] = (f"{hosts}: under {bound:.3g} GB/s, had not finished after {late:.0f} s "
+                                  f"({done} of {total} bandwidth ops done) {others}")
+        for r in ranks:  # slow, not stuck: kept for the later rounds, where it meets good partners
+            self.stuck.pop(r, None)
+        return True
 
     def _combine(self, result: RoundResult, gi: int, parts: list[dict]) -> None:
         nranks = int(parts[0]["nranks"])
@@ -182,18 +254,44 @@ class LiveRounds:
         if lat_why:
             result.unsteady_lat[gi] = lat_why
 
-    def _why(self, rnd: Round, ranks: list[int], missing: list[int], gave_up: dict[int, str]) -> str:
+    def _why(self, rnd: Round, ranks: list[int], missing: list[int], gave_up: dict[int, str],
+             timeout: float) -> str:
         dead = [r for r in missing if r in self.coord.dead]
         silent = [r for r in missing if r not in self.coord.dead and r not in gave_up]
         parts = []
         if dead:
             parts.append("; ".join(f"{self._who(r)} died" for r in dead))
         if silent:
-            parts.append("; ".join(f"{self._who(r)} did not report within {self.timeout:.0f} s" for r in silent))
+            parts.append("; ".join(f"{self._who(r)} did not report within {timeout:.0f} s" for r in silent))
         waited = [r for r in missing if r in gave_up]
         if waited:
             parts.append(f"{len(waited)} member(s) gave up waiting ({gave_up[waited[0]]})")
         return "no answer: " + ("; ".join(parts) or "unknown")
+
+
+def progressing(p: dict) -> bool:
+    """Whether a member's progress report shows a group that is slow, not stuck: in its
+    bandwidth section, with ops completed (no completed op is no evidence of progress), and
+    its chunk in flight not overdue - at the pace of its own completed ops the chunk should
+    have ended within STRAGGLER_K x its expected time (+1 s for the scheduler).  A rank
+    blocked in a call after a few fast ops (a member that stopped mid-measurement) fails it."""
+    done, nxt = int(p.get("ops_done", 0)), int(p.get("ops_next", 0))
+    elapsed, last = float(p.get("elapsed_s", 0.0)), float(p.get("last_chunk_s", 0.0))
+    if p.get("section") != "bw" or done <= 0 or elapsed <= 0:
+        return False
+    chunk_s = last / done * max(nxt - done, 1)  # the chunk in flight at the pace so far
+    return elapsed - last <= STRAGGLER_K * chunk_s + 1.0
+
+
+def upper_bound_gbs(parts: list[dict], elapsed_s: float) -> float:
+    """The most busbw (GB/s) a group can have had, from its members' progress: it had not
+    moved more than `ops_next` ops' algbw bytes (the chunk in flight counted whole) in
+    `elapsed_s`; busbw = algbw x 2(n-1)/n, as `LiveRounds._combine` reports it."""
+    ops = max(int(p.get("ops_next", 0)) for p in parts)
+    nbytes = max(float(p.get("algbw_bytes", 0)) for p in parts)
+    n = max(int(p.get("nranks", 1)) for p in parts)
+    factor = 2.0 * (n - 1) / n if n > 1 else 1.0
+    return nbytes * max(ops, 1) / 1e9 / elapsed_s * factor
 
 
 def _unstable(parts: list[dict], factor: float) -> tuple[str | None, str | None]:
@@ -311,11 +409,13 @@ def serve_rank(link: RankLink, measure: MeasureGroup, silence_s: float,
         job = msg[1]
         deadline = time.monotonic() + job["timeout_s"]
         stage = [""]
+        progress = Progress()
+        token = PROGRESS.set(progress)
         # A member that stops between the ready messages and the communicator's creation
         # can leave this rank inside a call nothing can interrupt (MPI_Comm_create_group,
         # a blocking ncclCommInitRank): say so, so the coordinator leaves this rank out
         # without blaming it (the launcher ends it with the job).
-        watchdog = threading.Timer(job["timeout_s"] + 1.0, _report_stuck, (link, job, stage))
+        watchdog = threading.Timer(job["timeout_s"] + 1.0, _report_stuck, (link, job, stage, progress))
         watchdog.daemon = True
         watchdog.start()
         try:
@@ -328,6 +428,9 @@ def serve_rank(link: RankLink, measure: MeasureGroup, silence_s: float,
             res = {"error": f"{type(exc).__name__}: {exc}"}
         finally:
             watchdog.cancel()
+            PROGRESS.reset(token)
+        if "error" in res:  # how far it got: a slow group is then a measurement with a bound
+            res["progress"] = progress.to_json()
         try:
             link.send(("result", job["round"], job["group"], res))
         except OSError:
@@ -345,9 +448,9 @@ def _answer_setup(setup: Callable[[dict], dict] | None, request: dict) -> dict:
         return {"error": f"{type(exc).__name__}: {exc}", "code": int(ExitCode.INTERNAL)}
 
 
-def _report_stuck(link: RankLink, job: dict, stage: list[str]) -> None:
+def _report_stuck(link: RankLink, job: dict, stage: list[str], progress: Progress) -> None:
     try:
-        link.send(("stuck", job["round"], job["group"], stage[0]))
+        link.send(("stuck", job["round"], job["group"], stage[0], progress.to_json()))
     except OSError:
         pass
 

@@ -244,6 +244,7 @@ def _measurements(fleet: Fleet, scans: list) -> list[dict]:
                                "wrong": int(rec.result.wrong[i]), "status": rec.score.status[i],
                                "z_busbw": _f(rec.score.z_bw[i]), "z_lat": _f(rec.score.z_lat[i]),
                                "why": rec.score.why[i] or None,
+                               "upper_bound": rec.result.upper_bound.get(i),
                                "reference": _ref_source(scan, g.shape),
                                "ceiling": (rec.score.physics[i] if rec.score.physics else "") or None})
             out.append({"round": rec.round.name, "purpose": rec.round.purpose, "groups": groups})
