@@ -25,8 +25,9 @@ import numpy as np
 
 from .findings import LINK, NO_ANSWER_C, NO_ANSWER_V, NODE_NIC, RAIL, SLOW_V, SUSPECT_V, Finding
 from .fleet import Fleet
-from .judge import OK, Baseline, References, RoundResult, Thresholds
-from .localize import BAD, CONTROLS_PER_SHAPE, DEFAULT_THRESHOLDS, VERDICT, PhaseScan, is_fleet
+from .judge import MOVED_Z, OK, Baseline, References, RoundResult, Thresholds
+from .localize import BAD, CONTROLS_PER_SHAPE, DEFAULT_THRESHOLDS, VERDICT, PhaseScan, Recorded, is_fleet
+from .model import HOST, Measurement, ModelResult, judge_pairs
 from .pair_state import Obs, PairState, is_aggregate, pair_aggregate
 from .physics import PhysicsRef
 from .schedule import Round, all_pairs_by_default, disjoint_pairs, make_round, pair_groups, round_robin
@@ -222,7 +223,68 @@ class PairScan(PhaseScan):
             out.append(self._finding(LINK, (fleet.hosts[a], fleet.hosts[b]), SUSPECT_V, "", obs,
                                      extra=self._reruns_not_bad((a, b)) +
                                      [f"slow once; both hosts fine with other partners; {why}"]))
+        out = self._with_model(out)
         return out + self._fleet_notes() + self._unjudged_note(st.unjudged)
+
+    # -- the whole-phase model ------------------------------------------------------------
+    def measurements(self) -> list[Measurement]:
+        """Every steady, right answer of the phase, one per (round, rail group), re-runs and
+        controls included: what the whole-phase model (`model.py`) is fitted to.  A later round
+        enters divided by its controls' movement where it moved (`round_factor`); a later round
+        with no control is left out: a round slowed as a whole cannot be told from a fault there."""
+        out = []
+        for rec in self.records:
+            if is_aggregate(rec.round):
+                continue
+            res = rec.result
+            for i, g in enumerate(rec.round.groups):
+                if i in res.errors or i in res.unstable or res.wrong[i] > 0 or len(g.hosts) != 2:
+                    continue
+                factor = 1.0 if is_fleet(rec.round) else self.round_factor(rec, g.shape)
+                if factor is not None:
+                    a, b = g.hosts
+                    out.append(Measurement((a, b), float(res.busbw[i]) / factor, rec.round.name))
+        return out
+
+    def round_factor(self, rec: Recorded, shape: str) -> float | None:
+        """A later round's movement as a whole, from its controls (`PhaseScan.round_shift`): 1.0
+        where it did not move beyond MOVED_Z standard errors of their mean (noise floor taken as
+        their spread), None without a control."""
+        shift = self.round_shift(rec.round, rec.result, shape)
+        if shift is None or not np.isfinite(shift.bw) or shift.bw <= 0:
+            return None
+        moved = abs(np.log(shift.bw)) > MOVED_Z * self.thr.bw_floor * np.sqrt(2.0 / max(1, shift.n))
+        return float(shift.bw) if moved else 1.0
+
+    def model(self) -> ModelResult:
+        """The whole-phase model's verdicts over the live hosts (`model.judge_pairs`)."""
+        live = [h for h in self.hosts if h not in self.dead]
+        return judge_pairs(self.measurements(), live, self.fleet.hosts, self.thr.bw_floor, self.thr.confirm_z)
+
+    def _with_model(self, out: list[Finding]) -> list[Finding]:
+        """The round-by-round findings, completed by the model: a host or link it convicts that
+        no confirmed finding names yet is named (replacing a mere suspect of the same component)."""
+        for c in self.model().convictions:
+            names = tuple(self.fleet.hosts[h] for h in c.hosts)
+            comp = NODE_NIC if c.kind == HOST else LINK
+            same = [f for f in out if f.hosts == names and f.component in (comp, NO_ANSWER_C)]
+            if any(f.confirmed for f in same):
+                continue
+            if not c.confirmed and same:
+                continue
+            out = [f for f in out if f not in same]
+            detail = "all rails" if self.shape == "rails" else ""
+            evidence = [f"whole-phase model: {line}" for line in c.evidence] + [e for f in same for e in f.evidence]
+            out.append(Finding(comp, names, SLOW_V if c.confirmed else SUSPECT_V, detail, c.measured, c.reference,
+                               c.z, evidence=evidence, pct_expected=self._pct(self._shape_of_pairs(), c.measured)))
+        return out
+
+    def _shape_of_pairs(self) -> str:
+        """The shape of this phase's pair groups (for the % of the ceiling)."""
+        for rec in self.records:
+            if rec.round.groups and not is_aggregate(rec.round):
+                return rec.round.groups[0].shape
+        return ""
 
     def _reruns_not_bad(self, link: tuple[int, int]) -> list[str]:
         """The evidence of a suspect link's re-runs that were not bad (not judged, or another

@@ -1,0 +1,134 @@
+"""The whole-phase model (health/model.py): a slow host or link among few hosts, where
+one component sits in a large share of the pairs and the round's median cannot see it."""
+
+import numpy as np
+import pytest
+from health_helpers import FakeFabric
+
+from ncclbench.health.findings import LINK, NODE_NIC, SUSPECT_V
+from ncclbench.health.fleet import Fleet
+from ncclbench.health.judge import thresholds_for
+from ncclbench.health.model import HOST, Measurement, judge_pairs
+from ncclbench.health.output import exit_code
+from ncclbench.health.scan import ScanConfig, run_scan
+from ncclbench.simulation.fabric import SimFabric, fault_scenario
+
+NAMES = [f"node{i}" for i in range(8)]
+
+
+def scan(fleet, fabric, gpus=True):
+    return run_scan(fleet, ScanConfig(phases=("pairs",), thresholds=thresholds_for(gpus)), fabric)
+
+
+def confirmed(rep):
+    return [(f.component, f.hosts, f.verdict) for f in rep.findings if f.confirmed]
+
+
+@pytest.mark.parametrize("gpus", [True, False])
+@pytest.mark.parametrize("slow", [0, 2, 3])
+def test_four_hosts_one_nic_at_half_is_named_alone(slow, gpus):
+    """The fake-host run of 2026-11-28 on 2x H200: every pair with node2 at 0.47 against 0.92 GB/s
+    in 3 rounds read "4 healthy", exit 0.  One host in half the pairs: now named, exit 8, no other
+    host; on the GPU floors and the CPU backend's wider ones, whichever host it is."""
+    fleet = Fleet.uniform(4, 1)
+    rep = scan(fleet, FakeFabric(nic={(slow, None): 0.51}), gpus)
+    name = f"node{slow}"
+    assert confirmed(rep) == [(NODE_NIC, (name,), "slow")], rep.findings
+    assert exit_code(rep) == 8
+    assert rep.drain == [name]
+    assert {h for h, st in rep.host_status.items() if st != "healthy"} == {name}, rep.host_status
+    ev = " ".join(e for f in rep.findings for e in f.evidence)
+    assert f"{name}: 3 of 3 pairs at 0.5" in ev, ev
+
+
+@pytest.mark.parametrize("nhosts", [3, 4, 5, 6, 7])
+@pytest.mark.parametrize("factor", [0.75, 0.25])
+def test_small_fleets_name_one_slow_host(nhosts, factor):
+    """3 to 7 hosts: one host's NIC at 75 % or 25 % of the others is named, nothing else."""
+    fleet = Fleet.uniform(nhosts, 1)
+    rep = scan(fleet, FakeFabric(nic={(1, None): factor}))
+    assert confirmed(rep) == [(NODE_NIC, ("node1",), "slow")], rep.findings
+    assert exit_code(rep) == 8
+
+
+@pytest.mark.parametrize("nhosts", [4, 5, 6, 7])
+def test_small_fleets_name_one_slow_link_and_drain_nobody(nhosts):
+    """A pair slow while both its hosts are fast with everyone else is the link: no host drained."""
+    fleet = Fleet.uniform(nhosts, 1)
+    rep = scan(fleet, FakeFabric(link={frozenset((0, 2)): 0.5}))
+    assert confirmed(rep) == [(LINK, ("node0", "node2"), "slow")], rep.findings
+    assert rep.drain == []
+
+
+def test_three_hosts_slow_link_without_a_control_stays_a_suspect():
+    """Three hosts: the link's re-run has no control beside it (one host left), so the model
+    leaves that round out and the link, measured slow once, is a suspect: exit 9, not 0."""
+    fleet = Fleet.uniform(3, 1)
+    rep = scan(fleet, FakeFabric(link={frozenset((0, 1)): 0.5}))
+    assert confirmed(rep) == []
+    assert [(f.component, f.verdict) for f in rep.findings if f.hosts == ("node0", "node1")] == [(LINK, SUSPECT_V)]
+    assert exit_code(rep) == 9
+
+
+@pytest.mark.parametrize("nhosts", [3, 4, 5, 8])
+def test_simulated_fleets_with_eight_rails_find_a_ten_percent_nic(nhosts):
+    """The simulated fabric (measured noise, 8 GPUs a host): a host's NICs at 90 % are named on
+    every seed tried, and healthy fleets of the same seeds confirm nothing."""
+    fleet = Fleet.uniform(nhosts, 8)
+    for seed in range(3):
+        rng = np.random.default_rng([seed, nhosts])
+        faults, want = fault_scenario("nic-node", fleet, rng)
+        rep = run_scan(fleet, ScanConfig(phases=("pairs",)), SimFabric(fleet, faults, rng=rng))
+        assert confirmed(rep) == [(NODE_NIC, (f"node{want['hosts'][0]}",), "slow")], rep.findings
+        healthy = run_scan(fleet, ScanConfig(phases=("pairs",)), SimFabric(fleet, rng=np.random.default_rng(seed)))
+        assert confirmed(healthy) == [], healthy.findings
+
+
+def _tournament(values: dict[tuple[int, int], float], rounds: int = 1) -> list[Measurement]:
+    return [Measurement(p, v, f"r{r}") for r in range(rounds) for p, v in values.items()]
+
+
+def test_model_tells_a_host_from_a_link():
+    """The host common to all slow pairs is the host; a pair slow while both hosts are fast
+    elsewhere is the link (confirmed only when two rounds measured it slow)."""
+    host = {(0, 1): 1.0, (0, 2): 0.5, (0, 3): 1.0, (1, 2): 0.5, (1, 3): 1.0, (2, 3): 0.5}
+    res = judge_pairs(_tournament(host), range(4), NAMES, 0.01, 3.5)
+    assert [(c.kind, c.hosts, c.confirmed) for c in res.convictions] == [(HOST, (2,), True)]
+    link = {(0, 1): 1.0, (0, 2): 0.5, (0, 3): 1.0, (1, 2): 1.0, (1, 3): 1.0, (2, 3): 1.0}
+    once = judge_pairs(_tournament(link), range(4), NAMES, 0.01, 3.5)
+    assert [(c.kind, c.hosts, c.confirmed) for c in once.convictions] == [("link", (0, 2), False)]
+    twice = judge_pairs(_tournament(link, 2), range(4), NAMES, 0.01, 3.5)
+    assert [(c.kind, c.hosts, c.confirmed) for c in twice.convictions] == [("link", (0, 2), True)]
+
+
+def test_model_a_one_off_dip_convicts_nothing():
+    """A pair slow in one round and fine when measured again is noise: its best round counts."""
+    ms = _tournament({(0, 1): 1.0, (0, 2): 1.0, (0, 3): 1.0, (1, 2): 1.0, (1, 3): 1.0, (2, 3): 1.0})
+    ms = [Measurement(m.hosts, 0.5 if m.hosts == (0, 2) else m.busbw, m.label) for m in ms]
+    ms.append(Measurement((0, 2), 1.0, "r9"))
+    assert judge_pairs(ms, range(4), NAMES, 0.01, 3.5).convictions == []
+
+
+def test_model_censored_measurement_convicts_only_below_its_bound():
+    """An upper bound (a group past the deadline) enters at its bound: a bound below the others
+    convicts, and the evidence says it was a bound; a bound above them convicts nothing."""
+    base = {(0, 1): 1.0, (0, 3): 1.0, (1, 3): 1.0}
+    for bound, want in ((0.1, [(2,)]), (2.0, [])):
+        ms = _tournament(base) + [Measurement(p, bound, "r0", upper_bound=True) for p in ((0, 2), (1, 2), (2, 3))]
+        res = judge_pairs(ms, range(4), NAMES, 0.01, 3.5)
+        assert [c.hosts for c in res.convictions] == want
+        if want:
+            assert "(upper bound)" in res.convictions[0].evidence[0]
+
+
+def test_model_does_not_judge_a_fleet_that_scatters():
+    """Pairs scattering over 6x with no host or pair apart from the rest (a loaded machine):
+    nothing convicted, every reference set scatters past judge.SCATTER_LIMIT."""
+    scatter = {(0, 1): 1.0, (0, 2): 0.25, (0, 3): 0.6, (1, 2): 0.4, (1, 3): 0.15, (2, 3): 0.8}
+    assert judge_pairs(_tournament(scatter, 2), range(4), NAMES, 0.01, 3.5).convictions == []
+
+
+def test_model_two_hosts_judge_nothing_and_say_so():
+    """Two hosts make one pair: nothing to compare it with (a baseline or the line rate would)."""
+    res = judge_pairs(_tournament({(0, 1): 0.2}, 3), range(2), NAMES, 0.01, 3.5)
+    assert res.convictions == [] and "too few" in res.notes[0]
