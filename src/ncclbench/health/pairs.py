@@ -231,8 +231,13 @@ class PairScan(PhaseScan):
         """Every steady, right answer of the phase, one per (round, rail group), re-runs and
         controls included: what the whole-phase model (`model.py`) is fitted to.  A later round
         enters divided by its controls' movement where it moved (`round_factor`); a later round
-        with no control is left out: a round slowed as a whole cannot be told from a fault there."""
+        with no control is left out: a round slowed as a whole cannot be told from a fault there -
+        unless every fleet round held a single pair (3 hosts): then no round of the phase could
+        have a control, the fleet rounds are compared with each other as they are, and a re-run
+        is one more such round (a host convicted by two slow partners rests on two uncontrolled
+        rounds just as a link slow in its round and its re-run does)."""
         out = []
+        single = all(len({g.hosts for g in r.round.groups}) <= 1 for r in self.records if is_fleet(r.round))
         for rec in self.records:
             if is_aggregate(rec.round):
                 continue
@@ -240,7 +245,7 @@ class PairScan(PhaseScan):
             for i, g in enumerate(rec.round.groups):
                 if i in res.errors or i in res.unstable or res.wrong[i] > 0 or len(g.hosts) != 2:
                     continue
-                factor = 1.0 if is_fleet(rec.round) else self.round_factor(rec, g.shape)
+                factor = 1.0 if is_fleet(rec.round) or single else self.round_factor(rec, g.shape)
                 if factor is not None:
                     a, b = g.hosts
                     out.append(Measurement((a, b), float(res.busbw[i]) / factor, rec.round.name))
