@@ -122,3 +122,39 @@ def test_model_two_hosts_judge_nothing_and_say_so():
     """Two hosts make one pair: nothing to compare it with (a baseline or the line rate would)."""
     res = judge_pairs(_tournament({(0, 1): 0.2}, 3), range(2), NAMES, 0.01, 3.5)
     assert res.convictions == [] and "too few" in res.notes[0]
+
+
+def _notes(rep):
+    return " ".join(rep.notes) if hasattr(rep, "notes") else ""
+
+
+def test_two_hosts_say_which_reference_judged_them():
+    """Two hosts: not judged without a reference (and the report says what would judge them);
+    with a stored scan of these hosts, judged against it: a pair at half of it is slow, and with
+    one pair nothing says which side, so both hosts are suspects (exit 9), never healthy."""
+    from ncclbench.health.judge import Baseline
+
+    fleet = Fleet.uniform(2, 1)
+    rep = scan(fleet, FakeFabric(nic={(1, None): 0.5}))
+    assert confirmed(rep) == [] and exit_code(rep) == 9
+    assert "not judged" in _notes(rep) and "--baseline FILE" in _notes(rep), _notes(rep)
+    base = Baseline({"pairs:2x1": (48.0, 0.3)}, name="good", hosts=("node0", "node1"))
+    judged = run_scan(fleet, ScanConfig(phases=("pairs",), baseline=base), FakeFabric(nic={(1, None): 0.5}))
+    assert exit_code(judged) == 9 and "healthy" not in judged.host_status.values(), judged.host_status
+    assert {f.hosts for f in judged.findings if f.verdict.startswith("suspect")} == {("node0",), ("node1",)}
+    assert "judged against baseline good" in _notes(judged), _notes(judged)
+
+
+def test_a_baseline_of_another_shape_is_one_line_and_judges_nothing():
+    """A baseline saved on 8-GPU hosts used on 4-GPU hosts of the same names: one line naming
+    both shapes (ArgumentError: exit 255); on 8-GPU hosts, or one-GPU shapes only, it is used."""
+    from ncclbench.errors import ArgumentError
+    from ncclbench.health.baseline import check_baseline_hosts
+    from ncclbench.health.judge import Baseline
+
+    base = Baseline({"intra:1x8": (300.0, 3.0), "pairs:2x8": (40.0, 0.4)}, name="b8", hosts=("node0", "node1"))
+    with pytest.raises(ArgumentError, match=r"^health: baseline b8 was saved on hosts of 8 GPU\(s\), this scan's "
+                                            r"hosts have 4: another shape, not judged against it$"):
+        check_baseline_hosts(base, Fleet.uniform(2, 4))
+    check_baseline_hosts(base, Fleet.uniform(2, 8))
+    check_baseline_hosts(Baseline({"local:1x1": (600.0, 30.0)}, hosts=("node0",)), Fleet.uniform(2, 4))

@@ -386,10 +386,33 @@ class PairScan(PhaseScan):
             return ""
         partners = self._state().partners
         done = {frozenset((h, p)) for h in live for p in partners.get(h, ()) if p not in self.dead}
+        if len(live) == 2:
+            return self.two_host_note()
         if len(done) >= total:
             return f"pairs: every host pair measured ({total}{', round-robin' if self.tournament else ''})"
         return (f"pairs: {len(done)} of {total} host pairs measured: a slow link between two hosts never paired is "
                 f"not tested (--all-pairs measures every pair, {len(live) - 1 + len(live) % 2} rounds)")
+
+
+    def two_host_note(self) -> str:
+        """Which reference judged a 2-host scan: one pair has no fleet to be compared with, so
+        it is judged against a stored healthy scan of these hosts, or against the line rate
+        (the ceiling of its shape), or not at all - and the note says what would judge it."""
+        shape = self._shape_of_pairs()
+        refs = self.refs.get(shape)
+        used = []
+        if refs is not None and refs.busbw is not None and refs.busbw.source.startswith("baseline"):
+            used.append(f"against {refs.busbw.source} (a stored scan of these hosts: "
+                        f"{refs.busbw.describe('GB/s')})")
+        phys = self.physics.get(shape)
+        if phys is not None and phys.threshold is not None:
+            used.append(f"against the line rate: {phys.ceiling:.4g} GB/s {phys.bound} ceiling, slow under "
+                        f"{phys.threshold:.4g} GB/s")
+        if used:
+            return "pairs: 2 hosts, one pair, no fleet to compare with: judged " + " and ".join(used)
+        return ("pairs: 2 hosts, one pair, no fleet to compare with: not judged (no stored scan of these hosts and "
+                "no known line rate); --baseline FILE, saved by --save-baseline FILE from a healthy scan of these "
+                "hosts, would judge it")
 
 
 def verdict_of(obs: list[Obs]) -> str:
