@@ -158,3 +158,16 @@ def test_a_baseline_of_another_shape_is_one_line_and_judges_nothing():
         check_baseline_hosts(base, Fleet.uniform(2, 4))
     check_baseline_hosts(base, Fleet.uniform(2, 8))
     check_baseline_hosts(Baseline({"local:1x1": (600.0, 30.0)}, hosts=("node0",)), Fleet.uniform(2, 4))
+
+
+@pytest.mark.parametrize("nhosts", [3, 4])
+def test_small_fleet_nvlink_judged_against_the_other_hosts_alone(nhosts):
+    """3-4 hosts: a host's NVLink at 75 % is a third or a quarter of its fleet reference; judged
+    against the other hosts' figures alone it is named (on every seed tried), nothing else."""
+    fleet = Fleet.uniform(nhosts, 8)
+    for seed in range(4):
+        rng = np.random.default_rng([seed, nhosts, 5])
+        faults, want = fault_scenario("intra", fleet, rng, factor=0.75)
+        rep = run_scan(fleet, ScanConfig(phases=("local", "intra")), SimFabric(fleet, faults, rng=rng))
+        assert [(f.component, f.hosts) for f in rep.confirmed] == [("node intra", (f"node{want['hosts'][0]}",))], \
+            rep.findings
