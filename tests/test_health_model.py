@@ -171,3 +171,36 @@ def test_small_fleet_nvlink_judged_against_the_other_hosts_alone(nhosts):
         rep = run_scan(fleet, ScanConfig(phases=("local", "intra")), SimFabric(fleet, faults, rng=rng))
         assert [(f.component, f.hosts) for f in rep.confirmed] == [("node intra", (f"node{want['hosts'][0]}",))], \
             rep.findings
+
+
+class _Bounded:
+    """FakeFabric whose groups holding `host` had not finished: their busbw is an upper bound."""
+
+    def __init__(self, fabric, host, bound):
+        self.fabric, self.host, self.bound = fabric, host, bound
+
+    def __call__(self, rnd):
+        res = self.fabric(rnd)
+        for i, g in enumerate(rnd.groups):
+            if self.host in g.hosts:
+                res.busbw[i] = self.bound
+                res.bounded[i] = "had not finished by the round's deadline"
+        return res
+
+
+def test_a_round_result_bound_reaches_the_model_as_censored():
+    """RoundResult.bounded (a group past its round's deadline) enters the model as an upper bound,
+    and a host whose every pair is bounded below the others is named with that said."""
+    from ncclbench.health.pairs import PairScan
+
+    fleet = Fleet.uniform(4, 1)
+    ps = PairScan(fleet, thresholds_for(True))
+    fabric = _Bounded(FakeFabric(), 2, 1.0)
+    while (rnd := ps.next_round()) is not None:
+        ps.record(rnd, fabric(rnd))
+    ms = ps.measurements()
+    assert {m.upper_bound for m in ms if 2 in m.hosts} == {True}
+    assert {m.upper_bound for m in ms if 2 not in m.hosts} == {False}
+    res = ps.model()
+    assert [c.hosts for c in res.convictions] == [(2,)]
+    assert "(upper bound)" in res.convictions[0].evidence[0]

@@ -169,6 +169,9 @@ class RoundResult:
     unstable: dict[int, str] = field(default_factory=dict)
     # group -> why its latency alone is not judged (its latency cycles disagreed)
     unsteady_lat: dict[int, str] = field(default_factory=dict)
+    # group -> why its busbw is only an upper bound (it had not finished by the round's deadline):
+    # a censored measurement, which the whole-phase model (`model.Measurement.upper_bound`) takes as such
+    bounded: dict[int, str] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, n: int) -> RoundResult:

@@ -248,7 +248,8 @@ class PairScan(PhaseScan):
                 factor = 1.0 if is_fleet(rec.round) or single else self.round_factor(rec, g.shape)
                 if factor is not None:
                     a, b = g.hosts
-                    out.append(Measurement((a, b), float(res.busbw[i]) / factor, rec.round.name))
+                    out.append(Measurement((a, b), float(res.busbw[i]) / factor, rec.round.name,
+                                           upper_bound=i in res.bounded))
         return out
 
     def round_factor(self, rec: Recorded, shape: str) -> float | None:
