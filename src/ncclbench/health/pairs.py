@@ -129,6 +129,20 @@ class PairScan(PhaseScan):
             busy |= {a, b}
         return out
 
+    def _model_link_suspects(self) -> set[tuple[int, int]]:
+        """Links the whole-phase model finds slow on one round only: re-run like the round-by-round
+        suspects, so a second measurement confirms or clears them (with few pairs a round's own
+        reference holds the slow pair itself and may not flag it).  Not where a host of it is
+        already a suspect of the round-by-round state: its re-pairing is what settles that."""
+        st = self._state()
+        out = set()
+        for c in self.model().convictions:
+            if c.kind != HOST and not c.confirmed:
+                a, b = c.hosts
+                if not any(st.suspect(h) or st.confirmed_units(h) for h in (a, b)):
+                    out.add((a, b))  # a host the rounds already suspect is re-paired, not its link re-run
+        return out
+
     def _rerun(self) -> set[tuple[int, ...]]:
         """The host pairs a confirmation round has re-run (its controls are not re-runs)."""
         return {g.hosts for r in self.records if r.round.purpose == "confirm" for g in r.round.groups
@@ -144,7 +158,8 @@ class PairScan(PhaseScan):
         assert self.tournament is not None
         order = {p: i for i, rnd in enumerate(self.tournament) for p in rnd}
         done = self._rerun()
-        todo = sorted((p for p in self._state().link_suspects if p not in done and not set(p) & set(self.dead)),
+        suspects = set(self._state().link_suspects) | self._model_link_suspects()
+        todo = sorted((p for p in suspects if p not in done and not set(p) & set(self.dead)),
                       key=lambda p: (order.get(p, len(order)), p))
         busy: set[int] = set()
         pairs: list[tuple[int, int]] = []
