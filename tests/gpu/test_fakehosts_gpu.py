@@ -74,3 +74,5 @@ def test_health_across_two_fake_hosts_reaches_rank0s_coordinator(fakehosts, tmp_
     assert sorted(doc["host_status"]) == ["node0", "node1"], doc["host_status"]
     assert doc["outcome"] == "not judged" and doc["not_judged"], (doc["outcome"], doc["not_judged"])
     assert not doc["faults_found"], doc["findings"]
+    two = [n for n in doc["notes"] if n.startswith("pairs: 2 hosts, one pair")]
+    assert two and "not judged" in two[0], doc["notes"]  # the report says which reference applied: none

@@ -86,14 +86,32 @@ def save_baseline(path: str, json_path: str) -> None:
 
 
 def check_baseline_hosts(baseline: Baseline, fleet: Fleet) -> None:
-    """A baseline saved on other hosts is not this fleet's reference: one clear line (exit 255),
+    """A baseline saved on other hosts (or hosts of another shape, `check_baseline_shape`) is not
+    this fleet's reference: one clear line (exit 255),
     nothing judged against it.  A baseline that names no hosts (written before they were kept)
     is taken as it is; one that shares any host with the scan (a subset of a fleet) is used."""
+    check_baseline_shape(baseline, fleet)
     if baseline.hosts and not set(baseline.hosts) & set(fleet.hosts):
         shown = ", ".join(baseline.hosts[:6]) + (", ..." if len(baseline.hosts) > 6 else "")
         here = ", ".join(fleet.hosts[:6]) + (", ..." if len(fleet.hosts) > 6 else "")
         raise ArgumentError(f"health: baseline {baseline.name} was saved on other hosts ({shown}), none of them "
                             f"in this scan ({here}): not judged against it")
+
+
+def check_baseline_shape(baseline: Baseline, fleet: Fleet) -> None:
+    """A baseline saved on hosts with another number of GPUs is not this fleet's reference: its
+    whole-host shapes ("intra:1x8", "pairs:2x8": per-host GPU count after the x) name hosts of
+    another size, whose figures are not this fleet's.  One clear line (exit 255), nothing judged
+    against it.  A baseline holding a one-GPU shape ("local:1x1", rails) still fits: the shapes
+    it shares with the scan are used, the others have nothing to judge."""
+    per_host = [int(per) for shape in [*baseline.busbw, *baseline.lat_us] if "x" in shape
+                for per in [shape.rsplit("x", 1)[1]] if per.isdigit()]
+    sizes = {n for n in per_host if n > 1}
+    here = {fleet.gpus(h) for h in range(fleet.nhosts)}
+    if sizes and 1 not in per_host and not sizes & here:
+        raise ArgumentError(f"health: baseline {baseline.name} was saved on hosts of {', '.join(map(str, sorted(sizes)))} "
+                            f"GPU(s), this scan's hosts have {', '.join(map(str, sorted(here)))}: another shape, not "
+                            f"judged against it")
 
 
 def unreferenced_groups(doc: dict) -> dict[str, list[dict]]:

@@ -170,7 +170,8 @@ class RoundResult:
     # group -> why its latency alone is not judged (its latency cycles disagreed)
     unsteady_lat: dict[int, str] = field(default_factory=dict)
     # group -> why its busbw is an upper bound, not a figure: a straggler still measuring when
-    # the round was cut (health/runtime.py STRAGGLER_K); busbw holds the bound
+    # the round was cut (health/runtime.py STRAGGLER_K); busbw holds the bound; the whole-phase
+    # model (`model.Measurement.upper_bound`) takes it as a censored measurement
     upper_bound: dict[int, str] = field(default_factory=dict)
 
     @classmethod

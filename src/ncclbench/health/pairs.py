@@ -25,8 +25,9 @@ import numpy as np
 
 from .findings import LINK, NO_ANSWER_C, NO_ANSWER_V, NODE_NIC, RAIL, SLOW_V, SUSPECT_V, Finding
 from .fleet import Fleet
-from .judge import OK, Baseline, References, RoundResult, Thresholds
-from .localize import BAD, CONTROLS_PER_SHAPE, DEFAULT_THRESHOLDS, VERDICT, PhaseScan, is_fleet
+from .judge import MOVED_Z, OK, Baseline, References, RoundResult, Thresholds
+from .localize import BAD, CONTROLS_PER_SHAPE, DEFAULT_THRESHOLDS, VERDICT, PhaseScan, Recorded, is_fleet
+from .model import HOST, Measurement, ModelResult, judge_pairs
 from .pair_state import Obs, PairState, is_aggregate, pair_aggregate
 from .physics import PhysicsRef
 from .schedule import Round, all_pairs_by_default, disjoint_pairs, make_round, pair_groups, round_robin
@@ -128,6 +129,20 @@ class PairScan(PhaseScan):
             busy |= {a, b}
         return out
 
+    def _model_link_suspects(self) -> set[tuple[int, int]]:
+        """Links the whole-phase model finds slow on one round only: re-run like the round-by-round
+        suspects, so a second measurement confirms or clears them (with few pairs a round's own
+        reference holds the slow pair itself and may not flag it).  Not where a host of it is
+        already a suspect of the round-by-round state: its re-pairing is what settles that."""
+        st = self._state()
+        out = set()
+        for c in self.model().convictions:
+            if c.kind != HOST and not c.confirmed:
+                a, b = c.hosts
+                if not any(st.suspect(h) or st.confirmed_units(h) for h in (a, b)):
+                    out.add((a, b))  # a host the rounds already suspect is re-paired, not its link re-run
+        return out
+
     def _rerun(self) -> set[tuple[int, ...]]:
         """The host pairs a confirmation round has re-run (its controls are not re-runs)."""
         return {g.hosts for r in self.records if r.round.purpose == "confirm" for g in r.round.groups
@@ -143,7 +158,8 @@ class PairScan(PhaseScan):
         assert self.tournament is not None
         order = {p: i for i, rnd in enumerate(self.tournament) for p in rnd}
         done = self._rerun()
-        todo = sorted((p for p in self._state().link_suspects if p not in done and not set(p) & set(self.dead)),
+        suspects = set(self._state().link_suspects) | self._model_link_suspects()
+        todo = sorted((p for p in suspects if p not in done and not set(p) & set(self.dead)),
                       key=lambda p: (order.get(p, len(order)), p))
         busy: set[int] = set()
         pairs: list[tuple[int, int]] = []
@@ -222,7 +238,74 @@ class PairScan(PhaseScan):
             out.append(self._finding(LINK, (fleet.hosts[a], fleet.hosts[b]), SUSPECT_V, "", obs,
                                      extra=self._reruns_not_bad((a, b)) +
                                      [f"slow once; both hosts fine with other partners; {why}"]))
+        out = self._with_model(out)
         return out + self._fleet_notes() + self._unjudged_note(st.unjudged)
+
+    # -- the whole-phase model ------------------------------------------------------------
+    def measurements(self) -> list[Measurement]:
+        """Every steady, right answer of the phase, one per (round, rail group), re-runs and
+        controls included: what the whole-phase model (`model.py`) is fitted to.  A later round
+        enters divided by its controls' movement where it moved (`round_factor`); a later round
+        with no control is left out: a round slowed as a whole cannot be told from a fault there -
+        unless every fleet round held a single pair (3 hosts): then no round of the phase could
+        have a control, the fleet rounds are compared with each other as they are, and a re-run
+        is one more such round (a host convicted by two slow partners rests on two uncontrolled
+        rounds just as a link slow in its round and its re-run does)."""
+        out = []
+        single = all(len({g.hosts for g in r.round.groups}) <= 1 for r in self.records if is_fleet(r.round))
+        for rec in self.records:
+            if is_aggregate(rec.round):
+                continue
+            res = rec.result
+            for i, g in enumerate(rec.round.groups):
+                if i in res.errors or i in res.unstable or res.wrong[i] > 0 or len(g.hosts) != 2:
+                    continue
+                factor = 1.0 if is_fleet(rec.round) or single else self.round_factor(rec, g.shape)
+                if factor is not None:
+                    a, b = g.hosts
+                    out.append(Measurement((a, b), float(res.busbw[i]) / factor, rec.round.name,
+                                           upper_bound=i in res.upper_bound))
+        return out
+
+    def round_factor(self, rec: Recorded, shape: str) -> float | None:
+        """A later round's movement as a whole, from its controls (`PhaseScan.round_shift`): 1.0
+        where it did not move beyond MOVED_Z standard errors of their mean (noise floor taken as
+        their spread), None without a control."""
+        shift = self.round_shift(rec.round, rec.result, shape)
+        if shift is None or not np.isfinite(shift.bw) or shift.bw <= 0:
+            return None
+        moved = abs(np.log(shift.bw)) > MOVED_Z * self.thr.bw_floor * np.sqrt(2.0 / max(1, shift.n))
+        return float(shift.bw) if moved else 1.0
+
+    def model(self) -> ModelResult:
+        """The whole-phase model's verdicts over the live hosts (`model.judge_pairs`)."""
+        live = [h for h in self.hosts if h not in self.dead]
+        return judge_pairs(self.measurements(), live, self.fleet.hosts, self.thr.bw_floor, self.thr.confirm_z)
+
+    def _with_model(self, out: list[Finding]) -> list[Finding]:
+        """The round-by-round findings, completed by the model: a host or link it convicts that
+        no confirmed finding names yet is named (replacing a mere suspect of the same component)."""
+        for c in self.model().convictions:
+            names = tuple(self.fleet.hosts[h] for h in c.hosts)
+            comp = NODE_NIC if c.kind == HOST else LINK
+            same = [f for f in out if f.hosts == names and f.component in (comp, NO_ANSWER_C)]
+            if any(f.confirmed for f in same):
+                continue
+            if not c.confirmed and same:
+                continue
+            out = [f for f in out if f not in same]
+            detail = "all rails" if self.shape == "rails" else ""
+            evidence = [f"whole-phase model: {line}" for line in c.evidence] + [e for f in same for e in f.evidence]
+            out.append(Finding(comp, names, SLOW_V if c.confirmed else SUSPECT_V, detail, c.measured, c.reference,
+                               c.z, evidence=evidence, pct_expected=self._pct(self._shape_of_pairs(), c.measured)))
+        return out
+
+    def _shape_of_pairs(self) -> str:
+        """The shape of this phase's pair groups (for the % of the ceiling)."""
+        for rec in self.records:
+            if rec.round.groups and not is_aggregate(rec.round):
+                return rec.round.groups[0].shape
+        return ""
 
     def _reruns_not_bad(self, link: tuple[int, int]) -> list[str]:
         """The evidence of a suspect link's re-runs that were not bad (not judged, or another
@@ -319,10 +402,33 @@ class PairScan(PhaseScan):
             return ""
         partners = self._state().partners
         done = {frozenset((h, p)) for h in live for p in partners.get(h, ()) if p not in self.dead}
+        if len(live) == 2:
+            return self.two_host_note()
         if len(done) >= total:
             return f"pairs: every host pair measured ({total}{', round-robin' if self.tournament else ''})"
         return (f"pairs: {len(done)} of {total} host pairs measured: a slow link between two hosts never paired is "
                 f"not tested (--all-pairs measures every pair, {len(live) - 1 + len(live) % 2} rounds)")
+
+
+    def two_host_note(self) -> str:
+        """Which reference judged a 2-host scan: one pair has no fleet to be compared with, so
+        it is judged against a stored healthy scan of these hosts, or against the line rate
+        (the ceiling of its shape), or not at all - and the note says what would judge it."""
+        shape = self._shape_of_pairs()
+        refs = self.refs.get(shape)
+        used = []
+        if refs is not None and refs.busbw is not None and refs.busbw.source.startswith("baseline"):
+            used.append(f"against {refs.busbw.source} (a stored scan of these hosts: "
+                        f"{refs.busbw.describe('GB/s')})")
+        phys = self.physics.get(shape)
+        if phys is not None and phys.threshold is not None:
+            used.append(f"against the line rate: {phys.ceiling:.4g} GB/s {phys.bound} ceiling, slow under "
+                        f"{phys.threshold:.4g} GB/s")
+        if used:
+            return "pairs: 2 hosts, one pair, no fleet to compare with: judged " + " and ".join(used)
+        return ("pairs: 2 hosts, one pair, no fleet to compare with: not judged (no stored scan of these hosts and "
+                "no known line rate); --baseline FILE, saved by --save-baseline FILE from a healthy scan of these "
+                "hosts, would judge it")
 
 
 def verdict_of(obs: list[Obs]) -> str:

@@ -1,0 +1,133 @@
+"""Detection by fleet size, slowdown and fault kind, on the simulated fabric.
+
+The whole scan (`ncclbench.health.scan.run_scan`, every phase, default
+configuration) runs against `SimFabric` (8 GPUs a host, the measured noise of
+simulation/fabric.py) with one injected fault: a GPU, a host's NICs (all
+rails), a host pair's link, or NVLink within a node ("intra"), slowed by 10,
+25, 50 or 90 %; and healthy fleets for false alarms.  Per cell:
+
+* found: the injected component named and confirmed, on the right host(s);
+* false alarms: confirmed findings about anything else (summed over trials);
+* scan time: the simulated scan's clock (median), TimeModel of fabric.py.
+
+`--src DIR` runs another checkout's `src` (the code before a change) on the
+same seeds.  Steps run smallest fleet first and stop at `--budget-s`; what
+was not run is listed in the output.
+
+Usage: python bench/health_sim_model.py OUT_DIR [--budget-s 600] [--src DIR]
+       [--sizes 3 4 8 16 64 256 1024] [--trials 20] [--label after]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+SLOWDOWNS = (0.10, 0.25, 0.50, 0.90)
+KINDS = {"gpu": "gpu", "nic": "nic-node", "link": "link-random", "nvlink": "intra"}
+
+
+def trials_for(nhosts: int, trials: int) -> int:
+    """Fewer trials at the large fleets (a 1024-host scan is ~0.5 s of numpy on a shared core)."""
+    if nhosts >= 1024:
+        return max(1, trials // 10)
+    if nhosts >= 256:
+        return max(2, trials // 5)
+    return trials
+
+
+def cell(nhosts: int, kind: str, slowdown: float, trials: int, seed: int) -> dict:
+    """One (size, kind, slowdown) cell: found, false alarms, median scan time."""
+    from ncclbench.health.fleet import Fleet
+    from ncclbench.health.scan import ScanConfig, run_scan
+    from ncclbench.simulation.fabric import SimFabric, fault_scenario
+
+    fleet = Fleet.uniform(nhosts, 8)
+    found = false_alarms = 0
+    times = []
+    for t in range(trials):
+        rng = np.random.default_rng([seed, nhosts, list(KINDS).index(kind) if kind in KINDS else 9, t])
+        faults, want = fault_scenario(KINDS.get(kind, "healthy"), fleet, rng, factor=1.0 - slowdown)
+        fabric = SimFabric(fleet, faults, rng=rng)
+        rep = run_scan(fleet, ScanConfig(), fabric)
+        names = {fleet.hosts[h] for h in want.get("hosts", ())}
+        hit = [f for f in rep.confirmed if want and f.component == want["component"] and set(f.hosts) == names]
+        found += bool(hit)
+        false_alarms += len([f for f in rep.confirmed if f not in hit])
+        times.append(fabric.clock_s)
+    return {"nhosts": nhosts, "kind": kind, "slowdown": slowdown, "trials": trials,
+            "found_pct": None if kind == "healthy" else 100.0 * found / trials,
+            "false_alarms": false_alarms, "scan_s_median": float(np.median(times))}
+
+
+def markdown(rows: list[dict], meta: dict) -> str:
+    lines = [f"# Health detection on the simulated fabric ({meta['label']})", "",
+             f"{meta['date']}, {meta['machine']}, commit {meta['commit']}, source `{meta['src']}`, "
+             f"no GPU (simulation), NCCL: none.", "", f"Command: `{meta['command']}`", "",
+             "found % (false alarms) [median simulated scan s] per fleet size; healthy rows: false alarms only.", "",
+             "| kind | slowdown | " + " | ".join(str(n) for n in meta["sizes"]) + " |",
+             "|---|---|" + "---|" * len(meta["sizes"])]
+    keys = dict.fromkeys((r["kind"], r["slowdown"]) for r in rows)
+    for kind, slow in keys:
+        cells = []
+        for n in meta["sizes"]:
+            r = next((x for x in rows if (x["kind"], x["slowdown"], x["nhosts"]) == (kind, slow, n)), None)
+            if r is None:
+                cells.append("not run")
+            elif r["found_pct"] is None:
+                cells.append(f"({r['false_alarms']}/{r['trials']}) [{r['scan_s_median']:.0f}]")
+            else:
+                cells.append(f"{r['found_pct']:.0f} ({r['false_alarms']}/{r['trials']}) [{r['scan_s_median']:.0f}]")
+        lines.append(f"| {kind} | {'-' if kind == 'healthy' else f'{slow:.0%}'} | " + " | ".join(cells) + " |")
+    if meta["not_run"]:
+        lines += ["", f"Not run (budget {meta['budget_s']} s spent): {', '.join(meta['not_run'])}"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out_dir")
+    ap.add_argument("--budget-s", type=float, default=600.0)
+    ap.add_argument("--src", default=str(ROOT / "src"), help="the ncclbench source tree to run")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[3, 4, 8, 16, 64, 256, 1024])
+    ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--kinds", nargs="+", default=["healthy", *KINDS])
+    ap.add_argument("--label", default="after")
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT / "bench"))
+    sys.path.insert(0, args.src)
+    from provenance import commit
+
+    start = time.monotonic()
+    rows, not_run = [], []
+    for n in args.sizes:
+        for kind in args.kinds:
+            for slow in ((0.0,) if kind == "healthy" else SLOWDOWNS):
+                if time.monotonic() - start > args.budget_s:
+                    not_run.append(f"{kind} {slow:.0%} at {n}")
+                    continue
+                rows.append(cell(n, kind, slow, trials_for(n, args.trials), args.seed))
+                print(json.dumps(rows[-1]), flush=True)
+    meta = {"label": args.label, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "machine": f"{platform.node()} ({os.cpu_count()} CPUs)", "gpus": 0, "nccl": None,
+            "commit": commit(), "src": args.src, "command": " ".join(["python", *sys.argv]),
+            "sizes": args.sizes, "budget_s": args.budget_s, "not_run": not_run}
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"health-sim-model-{args.label}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    (out / f"health-sim-model-{args.label}.md").write_text(markdown(rows, meta))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
