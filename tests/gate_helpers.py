@@ -1,7 +1,10 @@
 """Shared by the regression-gate tests (check, noise, reference, JUnit): a result row as a
-slower machine would have measured it."""
+slower machine would have measured it, and the smallest drop a one-run GPU baseline can see."""
+
+import math
 
 from ncclbench.results import ResultRow
+from ncclbench.store import noise
 
 
 def slow_down(row: ResultRow, factor: float) -> None:
@@ -15,3 +18,12 @@ def slow_down(row: ResultRow, factor: float) -> None:
             p = h.per_iter
             p.p50_us *= factor
             p.times_us = [t * factor for t in p.times_us]
+
+
+def one_run_limit_pct() -> float:
+    """The smallest plateau busbw drop a GPU baseline of one run can see against one checked
+    run by the recorded prior alone: its per-run noise on both sides, Student's t on its dof.
+    (A baseline whose own size-to-size roughness is larger is judged on that instead; the
+    fixture's, 1.5 % per run, gives a limit within a few % of this one.)"""
+    p = noise.PRIORS[("gpu", "bandwidth")]
+    return -100 * math.expm1(-noise.noise_multiple(p.dof) * p.sigma * math.sqrt(2))

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from gate_helpers import slow_down
+from gate_helpers import one_run_limit_pct, slow_down
 
 from ncclbench.commands import main as run_store_command
 from ncclbench.commands.show import show_text
@@ -43,6 +43,7 @@ def steady(run, n: int = 5, step: float = 0.002) -> list:
 def write_log(run, path: Path) -> Path:
     path.write_text(show_text(run))
     return path
+
 
 
 def test_plateau_and_latency_definitions():
@@ -118,18 +119,28 @@ def test_gate_passes_identical_and_small_changes():
     assert gate(base, base, max_drop_pct=20).ok
     g = gate(scaled(base, lambda s: s >= 64 * MiB, 1.03), base, max_drop_pct=20)
     assert g.ok and g.checked > 0
-    # one GPU run carries no noise: the prior's (3 % per run on 4 dof) limit of ~18 % cannot see 5 %
-    assert gate(base, base, max_drop_pct=5).status == "cannot confirm"
+    # one GPU run carries no noise: its limit is the assumed noise's; asked for half of that, it
+    # cannot see the drop asked for ("cannot confirm", never "ok"); asked for that much, it can
+    seen = one_run_limit_pct()
+    half = gate(base, base, max_drop_pct=seen / 2)
+    assert half.status == "cannot confirm" and half.assumed
+    assert gate(base, base, max_drop_pct=seen).ok
 
 
 def test_gate_catches_large_size_busbw_drop_and_names_sizes():
     base = load_file(AR)[0]
     slow = scaled(base, lambda s: s >= 256 * MiB, 1 / 0.9)  # busbw -10% from 256 MiB up: 6 of the 8 plateau sizes
-    # one run alone: the assumed GPU noise (3 % per run on 4 dof) makes the limit about 18 %: a 10 %
-    # drop is beyond the 5 % asked but within the noise -- "cannot confirm", never "ok"
-    alone = gate(slow, base, max_drop_pct=5)
+    # one run alone: the assumed GPU noise sets the limit (`one_run_limit_pct`); a drop beyond
+    # what was asked but within that noise is "cannot confirm", never "ok"; one well beyond it fails
+    seen = one_run_limit_pct()
+    within = scaled(base, lambda s: s >= 256 * MiB, 1 / (1 - 0.6 * seen / 100))
+    alone = gate(within, base, max_drop_pct=0.4 * seen)
     assert alone.exit_code == 9 and alone.status == "cannot confirm" and alone.assumed
-    assert 17 < alone.judgements[0].limit_pct < 19
+    j = alone.judgements[0]
+    assert j.figure == "plateau busbw" and j.worse_pct < j.limit_pct
+    assert j.worse_pct == pytest.approx(0.6 * seen, rel=0.01)
+    beyond = scaled(base, lambda s: s >= 256 * MiB, 1 / (1 - 1.5 * seen / 100))
+    assert gate(beyond, base, max_drop_pct=0.4 * seen).exit_code == 7
     g = gate(slow, base, max_drop_pct=5, history=steady(base))
     assert not g.ok and g.exit_code == 7
     assert g.failing_sizes == [4 << 30, 8 << 30]  # the plateau figure: within a factor of 4 of the largest
@@ -148,8 +159,8 @@ def test_gate_limit_is_respected():
 def test_gate_catches_small_message_latency_rise():
     base = load_file(AR)[0]
     slow = scaled(base, lambda s: s <= 4096, 1.2)  # 10 of the 14 latency sizes
-    # a history long enough to outweigh the GPU prior of small-message time (13 % per run on 20
-    # dof: a short one keeps it, test_gate_reference)
+    # a history long enough to outweigh the GPU prior of small-message time (noise.PRIORS, weighed
+    # as at most PRIOR_MAX_DOF: a short history keeps it, test_gate_reference)
     g = gate(slow, base, max_drop_pct=5, history=steady(base, n=100, step=0.0001))
     assert not g.ok and [(f.metric, f.figure) for f in g.failures] == [("time", "latency")]
     assert g.failing_sizes == [1 << k for k in range(3, 17)]  # the latency figure: 8 B .. 64 KiB
@@ -194,7 +205,9 @@ def test_cli_check_exit_codes(tmp_path, capsys):
     ok_log = write_log(scaled(base, lambda s: s >= 64 * MiB, 1.01), tmp_path / "ok.txt")
     bad_log = write_log(scaled(base, lambda s: s >= 64 * MiB, 1 / 0.8), tmp_path / "bad.txt")
     capsys.readouterr()
-    assert run_store_command(["check", str(ok_log), "--against", "h200", "--db", db]) == 9
+    # asked for half the drop a one-run baseline can see: exit 9, never 0
+    half = f"{one_run_limit_pct() / 2:.2f}%"
+    assert run_store_command(["check", str(ok_log), "--against", "h200", "--max-drop", half, "--db", db]) == 9
     assert "cannot confirm: this baseline can only see a drop of" in capsys.readouterr().out
     assert run_store_command(["check", str(ok_log), "--against", "h200", "--max-drop", "20", "--db", db]) == 0
     out = capsys.readouterr().out
@@ -205,7 +218,8 @@ def test_cli_check_exit_codes(tmp_path, capsys):
     assert "result: REGRESSION at sizes " + ", ".join(str(1 << k) for k in range(32, 34)) in out
     assert out.count("REGRESSION  float sum plateau busbw (4 GiB..8 GiB, 2 sizes)") == 1
     assert "20.0% lower" in out and "its noise is assumed from recorded figures" in out
-    assert "from assumed: 3% per run on 4 dof, GPU busbw >= 64 MiB" in out and "gpu-h200x4-2026-11-21-session3.md" in out
+    prior = noise.PRIORS[("gpu", "bandwidth")]
+    assert f"{100 * prior.sigma:g}%" in out and prior.evidence in out  # the recorded figures it assumed
     # stored run, json output
     assert run_store_command(["import", "--db", db, str(bad_log)]) == 0
     capsys.readouterr()
