@@ -217,3 +217,16 @@ def test_three_hosts_ten_percent_link_is_re_run_and_named():
         rep = run_scan(fleet, ScanConfig(), SimFabric(fleet, faults, rng=rng))
         assert [(f.component, f.hosts) for f in rep.confirmed] == \
             [(LINK, tuple(f"node{h}" for h in want["hosts"]))], (t, rep.findings)
+
+
+def test_model_a_host_whose_pairs_disagree_is_not_one_slow_nic():
+    """CI, 2026-11-28 (6 CPU-backend hosts on 2 cores): one host's pairs measured 0.23, 0.064, 1.18 and
+    0.46 GB/s against 2.9 for three pairs without it.  A NIC limits all its pairs alike; pairs that
+    disagree 18x are the scheduler's, not a NIC: not convicted.  The same host with its pairs agreeing
+    is."""
+    others = {(0, 1): 2.9, (2, 3): 2.85, (1, 5): 2.95}
+    scattered = {(0, 4): 0.231, (1, 4): 0.0643, (2, 4): 1.18, (4, 5): 0.457}
+    assert judge_pairs(_tournament(others | scattered), range(6), NAMES, 0.1, 3.5).convictions == []
+    agreeing = {k: 0.4 for k in scattered}
+    res = judge_pairs(_tournament(others | agreeing), range(6), NAMES, 0.1, 3.5)
+    assert [c.hosts for c in res.convictions] == [(4,)]

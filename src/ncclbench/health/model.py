@@ -14,7 +14,10 @@ one component at a time, the most certain first:
 
 * a host is slow when even its *best* partner's pair sits below the pairs
   that do not hold it (the host common to all slow pairs); a link fault
-  leaves its hosts' other pairs fast, so it cannot convict a host;
+  leaves its hosts' other pairs fast, so it cannot convict a host; nor can pairs
+  of the host that disagree with each other over `judge.SCATTER_LIMIT` (a NIC
+  limits all its pairs alike; a loaded CPU-backend host's pairs ranged
+  0.06-1.2 GB/s in one scan, CI 2026-11-28);
 * once the slow hosts' pairs are set aside, a pair is a slow link when it sits
   below the remaining pairs while both its hosts have a pair among them that
   is not slow (both hosts fast elsewhere).
@@ -128,7 +131,10 @@ def _host_test(h: int, active: list[tuple[int, int]], p: _Pairs, floor: float,
     s, raw = _noise(ref_vals, floor)
     if raw > np.log1p(SCATTER_LIMIT):
         return None
-    best = max(p.value[q] for q in own)
+    own_vals = [p.value[q] for q in own]
+    if _noise(own_vals, 0.0)[1] > np.log1p(SCATTER_LIMIT):
+        return None  # its own pairs disagree: not one slow NIC (a NIC limits all its pairs alike)
+    best = max(own_vals)
     z = (best - ref) / (s * np.sqrt(1.0 + 1.0 / len(others)))
     measured = float(np.exp(np.median([p.value[q] for q in own])))
     factor = float(np.exp(best - ref))
