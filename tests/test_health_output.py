@@ -129,3 +129,58 @@ def test_a_baseline_of_other_hosts_is_refused_in_one_line(tmp_path):
         check_baseline_hosts(loaded, Fleet.uniform(2, 8, prefix="gpu"))
     assert int(info.value.code) == 255
     check_baseline_hosts(Baseline({"local:1x1": (1.0, 0.1)}), Fleet.uniform(2, 8, prefix="gpu"))  # older file
+
+
+def test_a_baseline_from_another_version_is_refused_in_one_line(tmp_path):
+    """Issue 29's bad input: a baseline saved by another ncclbench version is refused in one line
+    (exit 255), nothing judged against it; one saved by this version, or a file that records no
+    version (an older one), is used."""
+    import ncclbench
+    from ncclbench.health.baseline import check_baseline_version
+    from ncclbench.health.judge import Baseline
+
+    js, base = tmp_path / "r.json", tmp_path / "base.json"
+    with open(tmp_path / "o", "w") as out:
+        emit(report(), {}, str(js), None, out)
+    _save_baseline(str(base), str(js))
+    saved = json.loads(base.read_text())
+    assert saved["version"] == ncclbench.__version__
+    check_baseline_version(_load_baseline(str(base)))  # this version's own file
+    base.write_text(json.dumps({**saved, "version": "0.0.1"}))
+    with pytest.raises(ArgumentError, match=r"^health: baseline base\.json was saved by ncclbench 0\.0\.1, this is "
+                                            + ncclbench.__version__.replace(".", r"\.") + r": .*not judged against it"
+                                            r" \(save a new one with --save-baseline\)$") as info:
+        check_baseline_version(_load_baseline(str(base)))
+    assert int(info.value.code) == 255
+    check_baseline_version(Baseline({"pairs:2x8": (1.0, 0.1)}))  # no version recorded
+
+
+def test_two_hosts_are_judged_against_a_saved_healthy_scan_of_themselves(tmp_path):
+    """Issue 29, 2 hosts: --save-baseline on healthy scans of the two hosts, then --baseline: a
+    healthy scan is judged healthy (exit 0), a NIC at half or at 90 % is not (never healthy)."""
+    js, base = tmp_path / "r.json", tmp_path / "base.json"
+    healthy = run_scan(Fleet.uniform(2, 8), ScanConfig(), FakeFabric())
+    assert exit_code(healthy) == 9  # alone: not judged
+    with open(tmp_path / "o", "w") as out:
+        emit(healthy, {}, str(js), None, out)
+    for _ in range(3):
+        _save_baseline(str(base), str(js))
+    cfg = ScanConfig(baseline=_load_baseline(str(base)))
+    again = run_scan(Fleet.uniform(2, 8), cfg, FakeFabric())
+    assert exit_code(again) == 0 and set(again.host_status.values()) == {"healthy"}
+    for rate in (0.5, 0.9):
+        slow = run_scan(Fleet.uniform(2, 8), cfg, FakeFabric(nic={(1, None): rate}))
+        assert exit_code(slow) in (FAULTS_FOUND, 9) and "healthy" not in slow.host_status.values(), rate
+        assert "judged against baseline base.json" in verdict_table(slow)
+
+
+def test_a_pairs_slow_rails_judged_by_the_line_rate_alone_show_the_ceiling_not_nan():
+    """Two hosts with only the line rate to judge them (no fleet, no baseline: z is undefined):
+    the evidence of their slow rails says the ceiling they fell under, never 'z +nan..+nan'."""
+    from ncclbench.health.physics import physics_reference
+
+    cfg = ScanConfig(physics={"pairs:2x1": physics_reference("pairs:2x1", 50.0, "NIC", 2, 256 << 20)})
+    rep = run_scan(Fleet.uniform(2, 8), cfg, FakeFabric(nic={(1, None): 0.5}))
+    text = verdict_table(rep)
+    assert "healthy" not in rep.host_status.values()
+    assert "8 of 8 rails slow" in text and "of the 50 GB/s NIC ceiling" in text and "nan" not in text

@@ -185,3 +185,18 @@ def test_a_baseline_saved_on_other_hosts_is_one_line_exit_255_and_judges_nothing
     assert res.stderr.strip() == ("ncclbench: health: baseline b.json was saved on other hosts (elsewhere), none of "
                                   "them in this scan (solo): not judged against it")
     assert not js.exists() and "Traceback" not in res.stderr
+
+
+def test_a_baseline_of_another_version_is_one_line_exit_255(ncclbench_env, tmp_path):
+    """Issue 29's bad input through the command: one line, exit 255, no scan written."""
+    base = tmp_path / "b.json"
+    base.write_text(json.dumps({"name": "b.json", "hosts": ["solo"], "busbw": {"local:1x1": [2.0, 0.1]},
+                                "version": "0.0.1"}))
+    js = tmp_path / "h.json"
+    res = _cli(["--backend", "mpi", "--nprocs", "2", "--baseline", str(base), "--json", str(js)],
+               env(ncclbench_env, "solo,solo"))
+    assert res.returncode == 255, res.stdout + res.stderr
+    line = res.stderr.strip()
+    assert line.startswith("ncclbench: health: baseline b.json was saved by ncclbench 0.0.1, this is ") and \
+        line.endswith("(save a new one with --save-baseline)") and "\n" not in line, line
+    assert not js.exists() and "Traceback" not in res.stderr

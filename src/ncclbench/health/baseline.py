@@ -33,9 +33,19 @@ def load_baseline(path: str) -> Baseline:
             doc = json.load(f)
         return Baseline({k: tuple(v) for k, v in doc["busbw"].items()},
                         {k: tuple(v) for k, v in doc.get("lat_us", {}).items()}, name=doc.get("name", path),
-                        hosts=tuple(str(h) for h in doc.get("hosts", ())))
+                        hosts=tuple(str(h) for h in doc.get("hosts", ())), version=str(doc.get("version", "")))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ArgumentError(f"health: cannot read baseline {path}: {exc}") from None
+
+
+def check_baseline_version(baseline: Baseline) -> None:
+    """A baseline saved by another ncclbench version is not this scan's reference: a group's
+    size, ops and cycles may be measured another way.  One clear line (exit 255), nothing judged
+    against it; a file that records no version (written before it was kept) is not held to it."""
+    if baseline.version and baseline.version != __version__:
+        raise ArgumentError(f"health: baseline {baseline.name} was saved by ncclbench {baseline.version}, this is "
+                            f"{__version__}: its figures may be measured another way, not judged against it "
+                            "(save a new one with --save-baseline)")
 
 
 def save_baseline(path: str, json_path: str) -> None:

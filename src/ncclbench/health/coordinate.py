@@ -21,7 +21,7 @@ from typing import TextIO
 from .. import __version__
 from ..config import Backend
 from ..errors import BenchError, ExitCode
-from .baseline import check_baseline_hosts
+from .baseline import check_baseline_hosts, check_baseline_version
 from .control import Coordinator
 from .crowding import crowded_machines, latency_note
 from .fleet import Fleet
@@ -94,6 +94,7 @@ def _scan(coord: Coordinator, fleet: Fleet, cfg: ScanConfig, spec: GroupSpec, ro
     """Set-up, the scan and its written outputs: (exit code, report, what was recorded)."""
     if cfg.baseline is not None:
         check_baseline_hosts(cfg.baseline, fleet)
+        check_baseline_version(cfg.baseline)
     answers = exchange_setup(coord, fleet, join_timeout_s)
     said = ranks_backend(answers)
     if said is not None and spec_for is not None:

@@ -147,6 +147,7 @@ class Baseline:
     lat_us: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     name: str = "baseline"
     hosts: tuple[str, ...] = ()  # the hosts it was saved from (empty: not recorded, an older file)
+    version: str = ""  # the ncclbench version that saved it (empty: not recorded, an older file)
 
     def reference(self, shape: str, metric: str, floor: float) -> Reference | None:
         table = self.busbw if metric == "busbw" else self.lat_us

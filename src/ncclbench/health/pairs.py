@@ -380,10 +380,9 @@ class PairScan(PhaseScan):
             refs = self.refs.get(g.shape)
             statuses = sorted({o.status for o in items})
             if np.isfinite(bw).any():
-                ref = f" vs {refs.busbw.describe('GB/s')}" if refs and refs.busbw else ""
                 lines.append(f"{rec.round.name}: {names}: {len(items)} of {tested} rails {'/'.join(statuses)} "
                              f"(rails {rails}): busbw {np.nanmin(bw):.4g}-{np.nanmax(bw):.4g} GB/s, "
-                             f"z {np.nanmin(z):+.1f}..{np.nanmax(z):+.1f}{ref}")
+                             + _against(z, refs, rec.score.physics[items[0].index] if rec.score.physics else ""))
             else:
                 why = rec.score.why[items[0].index]
                 lines.append(f"{rec.round.name}: {names}: {len(items)} of {tested} rails {'/'.join(statuses)}: {why}")
@@ -429,6 +428,15 @@ class PairScan(PhaseScan):
         return ("pairs: 2 hosts, one pair, no fleet to compare with: not judged (no stored scan of these hosts and "
                 "no known line rate); --baseline FILE, saved by --save-baseline FILE from a healthy scan of these "
                 "hosts, would judge it")
+
+
+def _against(z: np.ndarray, refs: References | None, physics: str) -> str:
+    """What a pair's slow rails were judged against: their z range vs the fleet or baseline
+    reference, or (no such reference: z is undefined) the ceiling's line."""
+    if np.isfinite(z).any():
+        ref = f" vs {refs.busbw.describe('GB/s')}" if refs and refs.busbw else ""
+        return f"z {np.nanmin(z):+.1f}..{np.nanmax(z):+.1f}{ref}"
+    return physics or "no reference"
 
 
 def verdict_of(obs: list[Obs]) -> str:
