@@ -178,7 +178,7 @@ def test_cli_check_exit_codes(tmp_path, capsys):
     assert "result: REGRESSION at sizes " + ", ".join(str(1 << k) for k in range(26, 34)) in out
     assert out.count("REGRESSION  float sum plateau busbw (64 MiB..8 GiB, 8 sizes)") == 1
     assert "20.0% lower" in out and "its noise is assumed from recorded figures" in out
-    assert "from assumed: 3% per run, GPU busbw >= 64 MiB" in out and "gpu-h200x4-2026-11-21-session3.md" in out
+    assert "from assumed: 3% per run, GPU busbw >= 64 MiB" in out and "gpu-h200x4-2026-11-21-repeats.md" in out
     # stored run, json output
     assert run_store_command(["import", "--db", db, str(bad_log)]) == 0
     capsys.readouterr()

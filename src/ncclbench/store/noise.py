@@ -85,7 +85,7 @@ PRIORS: dict[tuple[str, str], Prior] = {
                                     "bench/results/gate-trials-cpu-2026-11-26-quiet.md; 6.1 % with -n 40, "
                                     "bench/results/gate-false-alarms.md)"),
     ("gpu", "bandwidth"): Prior(0.03, "GPU busbw >= 64 MiB, 5 runs per tool on 4x H200: spread up to 7.7 % "
-                                      "(max/min), about 3 % per run (bench/results/gpu-h200x4-2026-11-21-session3.md)"),
+                                      "(max/min), about 3 % per run (bench/results/gpu-h200x4-2026-11-21-repeats.md)"),
     ("gpu", "latency"): Prior(0.13, "GPU small-message time, 90 runs on one H100: coefficient of variation "
                                     "of per-run means 0.132 (bench/results/stability-h100-2026-11-24/README.md)"),
 }
