@@ -392,6 +392,16 @@ def find_mpiexec() -> str | None:
     return shutil.which("mpiexec") or shutil.which("mpirun")
 
 
+def require_mpiexec() -> str:
+    """The mpiexec that `--nprocs` with the MPI backend starts, or UnsupportedError (exit 5) at once:
+    a caller that waits on the ranks (health's coordinator) must not find out by a join timeout."""
+    mpiexec = find_mpiexec()
+    if mpiexec is None:
+        raise UnsupportedError("--nprocs with --backend mpi needs mpiexec: pip install 'ncclbench[mpi]' "
+                               "(MPICH's mpiexec) or install an MPI")
+    return mpiexec
+
+
 def _is_open_mpi(mpiexec: str) -> bool:
     d = Path(mpiexec).resolve().parent
     return any((d / n).exists() for n in ("ompi_info", "prte", "orted", "prterun"))
@@ -407,10 +417,7 @@ def spawn_mpiexec(nprocs: int, argv: Sequence[str], env: Mapping[str, str] | Non
     the launcher, not twice; it dies with the launcher (PR_SET_PDEATHSIG)."""
     if nprocs < 1:
         raise BenchError(f"--nprocs must be at least 1, not {nprocs}", ExitCode.ARGUMENT)
-    mpiexec = find_mpiexec()
-    if mpiexec is None:
-        raise UnsupportedError("--nprocs with --backend mpi needs mpiexec: pip install 'ncclbench[mpi]' "
-                               "(MPICH's mpiexec) or install an MPI")
+    mpiexec = require_mpiexec()
     err = stderr or sys.stderr
     child_env = dict(os.environ if env is None else env)
     cmd = [mpiexec, "-n", str(nprocs)]
