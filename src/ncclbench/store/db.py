@@ -166,6 +166,18 @@ def env_that_matters(environ: Mapping[str, str] | None = None) -> dict[str, str]
     return {k: v for k, v in sorted(source.items()) if k.startswith(("NCCL_", "CUDA_"))}
 
 
+def _experiment(options_json: str, env_json: str) -> tuple[str, str]:
+    """What a stored run measured, comparable across runs: its measured options (BenchOptions
+    less OUTPUT_ONLY_OPTIONS; a run stored by an older version gets today's defaults for fields it
+    lacked) and its NCCL_*/CUDA_* settings."""
+    try:
+        options = _from_dict(BenchOptions, json.loads(options_json)).measured()
+        env = json.loads(env_json)
+    except (ValueError, TypeError):
+        return (options_json, env_json)
+    return (json.dumps(options, sort_keys=True, default=str), json.dumps(env, sort_keys=True))
+
+
 def _now() -> str:
     return datetime.now().astimezone().isoformat(timespec="seconds")
 
@@ -497,17 +509,21 @@ class ResultStore:
         return sorted(set(more + [ref]))
 
     def runs_of_same_command(self, run_id: int, limit: int = 10) -> list[int]:
-        """The newest `limit` finished ('complete') runs stored with the same program,
-        argv, rank count and hosts as `run_id`, up to and including it, oldest first:
-        `baseline set NAME RUN --runs N` uses them as the baseline's history."""
-        r = self.conn.execute("SELECT program, argv, nranks, hosts FROM runs WHERE id = ?",
+        """The newest `limit` finished ('complete') runs of the same experiment as `run_id` (program,
+        rank count, hosts, measured options and NCCL settings: see `_experiment`), up to and including
+        it, oldest first: `baseline set NAME RUN --runs N` uses them as the baseline's history.  Output
+        options (-J, --csv, --metrics, progress) do not split a history."""
+        r = self.conn.execute("SELECT program, nranks, hosts, options, env FROM runs WHERE id = ?",
                               (run_id,)).fetchone()
         if r is None:
             raise ArgumentError(self._unknown(run_id))
-        ids = [int(x[0]) for x in self.conn.execute(
-            "SELECT id FROM runs WHERE program = ? AND argv = ? AND nranks IS ? AND hosts = ? "
-            "AND id <= ? AND (status = 'complete' OR id = ?) ORDER BY id DESC LIMIT ?",
-            (*r, run_id, run_id, int(limit)))]
+        want = _experiment(r[3], r[4])
+        ids: list[int] = []
+        for rid, options, env in self.conn.execute(
+                "SELECT id, options, env FROM runs WHERE program = ? AND nranks IS ? AND hosts = ? "
+                "AND id <= ? AND (status = 'complete' OR id = ?) ORDER BY id DESC", (*r[:3], run_id, run_id)):
+            if len(ids) < int(limit) and _experiment(options, env) == want:
+                ids.append(int(rid))
         return sorted(ids)
 
     def list_baselines(self) -> list[tuple[str, int, str, str | None]]:
