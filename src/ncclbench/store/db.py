@@ -468,6 +468,20 @@ class ResultStore:
         r = self.conn.execute("SELECT end_reason FROM runs WHERE id = ?", (run_id,)).fetchone()
         return None if r is None else r[0]
 
+    def find_live_twin(self, info: RunInfo) -> int | None:
+        """The run ncclbench stored live that an imported file (its own -J JSON) records: same
+        program, start time, command line, hosts and rank count.  A live run has no content hash
+        (it is stored row by row), so without this its -J file would be stored a second time and,
+        as the newest id, become `latest` though it is the older record."""
+        if not info.start_time:
+            return None
+        hosts = list(info.hosts) or sorted({d.hostname for d in info.devices})
+        r = self.conn.execute(
+            "SELECT id FROM runs WHERE source = 'ncclbench' AND program = ? AND start_time = ? AND argv = ? "
+            "AND hosts = ? AND nranks IS ? ORDER BY id LIMIT 1",
+            (info.program, info.start_time, json.dumps(list(info.argv)), json.dumps(hosts), info.nranks)).fetchone()
+        return None if r is None else int(r[0])
+
     def find_by_hash(self, content_hash: str) -> int | None:
         r = self.conn.execute("SELECT id FROM runs WHERE content_hash = ? ORDER BY id LIMIT 1",
                               (content_hash,)).fetchone()
