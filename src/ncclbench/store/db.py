@@ -571,12 +571,18 @@ class ResultStore:
                    " start_time, argv, hosts, gpus, nranks, writer_host, writer_pid,"
                    " (SELECT count(*) FROM rows WHERE rows.run_id = runs.id), end_reason FROM runs")
 
-    def list_runs(self, limit: int | None = None, program: str | None = None) -> list[RunHeader]:
-        """Newest first."""
-        sql, args = self._HEADER_SQL, []
+    def list_runs(self, limit: int | None = None, program: str | None = None,
+                  without_source: str | None = None) -> list[RunHeader]:
+        """Newest first; `without_source` leaves out the runs of that source (history: tune's candidates)."""
+        sql, args, where = self._HEADER_SQL, [], []
         if program:
-            sql += " WHERE program = ? OR collective = ?"
+            where.append("(program = ? OR collective = ?)")
             args += [program, program]
+        if without_source:
+            where.append("source != ?")
+            args.append(without_source)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY id DESC"
         if limit is not None and limit > 0:
             sql += f" LIMIT {int(limit)}"
@@ -587,6 +593,10 @@ class ResultStore:
         if r is None:
             raise ArgumentError(self._unknown(run_id))
         return self._header(r)
+
+    def count_source(self, source: str) -> int:
+        """How many runs that source stored."""
+        return int(self.conn.execute("SELECT COUNT(*) FROM runs WHERE source = ?", (source,)).fetchone()[0])
 
     def _unknown(self, ref) -> str:
         n = self.count_runs()
