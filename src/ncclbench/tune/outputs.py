@@ -125,6 +125,7 @@ def write_outputs(result: TuneResult, topts, opts: BenchOptions) -> dict[str, st
     written: dict[str, str] = {}
     for line in report_lines(result):
         print(line)
+    topts.make_default_dir()  # under a launcher this rank is the first to write there
     prefix = Path(topts.out_prefix())
     check_output_path(str(prefix) + ".json", "tune --out")
     doc = result_json(result)
