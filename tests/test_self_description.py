@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# numbered working periods ("session 4", "session4.md", "visit 3b", "s7v5", "-s9.md") and who ran
-# what ("the lead", "lead's", "stop hook"); a word split so that this file does not match itself
+# numbered working periods and who ran what (examples in test_pattern_catches_what_it_is_for; this
+# file, which must spell them, is the one file not scanned)
 _WORDS = re.compile(r"\b[Ss]essions? ?[0-9]|\b[Vv]isits? ?[0-9]|\bs[0-9]v[0-9]|[-_]s[0-9]+[-.]"
-                    r"|\b[Tt]he lead\b|\blead's\b|\bstop" r" hook\b")
+                    r"|\b[Tt]he lead\b|\blead's\b|\bstop hook\b")
+_THIS = Path(__file__).resolve().relative_to(ROOT).as_posix()
 
 
 def _tracked() -> list[str]:
@@ -40,7 +41,7 @@ def _hits(name: str) -> list[str]:
 
 def test_pattern_catches_what_it_is_for() -> None:
     for bad in ("(session 4)", "gpu-h200x4-2026-11-21-session2.md", "visit 3b", "s7v5", "cpu-s9.md",
-                "the lead writes", "lead's capture", "stop" " hook"):
+                "the lead writes", "lead's capture", "stop hook"):
         assert _WORDS.search(bad), bad
     for fine in ("a helper function", "timeout -s ABRT", "leading '#'", "the leader rank", "sessions of MPI",
                  "visit the page", "-s 9"):
@@ -48,5 +49,5 @@ def test_pattern_catches_what_it_is_for() -> None:
 
 
 def test_no_tracked_file_describes_how_it_was_made() -> None:
-    hits = [h for name in _tracked() for h in _hits(name)]
+    hits = [h for name in _tracked() if name != _THIS for h in _hits(name)]
     assert not hits, "\n".join(hits[:40])
