@@ -39,3 +39,16 @@ def test_own_json_is_recognised_as_the_stored_run(tmp_path: Path) -> None:
     (tmp_path / "other.json").write_text(json.dumps(doc))
     imp2 = _ncclbench(["import", str(tmp_path / "other.json")], env)
     assert imp2.returncode == 0 and "run 2 (" in imp2.stdout, imp2.stdout + imp2.stderr
+
+
+def test_explain_of_a_cpu_json_says_cpu_backend(tmp_path: Path) -> None:
+    """The same run's text log said "CPU backend"; its -J file said "NCCL path unknown"."""
+    db, js = tmp_path / "r.sqlite", tmp_path / "run.json"
+    env = child_env(NCCLBENCH_DB=str(db), NCCLBENCH_NO_STORE="1")
+    live = _ncclbench(["all_reduce_perf", "--backend", "mpi", "-b", "8", "-e", "64", "-f", "2", "-n", "2",
+                       "-J", str(js)], env)
+    if live.returncode != 0:
+        pytest.skip(f"the CPU backend does not run here: {live.stderr.strip()[-300:]}")
+    out = _ncclbench(["explain", str(js)], env)
+    assert out.returncode == 0, out.stderr
+    assert "# NCCL path: none (the CPU backend" in out.stdout and "NCCL path unknown" not in out.stdout, out.stdout
