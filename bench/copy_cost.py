@@ -7,7 +7,7 @@ makes it with cudaMemcpyAsync from C).  One process, GPU 0:
 
   runtime:checked   CudaRuntime.memcpy_dtod_async (cuda-bindings' runtime
                     layer + our error check): the timed loop's copy until
-                    session 3
+                    the repeats runs
   runtime:bare      cuda.bindings.runtime.cudaMemcpyAsync, no wrapper
   driver:bound      CudaRuntime.bound_dtod_copy (cuMemcpyDtoDAsync with bound
                     arguments): the timed loop's copy now
@@ -20,7 +20,7 @@ makes it with cudaMemcpyAsync from C).  One process, GPU 0:
 Per variant: µs per copy, enqueue only (host clock around N calls), until
 the stream is done, and GPU time between events around the N copies.  Keep
 N below the launch queue's depth (~1000) or enqueue waits for the GPU and
-the three figures merge (session 3 used 2000: they did).  Variants
+the three figures merge (the repeats runs used 2000: they did).  Variants
 alternate within 3 rounds; the last round is printed (JSON lines).
 """
 

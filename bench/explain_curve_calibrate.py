@@ -44,19 +44,19 @@ SOURCES = {
                   "4x NVIDIA H100 80GB HBM3 (NVSwitch, 18 NVLinks), NCCL 2.28.9, 2026-11-26, main 37b2844; "
                   "bench/compare_nccl_tests.py -b 8 -e 8G -f 4 -n 10, 2 ncclbench + 2 nccl-tests runs "
                   "(bench/results/gpu-h100x4-2026-11-26/parity-4gpu.md)"),
-    ("H200", 2): ("2026-11-21-s2-h200x4-v4-2gpu-8G-busbw4.tgz", "w/cmp2/",
+    ("H200", 2): ("2026-11-21-h200x4-callpaths-v4-2gpu-8G-busbw4.tgz", "w/cmp2/",
                   "2x NVIDIA H200 (NV18) of a 4-GPU host, NCCL 2.28.9, 2026-11-21, main 2a349ab; "
                   "bench/gpu_validate.sh 2gpu -b 8 -e 8G -f 2, 2 ncclbench + 2 nccl-tests runs "
-                  "(bench/results/gpu-h200x4-2026-11-21-session2.md, v4)"),
-    ("H200", 4): ("2026-11-21-s2-h200x4-v2-callpaths-4gpu-8G.tgz", "w/cmp4/",
+                  "(bench/results/gpu-h200x4-2026-11-21-callpaths.md, v4)"),
+    ("H200", 4): ("2026-11-21-h200x4-callpaths-v2-callpaths-4gpu-8G.tgz", "w/cmp4/",
                   "4x NVIDIA H200 (NV18), NCCL 2.28.9, 2026-11-21, main 32616ed; bench/gpu_validate.sh 4gpu "
-                  "-b 8 -e 8G -f 2, 2 ncclbench + 2 nccl-tests runs (bench/results/gpu-h200x4-2026-11-21-session2.md, v2)"),
+                  "-b 8 -e 8G -f 2, 2 ncclbench + 2 nccl-tests runs (bench/results/gpu-h200x4-2026-11-21-callpaths.md, v2)"),
 }
 # all_reduce on H200 from 64 MiB: the figures health's physics thresholds have read since they were recorded
 # (ncclbench's out-of-place busbw, median of 5 runs on 4 GPUs and 3 on 2; the bandwidth sweeps of
-# bench/results/gpu-h200x4-2026-11-21-session3.md), so explain and health read one table.
-OVERRIDES = {("H200", 4, "all_reduce"): "bench/results/compare-s3-4gpu-busbw.json",
-             ("H200", 2, "all_reduce"): "bench/results/compare-s3-2gpu-busbw.json"}
+# bench/results/gpu-h200x4-2026-11-21-repeats.md), so explain and health read one table.
+OVERRIDES = {("H200", 4, "all_reduce"): "bench/results/compare-2026-11-21-repeats-4gpu-busbw.json",
+             ("H200", 2, "all_reduce"): "bench/results/compare-2026-11-21-repeats-2gpu-busbw.json"}
 # Machines whose healthy runs set the per-size band but not the curve: (class, GPU count), archive, folder of
 # nccl-tests -J files inside it (healthy runs: every file not named cause-*), provenance.
 MORE_MACHINES = {

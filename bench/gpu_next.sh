@@ -14,14 +14,14 @@
 #                needs .ipr (bench/fetch_iproute2.sh) carried to the device
 #   parity       issue 25: bench/multihost_gpu.py --steps mpirun with NCCL_TESTS_BIN_DIR: ncclbench and
 #                nccl-tests side by side across 2 fake hosts (mpirun route); only when the dir is given
-#                (nccl-tests is built by the lead outside this repo, never by this project)
+#                (nccl-tests is built by the operator outside this repo, never by this project)
 #   live_causes  issue 26: bench/live_causes_gpu.py --nprocs 4
 #   gpu_tests    pytest tests/gpu, with the time left (it needs > 190 s to end; the log says how far)
 # At the end: OUT/summary.txt, OUT/machine.txt, OUT/reports/ (each step's report) and
 # OUT/gpu_next-raw.tar.xz (the step folders; GPU_NEXT_KEEP=1 leaves them unpacked instead).
 # GPU_NEXT_DRY=1: every step echoes its command and sleeps GPU_NEXT_DRY_SLEEP (0) s instead, under
 # the same budgets (tests/test_gpu_next.py drives the control flow this way on a CPU machine).
-# The commit recorded is bench/provenance.py's (NCCLBENCH_COMMIT, else the COMMIT file the lead
+# The commit recorded is bench/provenance.py's (NCCLBENCH_COMMIT, else the COMMIT file the operator
 # writes, else git: the device's .git is stale).
 set -u
 OUT=${1:?usage: bench/gpu_next.sh OUT [NCCL_TESTS_BIN_DIR]}
@@ -31,12 +31,12 @@ NT=${2:-}
 # Timings from the last 4-GPU visit (bench/results/gpu-h100x4-2026-11-26/README.md):
 #   gate: ~4 min expected for 20 trials (5 seeds + 3 x 20 runs of all_reduce 8 B-64 MiB, ~3.5 s
 #     each); it writes its report only at its end, so it gets room to finish, not a cut.
-#   health: ~38 s a scan on 8 fake hosts (visit 3b: 6 scans in 316 s, one of them a 90 s stall);
+#   health: ~38 s a scan on 8 fake hosts (v3b: 6 scans in 316 s, one of them a 90 s stall);
 #     multihost_gpu.py starts the step only with 120 s of its --budget-s and a scan only with
 #     60 s of it left, so it is given HEALTH_MARGIN_S less than its timeout (the last scan, started
 #     with >= 80 s to the cut, ends before it unless it stalls): 2 fault scans + 5 healthy ones fit
 #     in ~300 s, + 3 healthy ones when PARITY_S is kept back.
-#   parity: the mpirun route took 7.6 s in visit 2b (ncclbench + nccl-tests + explain, 8 B-64 MiB);
+#   parity: the mpirun route took 7.6 s in v2b (ncclbench + nccl-tests + explain, 8 B-64 MiB);
 #     when NCCL_TESTS_BIN_DIR is given, PARITY_S is kept back from health's share.
 #   live_causes: ~3 min (6 cases, one run each); gpu_tests: 58 tests in 90 s, not to the end.
 TOTAL_S=${GPU_NEXT_TOTAL_S:-560}   # the device call's 600 s less start-up and copying back
@@ -107,7 +107,7 @@ cat "$SUMMARY"
 step gate "$GATE_S" "$GATE_MIN_S" "$PY" bench/gate_trials.py gpu --out "$OUT/gate" --trials "$GATE_TRIALS" \
   --ngpus 4 --hog-device 1 --results "$OUT/gate/gate-trials-gpu-h100x4.md"
 
-# b. issue 25: health across 8 fake hosts (the confirm round fixed, the controls new since visit 3b)
+# b. issue 25: health across 8 fake hosts (the confirm round fixed, the controls new since v3b)
 reserve=0
 [ -n "$NT" ] && reserve=$PARITY_S
 if [ ! -d "$IPR" ]; then

@@ -9,7 +9,7 @@
 #                 copy in every layout                                          (~5 min)
 #   PHASE hccycles: hypercube 8 B - 64 KiB, both tools, -N 20 cycles per run (per-size medians of 20
 #                 samples), 2 runs each, on 4 GPUs then GPUs 0,1              (~2 min)
-#   PHASE fixes:  session 4's fixes on 4 GPUs: hypercube -g 4 both tools (#wrong), -G 5 with -g 4
+#   PHASE fixes:  the hypercube runs' fixes on 4 GPUs: hypercube -g 4 both tools (#wrong), -G 5 with -g 4
 #                 and -g 2, hypercube_copy.py (the tool's rotated ops), hypercube -N 20 with
 #                 -c 0 and -c 1; then the GPU suite (kernels, nccl, multi-GPU) (~9 min)
 #   PHASE small:  the 8 B - 64 KiB comparison, eager, $SMALL_REPEATS (3) alternating runs, on 4
@@ -17,7 +17,7 @@
 #   PHASE busbw4: busbw >= 64 MiB on 4 GPUs, every collective, $REPEATS (5) runs  (~11 min: split
 #                 with COLLS=a,b,... over two calls)
 #   PHASE busbw2: the same on GPUs 0,1, $REPEATS (3) runs                        (~7 min)
-# (sessions 1-3 ran earlier versions: see bench/results/gpu-h200x4-2026-11-21*.md)
+# (the 2026-11-21 runs before these ran earlier versions: see bench/results/gpu-h200x4-2026-11-21*.md)
 # The GPU image has no nccl4py: install its wheel into the python3 that runs ncclbench first
 # (`python3 -m pip install --no-deps nccl4py-*.whl`), else the timed loop falls back to ctypes
 # (`ncclbench list` prints "timed NCCL calls: ...").

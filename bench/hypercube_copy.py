@@ -7,7 +7,7 @@
 Hypercube's op is a device-to-device copy of the rank's own block followed by
 log2(N) grouped send/recv rounds; nccl-tests makes the copy with
 cudaMemcpyAsync from C.  At 64 B on 4 H200s its out-of-place rows sat ~1.4 us
-above nccl-tests' while the in-place rows (no copy) did not (session 3), so
+above nccl-tests' while the in-place rows (no copy) did not (the repeats runs), so
 this script times the same op with the copy made each way, timed as
 nccl-tests times (barrier, host clock around 20 ops, stream sync):
 
@@ -128,7 +128,7 @@ def main() -> int:
 
     # What the tool does between two timed loops, before the barrier (docs/behaviour.md §3.1):
     # with -c 0 only the untimed op; with -c 1 also the previous placement's
-    # check and this one's input fill (session 4: -c 1 timed ~0.6 us/op slower).
+    # check and this one's input fill (the hypercube runs: -c 1 timed ~0.6 us/op slower).
     def untimed():
         pl.issue(pl.calls(0))
         w.wait()

@@ -1,7 +1,7 @@
 """Which commit is this tree: the one answer every bench script records.
 
 Why one function: on the device machine the working tree arrives with a stale .git (a visit's
-`git rev-parse` printed an old commit), and a `git archive` copy has no .git at all, so the lead
+`git rev-parse` printed an old commit), and a `git archive` copy has no .git at all, so the operator
 writes the truth before the call. The order is: env NCCLBENCH_COMMIT (set for one run), else a
 COMMIT file at the repo root (git-ignored, written before a device call), else `git rev-parse`,
 else "?" (unknown, never guessed). Shell scripts read the same answer with

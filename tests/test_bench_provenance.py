@@ -1,6 +1,6 @@
 """bench/provenance.py: the order env NCCLBENCH_COMMIT > COMMIT file > git rev-parse > "?".
 
-Why it matters: on the device machine .git arrives stale, so the file the lead writes must win
+Why it matters: on the device machine .git arrives stale, so the file the operator writes must win
 over git, and an explicit env must win over both."""
 from __future__ import annotations
 

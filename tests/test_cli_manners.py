@@ -196,12 +196,18 @@ def test_tune_candidates_are_not_latest(tmp_path):
         assert s.latest_run_id() == runs[1] + 3  # still there, under their own ids
 
 
-def test_history_marks_tune_candidates(env):
+def test_history_hides_tune_candidates_unless_asked(env):
+    """A tune stores one run per candidate (10 on the CPU backend): `history` lists the user's runs
+    and says how many candidates it left out; `history --tune` lists and marks them."""
     with ResultStore(env["NCCLBENCH_DB"]) as s:
         info = RunInfo("all_reduce_perf", ["all_reduce_perf"], "mpi", "0", None, None, "")
         s.begin_run(info, BenchOptions())
         s.begin_run(info, BenchOptions(), source=TUNE_SOURCE)
     p = ncclbench(env, "history")
+    lines = [ln for ln in p.stdout.splitlines() if ln.strip()[:1].isdigit()]
+    assert p.returncode == 0 and len(lines) == 1 and lines[0].rstrip().endswith("ncclbench"), p.stdout
+    assert "# 1 tune candidate run(s) not listed: ncclbench history --tune" in p.stdout
+    p = ncclbench(env, "history", "--tune")
     lines = [ln for ln in p.stdout.splitlines() if ln.strip()[:1].isdigit()]
     assert p.returncode == 0 and len(lines) == 2, p.stdout
     assert lines[0].rstrip().endswith("tune candidate") and lines[1].rstrip().endswith("ncclbench"), p.stdout

@@ -482,7 +482,7 @@ def test_each_fake_host_is_judged_with_its_own_ranks_nccl_settings(tmp_path):
 
 def test_an_imported_log_whose_hosts_set_their_own_socket_ifname_raises_no_trap_for_it():
     """The imported route (issue 25's check): a log from 2 fake hosts whose ranks each name their own veth
-    (node0 =fhv0, node1 =fhv1; NCCL's ENV lines, from the lead's GPU visit at 3681118, trimmed) has no
+    (node0 =fhv0, node1 =fhv1; NCCL's ENV lines, from the operator's GPU visit at 3681118, trimmed) has no
     interface facts, so nic-env-mismatch is not checked there -- never raised from one host's value --
     and the settings line says the value differs per rank rather than giving node0's as the job's."""
     from pathlib import Path

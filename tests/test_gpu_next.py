@@ -1,6 +1,6 @@
 """bench/gpu_next.sh's control flow on a CPU machine (GPU_NEXT_DRY=1: each step echoes its
 command and sleeps): the order, the budgets handed to each step, the skip lines, a cut at a
-step's budget, and the summary file the lead reads after the one device call."""
+step's budget, and the summary file the operator reads after the one device call."""
 from __future__ import annotations
 
 import os

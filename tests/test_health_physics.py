@@ -33,7 +33,7 @@ def test_threshold_at_the_scan_size_comes_from_a_recorded_healthy_fraction():
     ref = nvlink4()
     assert ref.fraction == pytest.approx(340.58 / 370.8) and ref.at_bytes == 256 * MiB
     assert ref.threshold == pytest.approx(MARGIN * 340.58)
-    assert not ref.provisional and "compare-s3-4gpu-busbw.json" in ref.source
+    assert not ref.provisional and "compare-2026-11-21-repeats-4gpu-busbw.json" in ref.source
     assert "below 255.4 GB/s is slow" in ref.describe() and "at 256 MiB" in ref.describe()
     # a size between records takes the record below it (a lower threshold, never a higher one)
     assert nvlink4(300 * MiB).at_bytes == 256 * MiB and "judged by the 256 MiB record" in nvlink4(300 * MiB).source

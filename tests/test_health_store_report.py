@@ -277,7 +277,7 @@ def test_the_page_shows_thresholds_traps_and_each_groups_verdict_against_its_cei
                                                 "physics": ref.to_json()}},
             "causes": {h: c.to_json() for h, c in causes.items()}}
     page = build_health_page(scan_document(rep, meta), "health:1")
-    assert "below 255.4 GB/s is slow" in page and "compare-s3-4gpu-busbw.json" in page
+    assert "below 255.4 GB/s is slow" in page and "compare-2026-11-21-repeats-4gpu-busbw.json" in page
     assert "p2p-disabled (a setting of this job)" in page and "below the ceiling&#x27;s threshold" in page
 
 

@@ -190,7 +190,7 @@ def test_a_host_not_judged_is_skipped_with_the_scans_reason():
     assert "no reference" in why and why in got["node0"].result[0].message
     fams = {f.name: f for f in text_string_to_metric_families(health_metrics(doc))}
     host = {s.labels["host"]: s.labels for s in fams["ncclbench_health_host_verdict"].samples}
-    assert host["node0"]["verdict"] == "not judged" and host["node0"]["reason"].startswith(why[:60])
+    assert host["node0"]["verdict"] == "not judged" and "reason" not in host["node0"]  # the words: JUnit, JSON
     counts = {s.labels["verdict"]: s.value for s in fams["ncclbench_health_hosts"].samples}
     assert counts == {"healthy": 0, "faulty": 0, "not judged": 8}
     assert fams["ncclbench_health_exit_code"].samples[0].value == 9

@@ -114,19 +114,21 @@ def test_unknown_ceiling_writes_no_ratio_and_says_not_judged():
     m = parse(run_metrics(make_info(), BenchOptions(), rows, RunSummary(0, 1.0, None, None, explain={"judgement": j})))
     assert "ncclbench_ceiling_ratio" not in m  # unknown is left out, never 0
     v = one(m["ncclbench_run_verdict"], size_class="plateau", placement="out_of_place")
-    assert v.labels["verdict"] == "not judged" and "no bandwidth model" in v.labels["reason"]
+    assert v.labels["verdict"] == "not judged" and v.labels["why"] == "explain"
 
 
-def test_label_values_are_escaped():
+def test_label_values_are_escaped_and_reasons_are_no_labels():
     reason = 'the "ceiling" \\ unknown\nhere'
     rows = sweep([8], [0.1])
     j = {"ceiling": {"ceiling": None}, "plateau": {"busbw": 0.1}, "verdict": {"label": "unknown", "text": reason}}
     m = parse(run_metrics(make_info(), BenchOptions(), rows, RunSummary(0, 0.1, None, None, explain={"judgement": j})))
-    assert one(m["ncclbench_run_verdict"], placement="out_of_place").labels["reason"] == "explain judges the plateau " \
-        "only (smaller sizes are latency-bound)"  # 8 B is small, not the plateau
+    assert one(m["ncclbench_run_verdict"], placement="out_of_place").labels["why"] == "latency-bound"  # 8 B: small
     rows = sweep([128 * MiB], [0.1])
     m = parse(run_metrics(make_info(), BenchOptions(), rows, RunSummary(0, 0.1, None, None, explain={"judgement": j})))
-    assert one(m["ncclbench_run_verdict"], placement="out_of_place").labels["reason"] == reason
+    v = one(m["ncclbench_run_verdict"], placement="out_of_place")
+    assert v.labels["why"] == "explain" and reason not in v.labels.values()  # the words are in -J's JSON
+    m = parse(run_metrics(make_info(library='lib "x" \\ y'), BenchOptions(), rows, None))
+    assert one(m["ncclbench_run_info"]).labels["library"] == 'lib "x" \\ y'
     m = parse(run_metrics(make_info(library="MPICH Version:      5.0.2"), BenchOptions(), sweep([8], [0.1]), None))
     assert one(m["ncclbench_run_info"]).labels["library"] == "MPICH Version: 5.0.2"
     assert one(m["ncclbench_run_complete"]).value == 0  # no summary: the run ended early
@@ -187,7 +189,7 @@ def test_health_metrics_name_the_faulty_gpu_host_and_drain():
     doc = scan_doc(Fleet.uniform(8, 4), gpu={(3, 2): 0.5})
     m = parse(health_metrics(doc))
     gpu = one(m["ncclbench_health_gpu_verdict"], host="node3", gpu="2")
-    assert gpu.labels["verdict"] == "faulty" and "slow" in gpu.labels["reason"]
+    assert gpu.labels["verdict"] == "faulty" and "reason" not in gpu.labels
     assert one(m["ncclbench_health_gpu_verdict"], host="node3", gpu="1").labels["verdict"] == "healthy"
     assert one(m["ncclbench_health_host_verdict"], host="node3").labels["verdict"] == "faulty"
     assert one(m["ncclbench_health_host_verdict"], host="node4").labels["verdict"] == "healthy"
@@ -204,7 +206,9 @@ def test_health_metrics_name_the_faulty_gpu_host_and_drain():
     assert measured / expected == pytest.approx(0.5, rel=0.02)
     assert one(m["ncclbench_health_exit_code"]).value == 8
     lone = one(m["ncclbench_health_group_busbw_bytes_per_second"], round="local r1", group="node3 gpu 2")
-    assert lone.value == pytest.approx(1000e9, rel=0.01) and lone.labels["status"] == "slow"  # FakeFabric: 2000 x 0.5
+    assert lone.value == pytest.approx(1000e9, rel=0.01) and "status" not in lone.labels  # FakeFabric: 2000 x 0.5
+    assert one(m["ncclbench_health_group_ok"], round="local r1", group="node3 gpu 2").value == 0
+    assert one(m["ncclbench_health_group_ok"], round="local r1", group="node3 gpu 1").value == 1
     assert len([s for s in m["ncclbench_health_group_busbw_bytes_per_second"] if s.labels["round"] == "local r1"]) == 32
 
 
@@ -223,7 +227,7 @@ def test_a_lone_host_without_fleet_or_baseline_has_no_healthy_gpu():
     doc = scan_doc(Fleet.uniform(1, 2))
     m = parse(health_metrics(doc))
     for s in m["ncclbench_health_gpu_verdict"]:
-        assert s.labels["verdict"] == "not judged" and s.labels["reason"]
+        assert s.labels["verdict"] == "not judged" and set(s.labels) == {"host", "gpu", "verdict"}
     assert "ncclbench_health_rail_verdict" not in m  # one host: no rail was measured, nothing said
     assert one(m["ncclbench_health_host_verdict"], host="node0").labels["verdict"] == "not judged"
 
@@ -316,8 +320,9 @@ def test_show_writes_a_stored_runs_and_scans_metrics(tmp_path, ncclbench_env):
 def test_host_verdicts_agree_with_the_scans_own_classification():
     """output/ sits below health/ and cannot import its statuses: this holds the two equal."""
     from ncclbench.health.scan import HOST_STATUSES, UNRESOLVED
-    from ncclbench.output.metrics import host_verdict
+    from ncclbench.output.metrics import HOST_STATUS_LABELS, host_verdict
 
+    assert HOST_STATUS_LABELS == HOST_STATUSES
     for status in HOST_STATUSES:
         assert host_verdict(status) == ("not judged" if status in UNRESOLVED else status)
     assert {host_verdict(s) for s in HOST_STATUSES} == {"healthy", "faulty", "not judged"}

@@ -6,7 +6,7 @@ NCCL's published headers lay them out (declared here independently with
 ctypes, from ext-profiler/example/nccl/profiler_v4.h and profiler_v5.h at
 v2.28.9-1, plugins/profiler/example/nccl/profiler_v6.h at v2.30.7-1): a
 record only comes out right if the plugin reads the same offsets.
-On the GPU the lead runs it under NCCL (see docs/explain.md).
+On the GPU the operator runs it under NCCL (see docs/explain.md).
 """
 
 from __future__ import annotations

@@ -158,15 +158,17 @@ PyDoc_STRVAR(issue_doc,
 
 static PyObject *py_issue(PyObject *self, PyObject *args)
 {
-    Py_buffer calls;
-    if (!PyArg_ParseTuple(args, "y*", &calls))
+    /* "y#": a bytes object's own memory, valid while `args` holds it (the limited API has no
+       Py_buffer before 3.11, and one wheel serves every CPython >= 3.10) */
+    const char *calls;
+    Py_ssize_t calls_len;
+    if (!PyArg_ParseTuple(args, "y#", &calls, &calls_len))
         return NULL;
-    Py_ssize_t n = calls.len / (Py_ssize_t)sizeof(nb_call), failed = -1;
+    Py_ssize_t n = calls_len / (Py_ssize_t)sizeof(nb_call), failed = -1;
     int code;
     Py_BEGIN_ALLOW_THREADS
-    code = run_calls((const nb_call *)calls.buf, n, &failed);
+    code = run_calls((const nb_call *)calls, n, &failed);
     Py_END_ALLOW_THREADS
-    PyBuffer_Release(&calls);
     return Py_BuildValue("(in)", code, failed);
 }
 
@@ -180,36 +182,33 @@ PyDoc_STRVAR(timed_doc,
 
 static PyObject *py_timed(PyObject *self, PyObject *args)
 {
-    Py_buffer calls, polls;
+    const char *calls, *polls;
+    Py_ssize_t calls_len, polls_len;
     double timeout_s;
     int wait;
-    if (!PyArg_ParseTuple(args, "y*y*dp", &calls, &polls, &timeout_s, &wait))
+    if (!PyArg_ParseTuple(args, "y#y#dp", &calls, &calls_len, &polls, &polls_len, &timeout_s, &wait))
         return NULL;
-    Py_ssize_t n = calls.len / (Py_ssize_t)sizeof(nb_call);
-    Py_ssize_t np = polls.len / (Py_ssize_t)sizeof(nb_poll);
+    Py_ssize_t n = calls_len / (Py_ssize_t)sizeof(nb_call);
+    Py_ssize_t np = polls_len / (Py_ssize_t)sizeof(nb_poll);
     Py_ssize_t index = -1;
     int kind = OUT_OK, code = 0;
     double t0, t1, t2;
     if (np > 64) {
-        PyBuffer_Release(&calls);
-        PyBuffer_Release(&polls);
         PyErr_SetString(PyExc_ValueError, "at most 64 streams");
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     t0 = now_s();
-    code = run_calls((const nb_call *)calls.buf, n, &index);
+    code = run_calls((const nb_call *)calls, n, &index);
     t1 = now_s();
     t2 = t1;
     if (code) {
         kind = OUT_CALL_FAILED;
     } else if (wait) {
-        code = wait_all((const nb_poll *)polls.buf, np, t1, timeout_s, &kind, &index);
+        code = wait_all((const nb_poll *)polls, np, t1, timeout_s, &kind, &index);
         t2 = now_s();
     }
     Py_END_ALLOW_THREADS
-    PyBuffer_Release(&calls);
-    PyBuffer_Release(&polls);
     return Py_BuildValue("(iinddd)", kind, code, index, t0, t1, t2);
 }
 

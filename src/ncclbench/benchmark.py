@@ -93,6 +93,9 @@ def spawn(backend: Backend, nprocs: int, child_args: list[str], note: str | None
     if self_launched:
         env[SELF_LAUNCH_ENV] = str(nprocs)
     if backend is Backend.MPI:
+        from .launch.bootstrap import require_mpi4py
+
+        require_mpi4py()  # once, here: not one ImportError per rank
         return spawn_mpiexec(nprocs, child_args, env=env)
     return LocalSpawnLauncher(nprocs, child_args, env=env).run()
 

@@ -10,6 +10,7 @@ Defaults are nccl-tests 2.19.6's (docs/behaviour.md).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from enum import Enum
 
@@ -30,6 +31,14 @@ class Backend(str, Enum):
 _BACKEND_LABELS = {Backend.NCCL: "NCCL (GPU)", Backend.MPI: "CPU backend (MPI)"}
 # `--backend`'s choices: `auto`, resolved by `backends.select.choose_backend`, and each Backend
 BACKEND_CHOICES = ("auto", *(b.value for b in Backend))
+
+
+# Fields of BenchOptions that say where results go or how the run is shown and judged, not what is
+# measured: the command line as typed, -J/--csv/--metrics files, the store and its baseline, explain
+# and its trap policy, and --nprocs (the rank count is compared as such).  A baseline's history
+# (`baseline set NAME RUN --runs N`) must not split on them.
+OUTPUT_ONLY_OPTIONS = frozenset({"argv", "output_file", "csv_file", "metrics_file", "store", "baseline",
+                                 "explain", "fail_on_trap", "nprocs"})
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,12 @@ class BenchOptions:
     cpu_bind: str = "none"  # --cpu-bind {none,numa}: run on the GPU's NUMA-local cores
     metrics_file: str | None = None  # --metrics FILE: Prometheus text (output/metrics.py)
     csv_file: str | None = None  # --csv FILE: the table as CSV (output/csvout.py)
+
+    def measured(self) -> dict[str, object]:
+        """The options that change what is measured, as a dict: every field but those of
+        OUTPUT_ONLY_OPTIONS.  Two runs with equal dicts (and equal ranks, hosts and NCCL settings)
+        are one experiment, whatever files they wrote or how their output was shown."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in OUTPUT_ONLY_OPTIONS}
 
     def __post_init__(self) -> None:
         # Sequences arrive as lists from JSON (the store, imports): keep them immutable too.

@@ -28,7 +28,7 @@ def run(args, tmp_path, name, **extra_env):
     out = tmp_path / f"{name}.json"
     try:
         # Bounded well below a device call: a hang fails this test with its output
-        # instead of stopping the whole suite (session 3 lost the suite's tail that way).
+        # instead of stopping the whole suite (the repeats runs lost the suite's tail that way).
         p = subprocess.run([sys.executable, "-m", "ncclbench", *args, "-J", str(out)], capture_output=True,
                            text=True, env=env, timeout=120)
     except subprocess.TimeoutExpired as exc:

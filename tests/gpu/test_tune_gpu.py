@@ -1,6 +1,6 @@
 """`ncclbench tune` on GPUs.
 
-On one GPU (the lead's 1-GPU machine: run with CUDA_VISIBLE_DEVICES=0 on a
+On one GPU (the operator's 1-GPU machine: run with CUDA_VISIBLE_DEVICES=0 on a
 bigger one) the command runs and says that one rank has no algorithm choice.
 With two or more GPUs: each candidate on its own communicators in one job,
 a candidate NCCL refuses (NVLS with NVLS switched off) dropped with NCCL's

@@ -22,8 +22,9 @@ def add_arguments(parser: CommandParser) -> None:
     a.add_argument("run", metavar="RUN", nargs="+",
                    help="run reference(s); several runs of one command give `check` a noise estimate")
     a.add_argument("--runs", type=int, default=None, metavar="N",
-                   help="take the N newest finished runs of RUN's command (same test, arguments, ranks, "
-                        "hosts) up to RUN as the baseline's history")
+                   help="take the N newest finished runs of RUN's experiment (same test, measured options, "
+                        "ranks, hosts, NCCL settings; -J/--csv/--metrics files aside) up to RUN as the "
+                        "baseline's history")
     a.add_argument("--note", default=None)
     actions.add_parser("list", help="list baselines")
     a = actions.add_parser("rm", help="remove a baseline")
@@ -62,8 +63,9 @@ def run(args: argparse.Namespace) -> int:
                 ids = store.runs_of_same_command(ids[0], args.runs)
                 if len(ids) < args.runs:
                     print(f"ncclbench: warning: --runs {args.runs}: only {len(ids)} finished run"
-                          f"{'s' if len(ids) != 1 else ''} of that command (same test, arguments, ranks, hosts) "
-                          "in the store", file=sys.stderr)
+                          f"{'s' if len(ids) != 1 else ''} of that command (same test, measured options, ranks, hosts, "
+                          f"NCCL settings) "
+                          f"in the store; {baseline_noise_note(len(ids))}", file=sys.stderr)
             runs = [store.get_run(r) for r in ids]
             refuse_as_baseline(runs)
             store.set_baseline(args.name, ids, args.note)

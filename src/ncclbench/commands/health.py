@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         return service.serve(opts, cfg, spec, requested, bw_size_given=args.bw_size is not None)
     from ..launch.detect import check_nprocs, detect_launch
 
-    backend, _ = choose_backend(args.backend)
+    backend, note = choose_backend(args.backend)
     cfg, spec = _config(args, gpus=backend is Backend.NCCL)
     launch = detect_launch()
     check_nprocs(args.nprocs, launch)
@@ -117,9 +117,26 @@ def run(args: argparse.Namespace) -> int:
         if launch.kind == "single" and not joining:
             return service.nccl_self_launch(opts, cfg, spec)
         return service.nccl_rank(opts, cfg, spec, launch)
-    if args.nprocs is not None and launch.kind == "single":
+    if args.nprocs is None and launch.kind == "single" and note is not None and not joining:
+        opts = _default_cpu_ranks(opts, note)
+    if opts.nprocs is not None and launch.kind == "single":
         return service.mpi_self_launch(opts, cfg, spec)
     return service.mpi_rank(opts, cfg, spec)
+
+
+def _default_cpu_ranks(opts, note: str):
+    """`--backend auto` found no GPU, no launcher and no --nprocs: start the CPU ranks the benchmark
+    would (one rank alone measures no link), where mpiexec is there to start them; say so on stderr."""
+    import dataclasses
+
+    from ..backends.select import default_cpu_ranks, default_cpu_ranks_note
+    from ..launch.spawn import find_mpiexec
+
+    if find_mpiexec() is None:
+        return opts
+    n = default_cpu_ranks(os.cpu_count())
+    print(f"# health: {note}; {default_cpu_ranks_note(n, os.cpu_count())}", file=sys.stderr, flush=True)
+    return dataclasses.replace(opts, nprocs=n)
 
 
 # -- configuration --------------------------------------------------------------------------------

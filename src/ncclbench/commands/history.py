@@ -20,6 +20,8 @@ def add_arguments(parser: CommandParser) -> None:
     parser.add_argument("--limit", type=int, default=20, help="show at most N runs (0 = all; default 20)")
     parser.add_argument("--program", help="only runs of this test (e.g. all_reduce_perf)")
     parser.add_argument("--health", action="store_true", help="list the stored health scans instead of runs")
+    parser.add_argument("--tune", action="store_true",
+                        help="list tune's candidate runs too (hidden by default: a tune stores one per candidate)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,11 +32,14 @@ def run(args: argparse.Namespace) -> int:
     if args.health:
         return _health_history(path, args)
     baselines: dict[int, list[str]] = {}
+    hidden = 0
     if not path.exists():
         headers, runs_summ = [], {}
     else:
         with ResultStore(path, create=False) as store:
-            headers = store.list_runs(limit=args.limit, program=args.program)
+            hide = None if args.tune else TUNE_SOURCE
+            headers = store.list_runs(limit=args.limit, program=args.program, without_source=hide)
+            hidden = store.count_source(TUNE_SOURCE) if hide else 0
             runs_summ = {h.id: stats.run_summary(store.get_run(h.id).rows) for h in headers}
             for name, rid, _, _ in store.list_baselines():
                 baselines.setdefault(rid, []).append(name)
@@ -55,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"ncclbench: no runs recorded in {path}" + (" matching " + args.program
               if args.program else ""), file=sys.stderr)
         if path.exists():
+            _note_tune(hidden, sys.stderr)
             _note_scans(path, sys.stderr)
         return 0
     fmt = "%5s  %-19s  %-11s  %-20s  %5s  %-20s  %4s  %9s  %8s  %s"
@@ -76,8 +82,15 @@ def run(args: argparse.Namespace) -> int:
                       "-" if plateau is None else f"{plateau:.2f}",
                       "-" if lat is None else f"{lat:.2f}", src)).rstrip())
     print(f"# {stats.PLATEAU_DEFINITION}; {stats.LATENCY_DEFINITION} (out-of-place, first series)")
+    _note_tune(hidden)
     _note_scans(path)
     return 0
+
+
+def _note_tune(hidden: int, stream=None) -> None:
+    """One line saying how many tune candidate runs the list leaves out, if any."""
+    if hidden:
+        print(f"# {hidden} tune candidate run(s) not listed: ncclbench history --tune", file=stream or sys.stdout)
 
 
 def _note_scans(path, stream=None) -> None:

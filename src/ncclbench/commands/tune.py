@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if launch.kind != "single":
         return run_tune_here(topts, backend, launch, note)
     check_environment(topts, backend)  # once, before anything starts
+    topts.make_default_dir()
     result_path = Path(topts.out_prefix() + ".json")
     check_output_path(result_path, "tune --out")  # (under a launcher the writing rank checks at the end)
     before = _mtime(result_path)  # a tune that measures nothing (one rank) writes no result

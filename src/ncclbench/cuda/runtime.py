@@ -218,7 +218,7 @@ class CudaRuntime:
         wrapper.  Its host cost (~3.5 us on an H200) is the driver's own and the
         same as nccl-tests' cudaMemcpyAsync from C or the real libcudart called
         through ctypes: within 0.2 us in hypercube's timed op
-        (bench/hypercube_copy.py, bench/results/ session 4).  It acts on the
+        (bench/hypercube_copy.py, bench/results/gpu-h200x4-2026-11-21-hypercube.md).  It acts on the
         calling thread's current context: with several GPUs in one thread the
         worker sets the rank's device before it (NcclWorker.bind_copy)."""
         drv = self._driver()

@@ -16,14 +16,14 @@ SOURCES: dict[tuple[str, int], str] = {
     ('H100', 4): ('bench/results/raw/2026-11-26-v3a.tar.xz parity4/: 4x NVIDIA H100 80GB HBM3 (NVSwitch, 18 NVLinks), '
         'NCCL 2.28.9, 2026-11-26, main 37b2844; bench/compare_nccl_tests.py -b 8 -e 8G -f 4 -n 10, 2 '
         'ncclbench + 2 nccl-tests runs (bench/results/gpu-h100x4-2026-11-26/parity-4gpu.md)'),
-    ('H200', 2): ('bench/results/raw/2026-11-21-s2-h200x4-v4-2gpu-8G-busbw4.tgz w/cmp2/: 2x NVIDIA H200 (NV18) of a '
-        '4-GPU host, NCCL 2.28.9, 2026-11-21, main 2a349ab; bench/gpu_validate.sh 2gpu -b 8 -e 8G -f 2, 2 '
-        'ncclbench + 2 nccl-tests runs (bench/results/gpu-h200x4-2026-11-21-session2.md, v4); all_reduce from'
-        ' 64 MiB: bench/results/compare-s3-2gpu-busbw.json'),
-    ('H200', 4): ('bench/results/raw/2026-11-21-s2-h200x4-v2-callpaths-4gpu-8G.tgz w/cmp4/: 4x NVIDIA H200 (NV18), NCCL'
-        ' 2.28.9, 2026-11-21, main 32616ed; bench/gpu_validate.sh 4gpu -b 8 -e 8G -f 2, 2 ncclbench + 2 nccl-'
-        'tests runs (bench/results/gpu-h200x4-2026-11-21-session2.md, v2); all_reduce from 64 MiB: '
-        'bench/results/compare-s3-4gpu-busbw.json'),
+    ('H200', 2): ('bench/results/raw/2026-11-21-h200x4-callpaths-v4-2gpu-8G-busbw4.tgz w/cmp2/: 2x NVIDIA H200 (NV18) '
+        'of a 4-GPU host, NCCL 2.28.9, 2026-11-21, main 2a349ab; bench/gpu_validate.sh 2gpu -b 8 -e 8G -f 2, '
+        '2 ncclbench + 2 nccl-tests runs (bench/results/gpu-h200x4-2026-11-21-callpaths.md, v4); all_reduce '
+        'from 64 MiB: bench/results/compare-2026-11-21-repeats-2gpu-busbw.json'),
+    ('H200', 4): ('bench/results/raw/2026-11-21-h200x4-callpaths-v2-callpaths-4gpu-8G.tgz w/cmp4/: 4x NVIDIA H200 '
+        '(NV18), NCCL 2.28.9, 2026-11-21, main 32616ed; bench/gpu_validate.sh 4gpu -b 8 -e 8G -f 2, 2 '
+        'ncclbench + 2 nccl-tests runs (bench/results/gpu-h200x4-2026-11-21-callpaths.md, v2); all_reduce '
+        'from 64 MiB: bench/results/compare-2026-11-21-repeats-4gpu-busbw.json'),
 }
 
 CURVES: dict[tuple[str, int, str], tuple[tuple[int, float], ...]] = {

@@ -173,10 +173,10 @@ def measure(worker: Worker, placement: Placement, opts: BenchOptions,
     # that also settles lazy connections.  It runs through the very callable the
     # clock will time first, so the warm-up warms the timed path rather than the
     # method path (with -n 0 there is none: it is built on its own, as nccl-tests
-    # still issues op 0).  (Session 4: -c 1's checking between timed loops left
+    # still issues op 0).  (the hypercube runs: -c 1's checking between timed loops left
     # hypercube's next loop ~0.9 us/op slower than -c 0, nccl-tests' ~0.4; this
     # change did not measurably narrow that,
-    # bench/results/gpu-h200x4-2026-11-21-session4.md.)
+    # bench/results/gpu-h200x4-2026-11-21-hypercube.md.)
     if batch is not None:
         batch.issue_first()
     else:

@@ -10,11 +10,11 @@ run-to-run noise is never zero, so a spread that comes out tiny is floored
 at a fraction of the median, as together's find_stragglers does with
 max(stdev, 0.5 % of the median).  Our floor is 1 %: this repo's recorded
 all_reduce busbw at >= 64 MiB moved by up to 2.06 % (max-min) over 3 runs,
-sigma ~1.2 % (bench/results/compare-s3-2gpu-busbw.json), and with 0.5 % a
+sigma ~1.2 % (bench/results/compare-2026-11-21-repeats-2gpu-busbw.json), and with 0.5 % a
 rail 1.5 % low by chance read as -4 sigma in the simulated fleets
 (bench/results/health-sim.md).  Latency is judged the same way, higher being worse, with a
 larger floor (small-message times move by 8-15 % between processes:
-bench/results/gpu-h200x4-2026-11-21-session4.md).
+bench/results/gpu-h200x4-2026-11-21-hypercube.md).
 
 A stored baseline for the cluster is a second reference: it is reported
 beside the fleet's (z against the baseline) and, when fewer groups answered
@@ -61,7 +61,7 @@ class Thresholds:
     confirm_z: float = 3.5  # a second measurement this far below confirms the fault
     bw_floor: float = 0.01  # spread floor, fraction of the median (together: 0.5 %; see above)
     # latency spread floor, fraction of the median: small-message times moved 0.5-0.9 us between
-    # two runs of one command on 6-8 us (8-15 %, bench/results/gpu-h200x4-2026-11-21-session4.md)
+    # two runs of one command on 6-8 us (8-15 %, bench/results/gpu-h200x4-2026-11-21-hypercube.md)
     lat_floor: float = 0.15
     min_groups: int = 3  # fewer answering groups make no fleet reference (the MAD of 3 is already rough)
     fleet_fault_fraction: float = 0.25  # more groups than this slow: a fleet-wide problem, not a node
@@ -77,8 +77,8 @@ class Thresholds:
     gross_max_groups: int = 7
     judge_latency: bool = True  # False: latency is measured and reported, never a verdict
     floor_source: str = ("GPU: all_reduce busbw >= 64 MiB moved up to 2.06 % over 3 runs "
-                         "(bench/results/compare-s3-2gpu-busbw.json), small-message time 8-15 % between runs "
-                         "(bench/results/gpu-h200x4-2026-11-21-session4.md)")
+                         "(bench/results/compare-2026-11-21-repeats-2gpu-busbw.json), small-message time 8-15 % between runs "
+                         "(bench/results/gpu-h200x4-2026-11-21-hypercube.md)")
 
     def describe(self) -> str:
         """The thresholds every verdict of the scan used, with where the floors come from."""

@@ -56,15 +56,15 @@ class HealthyRecord:
 
 
 # 4x H200 (NVSwitch, NCCL 2.28.9, NVLS off), all_reduce out of place, ncclbench busbw, median of
-# 5 runs, against the model's 370.8 GB/s (18 links x 20.6): bench/results/compare-s3-4gpu-busbw.json
-# (gpu-h200x4-2026-11-21-session3.md); the 2-GPU figures from compare-s3-2gpu-busbw.json (3 runs).
+# 5 runs, against the model's 370.8 GB/s (18 links x 20.6): bench/results/compare-2026-11-21-repeats-4gpu-busbw.json
+# (gpu-h200x4-2026-11-21-repeats.md); the 2-GPU figures from compare-2026-11-21-repeats-2gpu-busbw.json (3 runs).
 # The 4x H100 of issue 22 measured 340 GB/s at 256 MiB in health's intra phase: the same 0.92.
 # Read from explain's table of healthy curves (explain/curve_data.py), so explain and health judge
 # the same figure against the same expectation.
 _H200X4 = tuple(p for p in CURVES[("H200", 4, "all_reduce")] if p[0] >= 64 * MiB)
 _H200X2 = tuple(p for p in CURVES[("H200", 2, "all_reduce")] if p[0] >= 64 * MiB)
 # One H100 80GB HBM3 alone, the local phase's algbw, median of 6 scans (health-gpu-h100-2026-11-24.md
-# visit 3), against half of 3352 GB/s (5120-bit bus x 2619 MHz x 2 / 8: NVIDIA's 3.35 TB/s for the part).
+# v3), against half of 3352 GB/s (5120-bit bus x 2619 MHz x 2 / 8: NVIDIA's 3.35 TB/s for the part).
 _H100_LOCAL = ((64 * MiB, 1395.4), (256 * MiB, 1486.2))
 _NVLINK_H200 = 370.8
 _H100_COPY = 3352.0 / 2
@@ -72,13 +72,14 @@ _H100_COPY = 3352.0 / 2
 HEALTHY: tuple[HealthyRecord, ...] = (
     HealthyRecord("NVLink", 4, tuple((s, b / _NVLINK_H200) for s, b in _H200X4),
                   "4x H200 NVSwitch, NCCL 2.28.9, all_reduce busbw, median of 5 runs "
-                  "(bench/results/compare-s3-4gpu-busbw.json; 4x H100 in issue 22: 340 of 370.8 GB/s at 256 MiB)"),
+                  "(bench/results/compare-2026-11-21-repeats-4gpu-busbw.json; "
+                  "4x H100 in issue 22: 340 of 370.8 GB/s at 256 MiB)"),
     HealthyRecord("NVLink", 2, tuple((s, b / _NVLINK_H200) for s, b in _H200X2),
                   "2 of 4 H200, NCCL 2.28.9, all_reduce busbw, median of 3 runs "
-                  "(bench/results/compare-s3-2gpu-busbw.json)"),
+                  "(bench/results/compare-2026-11-21-repeats-2gpu-busbw.json)"),
     HealthyRecord("memory", 1, tuple((s, b / _H100_COPY) for s, b in _H100_LOCAL),
                   "one H100 80GB HBM3, the local phase's algbw, median of 6 scans against half its 3352 GB/s "
-                  "(bench/results/health-gpu-h100-2026-11-24.md, visit 3)"),
+                  "(bench/results/health-gpu-h100-2026-11-24.md, v3)"),
     # No NIC figure was recorded on our machines: published large-message figures stand in
     # (CX-7 400G: 46-49 of the model's 50 GB/s, nccl-tests #290/#267, in explain-and-fleet.md),
     # taken from 64 MiB on - provisional until health's pair phase is measured over real NICs.

@@ -153,11 +153,14 @@ def serve(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec, backend: Backe
 
 def mpi_self_launch(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec) -> int:
     """Start N ranks under mpiexec, and coordinate them from here (outside the MPI job)."""
-    from ..launch.spawn import spawn_mpiexec
+    from ..launch.bootstrap import require_mpi4py
+    from ..launch.spawn import require_mpiexec, spawn_mpiexec
     from .control import Coordinator
 
     if opts.nprocs is None or opts.nprocs < 1:
         raise ArgumentError("health: --nprocs must be at least 1")
+    require_mpiexec()  # before the coordinator waits: a missing launcher is exit 5 now, not a join timeout
+    require_mpi4py()
     token = secrets.token_hex(16)
     coord = Coordinator(opts.nprocs, token, bind="127.0.0.1")
     env = dict(os.environ)
@@ -182,6 +185,9 @@ def mpi_self_launch(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec) -> i
 
 def mpi_rank(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec) -> int:
     """One rank of a launched job (and, on world rank 0, the coordinator unless one is given)."""
+    from ..launch.bootstrap import require_mpi4py
+
+    require_mpi4py()
     from mpi4py import MPI
 
     from .runtime import mpi_measure

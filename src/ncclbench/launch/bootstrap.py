@@ -15,7 +15,7 @@ import importlib.util
 import os
 import socket
 
-from ..errors import BenchError, ExitCode
+from ..errors import BenchError, ExitCode, UnsupportedError
 from .detect import LaunchInfo, derive_token
 from .hostcomm import HostComm, MpiHostComm, SingleHostComm
 from .rendezvous import DEFAULT_TIMEOUT_S, TcpHostComm
@@ -34,6 +34,16 @@ def default_timeout() -> float:
 
 def mpi4py_available() -> bool:
     return importlib.util.find_spec("mpi4py") is not None
+
+
+MPI4PY_HINT = "--backend mpi needs mpi4py: pip install 'ncclbench[mpi]'"
+
+
+def require_mpi4py() -> None:
+    """UnsupportedError (exit 5) naming the extra when mpi4py is not installed: the MPI backend's
+    ranks import it, and without this the user meets an ImportError or a wait for ranks that died."""
+    if not mpi4py_available():
+        raise UnsupportedError(MPI4PY_HINT)
 
 
 def _launch_cmd(info: LaunchInfo) -> str:
@@ -71,7 +81,8 @@ def _load_mpi(info: LaunchInfo):
             mpi4py.rc.initialize = False  # MPI_Init below, once the library is known to fit
         from mpi4py import MPI
     except (ImportError, RuntimeError) as e:
-        raise BenchError(f"{info.launcher} started this process but mpi4py cannot load MPI: {e}",
+        hint = f" ({MPI4PY_HINT})" if not mpi4py_available() else ""
+        raise BenchError(f"{info.launcher} started this process but mpi4py cannot load MPI: {e}{hint}",
                          ExitCode.INVALID_USAGE) from None
     if MPI.Is_initialized():
         return MPI
@@ -114,7 +125,7 @@ def mpi_impossible_reason(info: LaunchInfo) -> str | None:
         return (f"--backend mpi needs an MPI launch, but this process was started by {how}: use "
                 f"mpiexec -n N, srun --mpi=pmix / --mpi=pmi2, or ncclbench --nprocs N outside {info.launcher}")
     if not mpi4py_available():
-        return "--backend mpi needs mpi4py: pip install 'ncclbench[mpi]'"
+        return MPI4PY_HINT
     return None
 
 

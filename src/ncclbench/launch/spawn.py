@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import select
 import shutil
@@ -392,6 +393,16 @@ def find_mpiexec() -> str | None:
     return shutil.which("mpiexec") or shutil.which("mpirun")
 
 
+def require_mpiexec() -> str:
+    """The mpiexec that `--nprocs` with the MPI backend starts, or UnsupportedError (exit 5) at once:
+    a caller that waits on the ranks (health's coordinator) must not find out by a join timeout."""
+    mpiexec = find_mpiexec()
+    if mpiexec is None:
+        raise UnsupportedError("--nprocs with --backend mpi needs mpiexec: pip install 'ncclbench[mpi]' "
+                               "(MPICH's mpiexec) or install an MPI")
+    return mpiexec
+
+
 def _is_open_mpi(mpiexec: str) -> bool:
     d = Path(mpiexec).resolve().parent
     return any((d / n).exists() for n in ("ompi_info", "prte", "orted", "prterun"))
@@ -407,10 +418,7 @@ def spawn_mpiexec(nprocs: int, argv: Sequence[str], env: Mapping[str, str] | Non
     the launcher, not twice; it dies with the launcher (PR_SET_PDEATHSIG)."""
     if nprocs < 1:
         raise BenchError(f"--nprocs must be at least 1, not {nprocs}", ExitCode.ARGUMENT)
-    mpiexec = find_mpiexec()
-    if mpiexec is None:
-        raise UnsupportedError("--nprocs with --backend mpi needs mpiexec: pip install 'ncclbench[mpi]' "
-                               "(MPICH's mpiexec) or install an MPI")
+    mpiexec = require_mpiexec()
     err = stderr or sys.stderr
     child_env = dict(os.environ if env is None else env)
     cmd = [mpiexec, "-n", str(nprocs)]
@@ -436,6 +444,7 @@ def spawn_mpiexec(nprocs: int, argv: Sequence[str], env: Mapping[str, str] | Non
 
     def on_signal(signum: int) -> None:
         if end.on_signal(signum) and proc.poll() is None:
+            output.ending = True
             try:
                 proc.send_signal(_forwarded(signum))  # mpiexec passes SIGTERM/SIGINT to every rank
             except OSError:
@@ -494,6 +503,11 @@ class MpiexecOutput:
     def __init__(self, proc: subprocess.Popen, out: IO[str], err: IO[str]):
         self.proc, self.out, self.err = proc, out, err
         self.reader_gone = False
+        # set once the launcher passed a signal on: from then on the launcher's one line says how the
+        # job ended, and the MPI library's words on it (mpiexec's Ctrl-C notes, each rank's
+        # "Abort(130) on node ...") are dropped instead of trailing it
+        self.ending = False
+        self._err_tail = ""
         self._threads = [threading.Thread(target=self._pump, daemon=True, name="ncclbench-mpiexec-out"),
                          threading.Thread(target=self._pump_err, daemon=True, name="ncclbench-mpiexec-err")]
         for t in self._threads:
@@ -507,12 +521,25 @@ class MpiexecOutput:
         while chunk := os.read(fd, 65536):
             if self.reader_gone:
                 continue
-            try:
-                self.err.write(chunk.decode(errors="replace"))
-                self.err.flush()
-            except (OSError, ValueError):
-                pass
+            self._write_err(chunk.decode(errors="replace"))
+        self._write_err("", final=True)
         src.close()
+
+    def _write_err(self, text: str, final: bool = False) -> None:
+        """The ranks' stderr as it comes; once ending, by whole lines, without the MPI library's own."""
+        if self.ending:
+            text, self._err_tail = self._err_tail + text, ""
+            if not final and not text.endswith("\n"):
+                text, _, self._err_tail = text.rpartition("\n")
+                text += "\n" if text else ""
+            text = "".join(ln for ln in text.splitlines(keepends=True) if not _is_ending_noise(ln))
+        if not text:
+            return
+        try:
+            self.err.write(text)
+            self.err.flush()
+        except (OSError, ValueError):
+            pass
 
     def _pump(self) -> None:
         src = self.proc.stdout
@@ -522,6 +549,8 @@ class MpiexecOutput:
             if self.reader_gone:
                 continue
             line = raw.decode(errors="replace")
+            if self.ending and _is_ending_noise(line):
+                continue
             dst = self.err if line.startswith(_MPIEXEC_OWN) else self.out
             try:
                 dst.write(line)
@@ -548,6 +577,12 @@ class MpiexecOutput:
             t.join(timeout)
 
 
+def _is_ending_noise(line: str) -> bool:
+    """A line the MPI library prints while a job ends on a signal: mpiexec's own, or MPI_Abort's."""
+    return line.startswith(_MPIEXEC_OWN) or _MPI_ABORT_LINE.match(line) is not None
+
+
+_MPI_ABORT_LINE = re.compile(r"Abort\(\d+\) on node \d+ ")
 # MPICH hydra's (and compatible launchers') own lines: its notes, and its BAD TERMINATION block
 _MPIEXEC_OWN = ("[mpiexec@", "[proxy:", "[mpirun@", "====", "=   ", "YOUR APPLICATION TERMINATED",
                 "This typically refers to a problem with your application", "Please see the FAQ page")

@@ -6,7 +6,7 @@ flag, not an import failure), takes raw pointers/counts/streams as ints, and
 needs no compiler.  Set-up, checks and teardown call through here; the timed
 loop's calls go through `callpath` (nccl4py when it drives this very
 library), where the per-call cost matters: ctypes costs 0.2-0.6 µs more per
-NCCL call than nccl4py on the 4xH200 host (bench/results/gpu-h200x4-2026-11-21-session2.md).
+NCCL call than nccl4py on the 4xH200 host (bench/results/gpu-h200x4-2026-11-21-callpaths.md).
 
 Every failing call raises `NcclError` (exit status 3) whose message follows
 nccl-tests: ``<host>: Test NCCL failure <call> '<ncclGetErrorString> / <ncclGetLastError>'``.

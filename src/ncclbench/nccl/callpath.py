@@ -4,11 +4,11 @@ cost shows in a measurement.
 For a small message NCCL's own enqueue (a few µs of C) is what the host
 clock sees; every call a collective makes from Python adds the binding's
 overhead on top.  Measured on the 4xH200 host (bench/enqueue_cost.py,
-bench/results/gpu-h200x4-2026-11-21-session2.md): ctypes with pre-converted
+bench/results/gpu-h200x4-2026-11-21-callpaths.md): ctypes with pre-converted
 arguments costs 0.2-0.6 µs more per NCCL call than NVIDIA's Cython binding
 `nccl4py` (broadcast, 1 call: 5.62 vs 5.06 µs per op; alltoallv, 8 calls: 9.30
 vs 6.86, nccl-tests ~6.9), and nccl4py's own cost is ~0.1-0.15 µs per call
-(session4.md).
+(gpu-h200x4-2026-11-21-hypercube.md).
 
 Two call paths build the same closures from recorded NCCL calls:
 

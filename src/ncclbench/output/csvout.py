@@ -3,8 +3,10 @@
 One line per row of nccl-tests' table, in its order and units (time in
 microseconds, algbw/busbw in GB/s as printed, but at full precision), out-of-place
 then in-place columns; `wrong` is empty where the row was not checked (-c 0,
-nccl-tests' N/A).  The header names each column with its unit, so a spreadsheet or
-pandas.read_csv needs nothing else.  A run's rows are written as they are measured,
+nccl-tests' N/A); `timestamp` is when the row was measured (local time, on a live
+run's file; `show --csv` of a stored run has it only where -S recorded it).  The
+header names each column with its unit, so a spreadsheet or pandas.read_csv needs
+nothing else.  A run's rows are written as they are measured,
 so an interrupted run keeps what it measured, like the JSON file.
 """
 
@@ -17,6 +19,7 @@ from typing import Any, TextIO
 
 from ..config import BenchOptions
 from ..results import HalfResult, ResultRow, RunInfo, RunSummary
+from .numfmt import now_string
 
 HEADER = ("collective", "size_bytes", "count", "type", "redop", "root",
           "oop_time_us", "oop_algbw_gbps", "oop_busbw_gbps", "oop_wrong",
@@ -27,9 +30,10 @@ def _half(h: HalfResult) -> list[str]:
     return [repr(h.time_us), repr(h.algbw), repr(h.busbw), "" if h.wrong is None else str(h.wrong)]
 
 
-def row_fields(collective: str, r: ResultRow) -> list[str]:
+def row_fields(collective: str, r: ResultRow, stamp: str | None = None) -> list[str]:
+    """One CSV line; `stamp` fills the timestamp where the row has none (-S gives one)."""
     return [collective, str(r.size), str(r.count), r.type, r.redop, str(r.root), *_half(r.out_of_place),
-            *_half(r.in_place), r.timestamp or ""]
+            *_half(r.in_place), r.timestamp or stamp or ""]
 
 
 def rows_csv(collective: str, rows: Iterable[ResultRow]) -> str:
@@ -71,7 +75,8 @@ class CsvReporter:
 
     def row(self, row: ResultRow) -> None:
         if self._w is not None and self._f is not None:
-            self._w.writerow(row_fields(self.collective, row))
+            # a live run's row arrives as it is measured: its time is now (local, like -S's column)
+            self._w.writerow(row_fields(self.collective, row, now_string()))
             self._f.flush()
 
     def end(self, summary: RunSummary) -> None:

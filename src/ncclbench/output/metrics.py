@@ -182,6 +182,14 @@ def _judgement(summary: RunSummary | None) -> Mapping[str, Any] | None:
     return j if isinstance(j, Mapping) else None
 
 
+# The values of ncclbench_run_verdict's `why` label: a small fixed set, never free text (a label value
+# is part of a series' identity: a sentence with measured numbers makes a new series per run).
+VERDICT_WHY = ("", "explain", "no explain", "ended early", "latency-bound")
+# The host statuses of a scan (health.scan.HOST_STATUSES; output/ sits below health/ and cannot
+# import them: a test holds the two equal); anything else is labelled "other".
+HOST_STATUS_LABELS = ("healthy", "faulty", NOT_JUDGED, "suspect", "partly tested", "not tested")
+
+
 def run_families(info: RunInfo, opts: BenchOptions, rows: Sequence[ResultRow], summary: RunSummary | None,
                  now: float | None = None, live: bool = True) -> list[Family]:
     """The metric families of one run (`summary` None: the run ended early).  `now`: when
@@ -213,7 +221,9 @@ def run_families(info: RunInfo, opts: BenchOptions, rows: Sequence[ResultRow], s
     fam_ratio = Family("ncclbench_ceiling_ratio", "The class's busbw over the expected ceiling of explain's "
                        "model (0-1); absent where the ceiling is unknown.")
     fam_verdict = Family("ncclbench_run_verdict", "explain's verdict on the size class (value 1): as expected, "
-                         "below expected, above the line rate, or not judged (why: the 'reason' label).")
+                         "below expected, above the line rate, or not judged; 'why' (a fixed set: "
+                         + ", ".join(repr(w) for w in VERDICT_WHY if w) + ") says what kind of not judged, "
+                         "the JSON (-J) the reason in words.")
     j = _judgement(summary)
     ceiling = (j or {}).get("ceiling", {}).get("ceiling") if j else None
     verdict = (j or {}).get("verdict") or {}
@@ -241,14 +251,12 @@ def run_families(info: RunInfo, opts: BenchOptions, rows: Sequence[ResultRow], s
                 if cls == "plateau" and j is not None:
                     label = verdict.get("label") or "unknown"
                     fam_verdict.add(1, **lab, verdict=NOT_JUDGED if label == "unknown" else label,
-                                    reason=verdict.get("text", "") if label == "unknown" else "")
+                                    why="explain" if label == "unknown" else "")
                 elif cls == "plateau":
                     fam_verdict.add(1, **lab, verdict=NOT_JUDGED,
-                                    reason="not judged: --no-explain" if summary is not None else
-                                    "the run ended before it was judged")
+                                    why="no explain" if summary is not None else "ended early")
                 else:
-                    fam_verdict.add(1, **lab, verdict=NOT_JUDGED,
-                                    reason="explain judges the plateau only (smaller sizes are latency-bound)")
+                    fam_verdict.add(1, **lab, verdict=NOT_JUDGED, why="latency-bound")
     return [fam_info, fam_time, fam_done, fam_wrong, fam_avg, fam_bw, fam_lat, fam_sizes, fam_ratio, fam_verdict]
 
 
@@ -361,35 +369,34 @@ def health_families(doc: Mapping[str, Any], now: float | None = None) -> list[Fa
     fam_time.add(unix_time(doc.get("start_time")) or (time.time() if now is None else now))
     fam_wall = Family("ncclbench_health_duration_seconds", "Time the scan's rounds took, seconds.")
     fam_wall.add(sum(float(r.get("wall_s", 0.0)) for r in doc.get("rounds", ())))
-    fam_exit = Family("ncclbench_health_exit_code", "The scan's exit status (0 no fault confirmed, 8 faults "
-                      "found; README's exit codes).")
+    fam_exit = Family("ncclbench_health_exit_code", "The scan's exit status (0 every host judged healthy or "
+                      "no fault confirmed, 8 faults found, 9 not judged; README's exit codes).")
     if doc.get("exit_code") is not None:
         fam_exit.add(int(doc["exit_code"]))
     fam_hosts = Family("ncclbench_health_hosts", "Hosts of the scan per verdict.")
     fam_host = Family("ncclbench_health_host_verdict", "One host's verdict (value 1): healthy, faulty or not "
-                      "judged; 'status' is the scan's own word (suspect, partly tested, not tested, ...), "
-                      "'reason' why a host was not judged where the scan records it.")
+                      "judged; 'status' is the scan's own word (one of " + ", ".join(HOST_STATUS_LABELS) + "); "
+                      "why a host was not judged is in the scan's JSON and JUnit.")
     fam_drain = Family("ncclbench_health_host_drain", "1 for a host the scan says to drain (a confirmed fault "
                        "of its own: GPU, NVLink/PCIe, NIC, no answer).")
     counts = {"healthy": 0, "faulty": 0, NOT_JUDGED: 0}
     drain = set(doc.get("drain", ()))
-    whys = dict(doc.get("not_judged") or {})  # host -> why a group of it got no verdict (when the scan says)
     for host, status in dict(doc.get("host_status", {})).items():
         v = host_verdict(str(status))
         counts[v] += 1
-        fam_host.add(1, host=host, verdict=v, status=status, reason="; ".join(whys.get(host) or ())[:200])
+        fam_host.add(1, host=host, verdict=v, status=status if status in HOST_STATUS_LABELS else "other")
         fam_drain.add(1 if host in drain else 0, host=host)
     for v, n in counts.items():
         fam_hosts.add(n, verdict=v)
     gpus, rails = component_verdicts(doc)
     fam_gpu = Family("ncclbench_health_gpu_verdict", "One GPU's verdict (value 1): healthy only when measured "
-                     "alone and judged ok; 'reason' says why not.")
-    for (host, slot), (v, why) in sorted(gpus.items()):
-        fam_gpu.add(1, host=host, gpu=str(slot), verdict=v, reason="" if v == "healthy" else why)
+                     "alone and judged ok; why not is in the scan's JSON and JUnit.")
+    for (host, slot), (v, _why) in sorted(gpus.items()):
+        fam_gpu.add(1, host=host, gpu=str(slot), verdict=v)
     fam_rail = Family("ncclbench_health_rail_verdict", "One NIC rail's verdict across the fabric (value 1): "
                       "healthy only when its rail group was measured and judged ok.")
-    for r, (v, why) in sorted(rails.items()):
-        fam_rail.add(1, rail=str(r), verdict=v, reason="" if v == "healthy" else why)
+    for r, (v, _why) in sorted(rails.items()):
+        fam_rail.add(1, rail=str(r), verdict=v)
     fam_find = Family("ncclbench_health_finding", "One finding (value 1): component, where, the scan's verdict, "
                       "whether a second measurement confirmed it, and the causes explain's traps name.")
     fam_meas = Family("ncclbench_health_finding_measured_bytes_per_second",
@@ -413,17 +420,19 @@ def health_families(doc: Mapping[str, Any], now: float | None = None) -> list[Fa
                      "its busbw (a lone GPU: algbw), bytes/s; absent when it gave no answer.")
     fam_glat = Family("ncclbench_health_group_latency_seconds", "Each group of each phase's fleet round: its "
                       "small-message time, seconds.")
+    fam_gok = Family("ncclbench_health_group_ok", "Each group of each phase's fleet round: 1 when judged ok, "
+                     "0 otherwise (its status, a word that changes from scan to scan, is in the JSON).")
     for m in doc.get("measurements", ()):
         if not str(m.get("purpose", "")).startswith("fleet"):
             continue  # re-measurements are the findings' evidence
         for g in m.get("groups", ()):
             lab = {"round": str(m.get("round", "")), "shape": str(g.get("shape", "")), "group": str(g.get("group", "")),
-                   "hosts": "+".join(g.get("hosts", ())), "rail": "" if g.get("rail") is None else str(g["rail"]),
-                   "status": str(g.get("status", ""))}
+                   "hosts": "+".join(g.get("hosts", ())), "rail": "" if g.get("rail") is None else str(g["rail"])}
             fam_gbw.add(None if g.get("busbw") is None else float(g["busbw"]) * GB, **lab)
             fam_glat.add(None if g.get("lat_us") is None else float(g["lat_us"]) * US, **lab)
+            fam_gok.add(1 if g.get("status") == "ok" else 0, **lab)
     return [fam_time, fam_wall, fam_exit, fam_hosts, fam_host, fam_drain, fam_gpu, fam_rail, fam_find, fam_meas,
-            fam_exp, fam_ceil, fam_gbw, fam_glat]
+            fam_exp, fam_ceil, fam_gbw, fam_glat, fam_gok]
 
 
 def health_metrics(doc: Mapping[str, Any], now: float | None = None) -> str:
@@ -433,15 +442,24 @@ def health_metrics(doc: Mapping[str, Any], now: float | None = None) -> str:
 # -- the regression gate ------------------------------------------------------------------------
 
 
+CHECK_STATUSES = ("ok", "regression", "unstable candidate")
+
+
 def check_metrics(gate: Mapping[str, Any], run: str, against: str, now: float | None = None) -> str:
     """`ncclbench check --metrics FILE`: the gate's outcome and each judged figure
-    (`store.compare.gate_to_dict`), labelled by the run and baseline references given."""
-    base = {"run": run, "against": against}
+    (`store.compare.gate_to_dict`), labelled by the baseline given.  The checked run is not a label:
+    a reference like `latest` names another run each time (a new series per run, or one series for
+    many runs); its id, where `run` is one, is the value of ncclbench_check_run_id."""
+    base = {"against": against}
     fam_time = Family("ncclbench_check_timestamp_seconds", "When the check ran (Unix time).")
     fam_time.add(time.time() if now is None else now, **base)
-    fam_status = Family("ncclbench_check_status", "The gate's outcome (value 1): ok, regression, or unstable "
-                        "candidate (not judged).")
-    fam_status.add(1, **base, status=str(gate.get("status") or ("ok" if gate.get("ok") else "regression")))
+    fam_run = Family("ncclbench_check_run_id", "The store id of the checked run.")
+    if run.isdigit():
+        fam_run.add(int(run), **base)
+    fam_status = Family("ncclbench_check_status", "The gate's outcome (value 1): " + ", ".join(CHECK_STATUSES)
+                        + " (not judged).")
+    status = str(gate.get("status") or ("ok" if gate.get("ok") else "regression"))
+    fam_status.add(1, **base, status=status if status in CHECK_STATUSES else "other")
     fam_exit = Family("ncclbench_check_exit_code", "The check's exit status (0 ok, 7 regression, 9 not judged).")
     if gate.get("exit_code") is not None:
         fam_exit.add(int(gate["exit_code"]), **base)
@@ -459,4 +477,4 @@ def check_metrics(gate: Mapping[str, Any], run: str, against: str, now: float | 
         fam_limit.add(None if limit is None else float(limit) / 100.0, **lab)
         verdict = j.get("verdict") or ("regression" if j.get("failed") else "ok")
         fam_verdict.add(1, **lab, verdict=str(verdict))
-    return render([fam_time, fam_status, fam_exit, fam_worse, fam_limit, fam_verdict])
+    return render([fam_time, fam_run, fam_status, fam_exit, fam_worse, fam_limit, fam_verdict])

@@ -22,7 +22,7 @@ over `cycles` timed blocks of exp(N(0, sigma_block)) x an occasional dip):
 * sigma_run = 1.2 %, the run-to-run scatter of one group on a new
   communicator: this repo's recorded all_reduce busbw at >= 64 MiB spread
   (max-min)/median 0.49-0.69 % over 5 runs on 4 GPUs and 1.54-2.06 % over 3
-  runs on 2 GPUs (bench/results/compare-s3-{4,2}gpu-busbw.json); a range of
+  runs on 2 GPUs (bench/results/compare-2026-11-21-repeats-{4,2}gpu-busbw.json); a range of
   2.06 % over 3 runs is sigma ~1.2 % (range/1.69).  baseline-h200.md says
   "1-3 % from run to run"; bench/health_sim.py also runs 0.5, 2 and 3 %;
 * sigma_block = 0.25 %, the scatter of one timed block of 20 iterations:
@@ -33,7 +33,7 @@ over `cycles` timed blocks of exp(N(0, sigma_block)) x an occasional dip):
   for transient congestion (health checks needed retries because healthy nodes
   occasionally dipped: Azure/azurehpc PR #690; NVIDIA/nccl #1469);
 * latency: sigma 3 % (small-message times moved 0.5-0.9 us between two runs
-  of the same command: bench/results/gpu-h200x4-2026-11-21-session4.md).
+  of the same command: bench/results/gpu-h200x4-2026-11-21-hypercube.md).
 """
 
 from __future__ import annotations

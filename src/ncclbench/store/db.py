@@ -166,6 +166,18 @@ def env_that_matters(environ: Mapping[str, str] | None = None) -> dict[str, str]
     return {k: v for k, v in sorted(source.items()) if k.startswith(("NCCL_", "CUDA_"))}
 
 
+def _experiment(options_json: str, env_json: str) -> tuple[str, str]:
+    """What a stored run measured, comparable across runs: its measured options (BenchOptions
+    less OUTPUT_ONLY_OPTIONS; a run stored by an older version gets today's defaults for fields it
+    lacked) and its NCCL_*/CUDA_* settings."""
+    try:
+        options = _from_dict(BenchOptions, json.loads(options_json)).measured()
+        env = json.loads(env_json)
+    except (ValueError, TypeError):
+        return (options_json, env_json)
+    return (json.dumps(options, sort_keys=True, default=str), json.dumps(env, sort_keys=True))
+
+
 def _now() -> str:
     return datetime.now().astimezone().isoformat(timespec="seconds")
 
@@ -456,6 +468,20 @@ class ResultStore:
         r = self.conn.execute("SELECT end_reason FROM runs WHERE id = ?", (run_id,)).fetchone()
         return None if r is None else r[0]
 
+    def find_live_twin(self, info: RunInfo) -> int | None:
+        """The run ncclbench stored live that an imported file (its own -J JSON) records: same
+        program, start time, command line, hosts and rank count.  A live run has no content hash
+        (it is stored row by row), so without this its -J file would be stored a second time and,
+        as the newest id, become `latest` though it is the older record."""
+        if not info.start_time:
+            return None
+        hosts = list(info.hosts) or sorted({d.hostname for d in info.devices})
+        r = self.conn.execute(
+            "SELECT id FROM runs WHERE source = 'ncclbench' AND program = ? AND start_time = ? AND argv = ? "
+            "AND hosts = ? AND nranks IS ? ORDER BY id LIMIT 1",
+            (info.program, info.start_time, json.dumps(list(info.argv)), json.dumps(hosts), info.nranks)).fetchone()
+        return None if r is None else int(r[0])
+
     def find_by_hash(self, content_hash: str) -> int | None:
         r = self.conn.execute("SELECT id FROM runs WHERE content_hash = ? ORDER BY id LIMIT 1",
                               (content_hash,)).fetchone()
@@ -497,17 +523,21 @@ class ResultStore:
         return sorted(set(more + [ref]))
 
     def runs_of_same_command(self, run_id: int, limit: int = 10) -> list[int]:
-        """The newest `limit` finished ('complete') runs stored with the same program,
-        argv, rank count and hosts as `run_id`, up to and including it, oldest first:
-        `baseline set NAME RUN --runs N` uses them as the baseline's history."""
-        r = self.conn.execute("SELECT program, argv, nranks, hosts FROM runs WHERE id = ?",
+        """The newest `limit` finished ('complete') runs of the same experiment as `run_id` (program,
+        rank count, hosts, measured options and NCCL settings: see `_experiment`), up to and including
+        it, oldest first: `baseline set NAME RUN --runs N` uses them as the baseline's history.  Output
+        options (-J, --csv, --metrics, progress) do not split a history."""
+        r = self.conn.execute("SELECT program, nranks, hosts, options, env FROM runs WHERE id = ?",
                               (run_id,)).fetchone()
         if r is None:
             raise ArgumentError(self._unknown(run_id))
-        ids = [int(x[0]) for x in self.conn.execute(
-            "SELECT id FROM runs WHERE program = ? AND argv = ? AND nranks IS ? AND hosts = ? "
-            "AND id <= ? AND (status = 'complete' OR id = ?) ORDER BY id DESC LIMIT ?",
-            (*r, run_id, run_id, int(limit)))]
+        want = _experiment(r[3], r[4])
+        ids: list[int] = []
+        for rid, options, env in self.conn.execute(
+                "SELECT id, options, env FROM runs WHERE program = ? AND nranks IS ? AND hosts = ? "
+                "AND id <= ? AND (status = 'complete' OR id = ?) ORDER BY id DESC", (*r[:3], run_id, run_id)):
+            if len(ids) < int(limit) and _experiment(options, env) == want:
+                ids.append(int(rid))
         return sorted(ids)
 
     def list_baselines(self) -> list[tuple[str, int, str, str | None]]:
@@ -541,12 +571,18 @@ class ResultStore:
                    " start_time, argv, hosts, gpus, nranks, writer_host, writer_pid,"
                    " (SELECT count(*) FROM rows WHERE rows.run_id = runs.id), end_reason FROM runs")
 
-    def list_runs(self, limit: int | None = None, program: str | None = None) -> list[RunHeader]:
-        """Newest first."""
-        sql, args = self._HEADER_SQL, []
+    def list_runs(self, limit: int | None = None, program: str | None = None,
+                  without_source: str | None = None) -> list[RunHeader]:
+        """Newest first; `without_source` leaves out the runs of that source (history: tune's candidates)."""
+        sql, args, where = self._HEADER_SQL, [], []
         if program:
-            sql += " WHERE program = ? OR collective = ?"
+            where.append("(program = ? OR collective = ?)")
             args += [program, program]
+        if without_source:
+            where.append("source != ?")
+            args.append(without_source)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY id DESC"
         if limit is not None and limit > 0:
             sql += f" LIMIT {int(limit)}"
@@ -557,6 +593,10 @@ class ResultStore:
         if r is None:
             raise ArgumentError(self._unknown(run_id))
         return self._header(r)
+
+    def count_source(self, source: str) -> int:
+        """How many runs that source stored."""
+        return int(self.conn.execute("SELECT COUNT(*) FROM runs WHERE source = ?", (source,)).fetchone()[0])
 
     def _unknown(self, ref) -> str:
         n = self.count_runs()

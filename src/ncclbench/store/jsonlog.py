@@ -27,6 +27,14 @@ JsonObject = dict[str, Any]  # a JSON object as json.loads hands it back (values
 FILE_SHA256 = "file_sha256"  # RunInfo.extra key: the imported file's bytes (what older imports were keyed by)
 
 
+def _backend_of(doc: dict) -> str:
+    """The backend an ncclbench -J file records in its own section ("mpi": the CPU backend, whose
+    explain says "CPU backend", not "NCCL path unknown"); nccl-tests' own files: "nccl-tests"."""
+    own = doc.get("ncclbench")
+    backend = own.get("backend") if isinstance(own, dict) else None
+    return backend if backend in ("mpi", "nccl") else "nccl-tests"
+
+
 def content_hash(doc: object) -> str:
     """The store's de-duplication key of a -J document: its content, not its bytes.
 
@@ -183,7 +191,7 @@ def _parse(data: bytes, path: str) -> ImportedRun:
     code = doc.get("nccl_version") if isinstance(doc.get("nccl_version"), int) else None
     lib = nccl_version_string(code)
     info = RunInfo(
-        program=program, argv=args, backend="nccl-tests", version="", nccl_version_code=code,
+        program=program, argv=args, backend=_backend_of(doc), version="", nccl_version_code=code,
         nccl_headers_code=None, library=f"NCCL {lib}" if lib else "", devices=devices,
         world_size=len(devices) or 1, nranks=T * G * procs_in_group,
         ngroups=len({d.group for d in devices}) or 1, start_time=str(doc.get("start_time", "")),

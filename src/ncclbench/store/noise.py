@@ -97,11 +97,11 @@ PRIORS: dict[tuple[str, str], Prior] = {
                                     "quiet at -n 12, gate-trials-cpu-2026-11-26-quiet.md; 6.1 % at -n 40, "
                                     "gate-false-alarms.md)", PRIOR_MAX_DOF),
     # GPU plateau busbw, whole-run shifts pooled on their dof: about 3 % per run over 5 runs per tool
-    # on 4x H200 (4 dof, bench/results/gpu-h200x4-2026-11-21-session3.md), 0.83 % over 25 identical runs on
+    # on 4x H200 (4 dof, bench/results/gpu-h200x4-2026-11-21-repeats.md), 0.83 % over 25 identical runs on
     # 2x H200 (24 dof, leave one out, bench/results/gate-trials-gpu-2026-11-28-2xH200/): pooled
     # sqrt((4 x 3.0^2 + 24 x 0.83^2) / 28) = 1.37 %, weighed as PRIOR_MAX_DOF.
     ("gpu", "bandwidth"): Prior(0.0137, "GPU plateau busbw, whole runs shift 1.37 % (1 sd) pooled over 3 % "
-                                        "on 4 dof (4x H200, bench/results/gpu-h200x4-2026-11-21-session3.md) and 0.83 % "
+                                        "on 4 dof (4x H200, bench/results/gpu-h200x4-2026-11-21-repeats.md) and 0.83 % "
                                         "on 24 dof (25 identical runs, 2x H200, "
                                         "bench/results/gate-trials-gpu-2026-11-28-2xH200/)", PRIOR_MAX_DOF),
     # GPU small-message time: coefficient of variation of per-run means 0.132 over 90 runs on one

@@ -213,6 +213,8 @@ def store_imported(store: ResultStore, runs: list[ImportedRun]) -> list[tuple[Im
             legacy = legacy_hash(r)
             if old is None and legacy is not None:
                 old = store.find_by_hash(legacy)
+            if old is None and r.source == "import:json":
+                old = store.find_live_twin(r.info)
             if old is not None:
                 out.append((r, old, False))
                 continue

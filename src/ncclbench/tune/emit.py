@@ -69,11 +69,31 @@ def env_file(result: TuneResult) -> str:
     wins = won_bands(result)
     if not wins:
         lines.append("# no setting beat the library's default by more than the measured noise")
+    clash = bands_disagree(wins)
+    if clash:
+        lines.append("# The bands below set the same variable to different values (sourcing them all would keep "
+                     "the last): each block is commented out; uncomment the one for your sizes.")
     for s in wins:
-        lines.append(f"# {human_size(s['lo'])} .. {human_size(s['hi'])}: {s['winner']}, "
-                     f"median gain {pct(s['median_gain'])}")
-        lines += [f"export {e}" for e in s["env"]]
+        lines.append(f"# {band_range(s)}: {s['winner']}, median gain {pct(s['median_gain'])}")
+        lines += [f"{'# ' if clash else ''}export {e}" for e in s["env"]]
     return "\n".join(lines) + "\n"
+
+
+def band_range(band: dict) -> str:
+    """A band's message sizes as printed: '512 B .. 2 KiB'."""
+    return f"{human_size(band['lo'])} .. {human_size(band['hi'])}"
+
+
+def bands_disagree(bands: list[dict]) -> bool:
+    """Whether two bands set one environment variable to different values: an environment variable
+    holds for every size, so such lines cannot all be used at once."""
+    seen: dict[str, str] = {}
+    for band in bands:
+        for line in band["env"]:
+            name, _, value = str(line).partition("=")
+            if seen.setdefault(name, value) != value:
+                return True
+    return False
 
 
 def tuner_config(result: TuneResult) -> tuple[str, list[str]]:

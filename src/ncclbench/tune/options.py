@@ -9,6 +9,7 @@ they mean in a plain run.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..config import BenchOptions
 from ..errors import ArgumentError
@@ -29,7 +30,8 @@ TUNE_HELP = """tune options (besides every nccl-tests option and --backend/--npr
   --verify            re-run default vs each winning setting as ordinary runs and confirm the gain
   --verify-rounds N   ordinary runs per setting in --verify, alternating (default 2)
   --out PREFIX        write PREFIX.json, PREFIX.env and (NCCL) PREFIX.conf
-                      (default ./ncclbench-tune-<collective>)
+                      (default: ncclbench-tune-<collective> in a tune/ folder beside the
+                      result store, ~/.local/share/ncclbench/tune/ unless NCCLBENCH_DB moves it)
   --report PATH       also write an HTML report: busbw vs size, one line per candidate
 """
 
@@ -49,7 +51,18 @@ class TuneOptions:
     report: str | None = None
 
     def out_prefix(self) -> str:
-        return self.out or f"ncclbench-tune-{self.bench.collective}"
+        """--out, else ncclbench-tune-<collective> in a `tune` folder beside the result store: not the
+        working directory, which a tune started from a checkout or $HOME would litter."""
+        if self.out:
+            return self.out
+        from ..store.db import default_db_path
+
+        return str(default_db_path().parent / "tune" / f"ncclbench-tune-{self.bench.collective}")
+
+    def make_default_dir(self) -> None:
+        """Create the default folder of out_prefix (a folder given with --out must exist already)."""
+        if not self.out:
+            Path(self.out_prefix()).parent.mkdir(parents=True, exist_ok=True)
 
     def child_args(self) -> list[str]:
         """The command line each started rank gets (--nprocs is stripped by the caller)."""

@@ -23,7 +23,7 @@ from ..config import BenchOptions
 from ..errors import BenchError, ExitCode
 from ..results import HalfResult, ResultRow, RunInfo
 from ..store.db import TUNE_SOURCE, StoredRun
-from .emit import env_file, report_lines, result_json, tuner_config, won_bands
+from .emit import band_range, bands_disagree, env_file, report_lines, result_json, tuner_config, won_bands
 from .result import TuneResult
 
 _EMPTY = HalfResult(math.nan, math.nan, math.nan, math.nan, None)
@@ -125,6 +125,7 @@ def write_outputs(result: TuneResult, topts, opts: BenchOptions) -> dict[str, st
     written: dict[str, str] = {}
     for line in report_lines(result):
         print(line)
+    topts.make_default_dir()  # under a launcher this rank is the first to write there
     prefix = Path(topts.out_prefix())
     check_output_path(str(prefix) + ".json", "tune --out")
     doc = result_json(result)
@@ -161,12 +162,22 @@ def write_outputs(result: TuneResult, topts, opts: BenchOptions) -> dict[str, st
     written["json"] = str(json_path)
     for kind, path in written.items():
         print(f"# wrote {kind}: {path}")
-    print("# environment lines (see the .env file for which size band each holds for):")
-    wins = won_bands(result)
-    for band in wins:
-        for line in band["env"]:
-            print(line)
-    if not wins:
-        print("# (none: keep the library's default)")
+    print_env_lines(won_bands(result))
     return written
+
+
+def print_env_lines(wins: list[dict]) -> None:
+    """The environment lines on stdout: bare where they agree (one setting for every size), else
+    one per size band with its range, since an environment variable holds for every size."""
+    if not wins:
+        print("# environment lines: none: keep the library's default")
+    elif not bands_disagree(wins):
+        print("# environment lines (for every size tuned):")
+        for line in dict.fromkeys(e for band in wins for e in band["env"]):
+            print(line)
+    else:
+        print("# environment lines: the size bands want different values; one holds per band "
+              "(the .env file has each block, commented out):")
+        for band in wins:
+            print(f"#   {band_range(band)}: {' '.join(band['env'])}")
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Device visits of session 5 (2026-11-24), one GPU (nvidia-h100-x1). NVLink SHARP off.
-# Usage: bench/gpu_session5.sh PHASE OUTDIR NCCL_TESTS_BUILD
+# Device visits of the stability runs (2026-11-24), one GPU (nvidia-h100-x1). NVLink SHARP off.
+# Usage: bench/gpu_h100_stability.sh PHASE OUTDIR NCCL_TESTS_BUILD
 #   facts:     what the machine is: nvidia-smi (-q, topo -m, nvlink -s), NVML fields, sysfs NICs,
 #              CPU/NUMA/frequency settings; NCCL INFO logs of both tools at one rank (fixtures for
 #              the explain log parser and the importer: ALL subsystems to a file, INIT+TUNING+COLL
@@ -25,7 +25,7 @@
 set -u
 PHASE=$1; OUT=$2; NT=$3
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD/src PYTHONUNBUFFERED=1 NCCLBENCH_DB=/tmp/ncclbench-s5.sqlite
+export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD/src PYTHONUNBUFFERED=1 NCCLBENCH_DB=/tmp/ncclbench-stability.sqlite
 W=$OUT/w; mkdir -p $W
 ALL=all_reduce,all_gather,broadcast,reduce_scatter,reduce,alltoall,alltoallv,scatter,gather,sendrecv,hypercube
 if [ "$PHASE" = facts ]; then

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Device visit of session 6 (2026-11-24), one GPU (nvidia-h100-x1). NVLink SHARP off.
-# Usage: bench/gpu_session6.sh OUTDIR NCCL_TESTS_BUILD [PHASE]   (PHASE all, the default, or v2:
-#   visit 2 - the GPU tests, the start figures with RUNS=8 and the start profile, health_gpu.py;
+# Device visit of the health runs (2026-11-24), one GPU (nvidia-h100-x1). NVLink SHARP off.
+# Usage: bench/gpu_h100_health.sh OUTDIR NCCL_TESTS_BUILD [PHASE]   (PHASE all, the default, or v2:
+#   v2 - the GPU tests, the start figures with RUNS=8 and the start profile, health_gpu.py;
 #   or final: the GPU tests, all of issue 14's figures at this commit (3 collectives x10, 11
 #   collectives x3, start x8 with explain on/off), the lone GPU's health figure repeated 6 times
 #   at 4M, 64M and 256M, and health_gpu.py with --bw-size 256M)                   (~7 min)
@@ -19,7 +19,7 @@
 set -u
 OUT=$1; NT=$2; PHASE=${3:-all}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD/src PYTHONUNBUFFERED=1 NCCLBENCH_DB=/tmp/ncclbench-s6.sqlite
+export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD/src PYTHONUNBUFFERED=1 NCCLBENCH_DB=/tmp/ncclbench-health.sqlite
 W=$OUT/w; mkdir -p $W
 echo "commit $(python3 bench/provenance.py)"; nvidia-smi -L
 python3 -m compileall -q src >/dev/null 2>&1  # as pip install does: no source compiled at start

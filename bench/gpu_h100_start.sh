@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Device visit of session 7 (2026-11-24), one GPU (nvidia-h100-x1). NVLink SHARP off.
-# Usage: bench/gpu_session7.sh OUTDIR NCCL_TESTS_BUILD [PHASE]
+# Device visit of the start runs (2026-11-24), one GPU (nvidia-h100-x1). NVLink SHARP off.
+# Usage: bench/gpu_h100_start.sh OUTDIR NCCL_TESTS_BUILD [PHASE]
 #   start (default): the GPU tests, where a GPU run's start memory goes step by step
 #     (bench/start_memory.py), issue 14's start figures (first row, peak RSS; explain on and off,
 #     8 alternating runs with nccl-tests) and the start profile                       (~5 min)
@@ -14,7 +14,7 @@
 set -u
 OUT=$1; NT=$2; PHASE=${3:-start}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD/src PYTHONUNBUFFERED=1 NCCLBENCH_DB=/tmp/ncclbench-s7.sqlite
+export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD/src PYTHONUNBUFFERED=1 NCCLBENCH_DB=/tmp/ncclbench-start.sqlite
 W=$OUT/w; mkdir -p $W
 echo "commit $(python3 bench/provenance.py)"; nvidia-smi -L
 python3 -m compileall -q src >/dev/null 2>&1  # as pip install does: no source compiled at start
