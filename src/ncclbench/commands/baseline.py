@@ -64,8 +64,7 @@ def run(args: argparse.Namespace) -> int:
                 if len(ids) < args.runs:
                     print(f"ncclbench: warning: --runs {args.runs}: only {len(ids)} finished run"
                           f"{'s' if len(ids) != 1 else ''} of that command (same test, measured options, ranks, hosts, "
-                          f"NCCL settings) "
-                          f"in the store; {baseline_noise_note(len(ids))}", file=sys.stderr)
+                          "NCCL settings) in the store", file=sys.stderr)
             runs = [store.get_run(r) for r in ids]
             refuse_as_baseline(runs)
             store.set_baseline(args.name, ids, args.note)
