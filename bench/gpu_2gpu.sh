@@ -10,7 +10,7 @@
 #   gate       issue 31: bench/gate_trials.py gpu --ngpus 2 (calibrated injections, 20 trials);
 #              GATE_S (560), the script's own --budget-s is GATE_S - 40
 #   health     issue 29: bench/health_fleet_gpu.py over fake hosts (needs .gpuwork/ipr, made by
-#              bench/fetch_iproute2.sh); HEALTH_S (430)
+#              bench/fetch_iproute2.sh); HEALTH_S (430); HEALTH_CASES picks cases (its --cases)
 #   gpu_tests  pytest tests/gpu with the time left (the log says how far it got)
 # Each step writes OUT/<step>/ (its output in OUT/<step>/log.txt) and appends
 # "step rc seconds [note]" to OUT/summary.txt at once, so a cut loses nothing already measured.
@@ -84,7 +84,7 @@ for s in "$@"; do
     gate) step gate "$GATE_S" "$PY" bench/gate_trials.py gpu --ngpus 2 --trials 20 --budget-s $((GATE_S - 40)) \
             --out "$OUT/gate" --results "$OUT/gate/gate-trials-gpu.md" ;;
     health) step health "$HEALTH_S" "$PY" bench/health_fleet_gpu.py "$OUT/health/hf" --iproute2 .gpuwork/ipr \
-              --budget-s $((HEALTH_S - 30)) ;;
+              --budget-s $((HEALTH_S - 30)) ${HEALTH_CASES:+--cases "$HEALTH_CASES"} ;;
     gpu_tests) step gpu_tests "$(left)" "$PY" -m pytest tests/gpu -v -rfs -p no:cacheprovider
       log=$OUT/gpu_tests/log.txt
       if [ -f "$log" ]; then
