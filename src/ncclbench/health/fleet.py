@@ -19,9 +19,6 @@ from dataclasses import dataclass
 class Fleet:
     hosts: tuple[str, ...]  # in the order of their first rank
     ranks: tuple[tuple[int, ...], ...]  # world ranks of each host; index = GPU slot
-    # what one slot of a host is, as the labels name it: a GPU (NCCL ranks), or a rank of the CPU
-    # backend, which drives no GPU ("vm gpu 3" named a CPU rank a GPU)
-    unit: str = "gpu"
 
     @classmethod
     def from_rank_hosts(cls, rank_hosts: Sequence[str]) -> Fleet:

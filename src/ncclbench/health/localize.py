@@ -448,7 +448,7 @@ class RepeatScan(PhaseScan):
         host = self.fleet.hosts[g.hosts[0]]
         hosts: tuple[str, ...]
         if self.phase == "local":
-            comp, hosts, detail = GPU, (host,), f"{self.fleet.unit} {g.members[0][1]}"
+            comp, hosts, detail = GPU, (host,), f"gpu {g.members[0][1]}"
         elif self.phase == "intra":
             comp, hosts, detail = NODE_INTRA, (host,), f"{len(g.members)} GPUs"
         else:
