@@ -41,6 +41,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from health_gpu import checks_table, machine, run_scan_command, scan_outputs, start_hog, stop_hog  # noqa: E402  (bench/ is not a package)
 from provenance import commit  # noqa: E402
 
+from ncclbench.health.findings import finding_slot  # noqa: E402
+
 
 @dataclass(frozen=True)
 class Fault:
@@ -92,7 +94,7 @@ def check_fault(fault: Fault, scan: dict, hog_device: int | None = None) -> tupl
     if scan.get("exit_code") != 8 or not found:
         return False, f"exit {scan.get('exit_code')}, confirmed {[(f['component'], f['detail']) for f in found]}"
     hits = [f for f in found if f["component"] == fault.component
-            and (not fault.hog or f.get("detail") == f"gpu {hog_device}")]
+            and (not fault.hog or finding_slot(f) == hog_device)]
     if not hits:
         return False, f"no confirmed {fault.component}: {[(f['component'], f['detail']) for f in found]}"
     f = hits[0]

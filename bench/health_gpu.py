@@ -42,6 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 from provenance import commit  # noqa: E402  (bench/: the one answer to 'which commit is this tree')
 
+from ncclbench.health.findings import finding_slot  # noqa: E402
+
 SCAN_ARGS: list[str] = []  # --scan-args: options every scan gets (e.g. --bw-size 256M)
 
 
@@ -196,7 +198,8 @@ def judge(ngpus: int, hog_device: int, healthy: dict, slowed: dict,
         found = confirmed(healthy["doc"])
         checks.append(("healthy scan names nothing", healthy["exit_code"] == 0 and not found, f"{found}"))
         found = confirmed(slowed["doc"])
-        exact = [f for f in found if f[0] == "gpu" and f[2] == f"gpu {hog_device}"]
+        exact = [f for f in (slowed["doc"] or {}).get("findings", []) if f.get("confirmed")
+                 and finding_slot(f) == hog_device]
         checks.append((f"slowed scan names exactly gpu {hog_device} and nothing else",
                        slowed["exit_code"] == 8 and len(exact) == 1 and len(found) == 1, f"{found}"))
     return checks

@@ -115,6 +115,6 @@ def test_health_taints_and_labels_through_a_recording_kubectl(tmp_path, ncclbenc
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 8, p.stdout + p.stderr
     got = [json.loads(line) for line in record.read_text().splitlines()]
-    reason = "ncclbench health: gpu 0 slow; gpu 1 slow"
+    reason = "ncclbench health: rank 0 slow; rank 1 slow"  # CPU ranks are named as ranks (issue 32)
     assert got == [argv[1:] for argv in kubernetes_commands({"gpu-node-7": reason})]
     assert p.stderr.count("# health: drained: kubectl") == 3

@@ -56,3 +56,10 @@ def test_a_healthy_scan_is_no_alarm_only_when_judged_healthy():
     assert not hf.check_healthy(scan(9, outcome="not judged"))[0]  # an unknown is no pass
     suspect = {**finding("gpu", "gpu 0"), "confirmed": False, "verdict": "suspect (not confirmed)"}
     assert not hf.check_healthy(scan(0, suspect, outcome="healthy"))[0]
+
+
+def test_the_hog_is_found_by_its_slot_not_its_label():
+    said = ["cause: no trap explains it (explain's checks over vm) - a GPU slower than its memory allows"]
+    labelled_rank = {**finding("gpu", "rank 3", evidence=said), "slot": 3}  # the label is words; the slot is 3
+    assert hf.check_fault(HOG, scan(8, labelled_rank), hog_device=3)[0]
+    assert not hf.check_fault(HOG, scan(8, {**labelled_rank, "slot": 2}), hog_device=3)[0]

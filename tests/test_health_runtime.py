@@ -122,6 +122,9 @@ def test_one_host_runs_what_it_can_and_says_why(ncclbench_env, tmp_path):
     assert any("intra r1: solo" in why for why in doc["not_judged"]["solo"]), doc["not_judged"]
     ran = {r["name"].split()[0] for r in doc["rounds"]}
     assert ran == {"local", "intra"}  # the phases one host allows, and only those
+    # issue 32: a CPU-backend rank drives no GPU, and its label says so ("solo rank 1", not "solo gpu 1")
+    local = [g["group"] for r in doc["measurements"] if r["round"].startswith("local") for g in r["groups"]]
+    assert sorted(local) == ["solo rank 0", "solo rank 1"], local
 
 
 def _cli(args, ncclbench_env):

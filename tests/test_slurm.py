@@ -79,7 +79,8 @@ def test_health_drains_the_node_and_sinfo_shows_the_reason(slurm, pmi2, task_env
     try:
         dry = slurm.run(*health, "--dry-run", env=task_env)
         assert dry.returncode == 8, dry.stdout + dry.stderr
-        line = f"scontrol update NodeName={slurm.node} State=DRAIN 'Reason=ncclbench health: gpu 0 slow; gpu 1 slow'"
+        # CPU-backend ranks drive no GPU: the reason names them as ranks (issue 32)
+        line = f"scontrol update NodeName={slurm.node} State=DRAIN 'Reason=ncclbench health: rank 0 slow; rank 1 slow'"
         assert line in dry.stdout.splitlines()
         assert slurm.wait_state(("idle", "drained")) == "idle"  # a dry run changes nothing
         assert slurm.node_state()[1] == "none"
@@ -88,7 +89,7 @@ def test_health_drains_the_node_and_sinfo_shows_the_reason(slurm, pmi2, task_env
         assert f"# faults found: 2 (exit 8); drain: {slurm.node}" in p.stdout
         assert slurm.wait_state(("drained",)) == "drained"
         state, reason = slurm.node_state()
-        assert reason == "ncclbench health: gpu 0 slow; gpu 1 slow"
+        assert reason == "ncclbench health: rank 0 slow; rank 1 slow"
         listed = slurm.run("sinfo", "-R", "-h", "-o", "%N|%E").stdout.strip()
         assert listed == f"{slurm.node}|{reason}"
         # a drained node takes no new job: srun waits (and gives up at --immediate)

@@ -99,6 +99,8 @@ def _scan(coord: Coordinator, fleet: Fleet, cfg: ScanConfig, spec: GroupSpec, ro
     said = ranks_backend(answers)
     if said is not None and spec_for is not None:
         spec = rounds.spec = spec_for(said)
+    if said is Backend.MPI:
+        fleet = dataclasses.replace(fleet, unit="rank")
     cfg, facts = apply_facts(fleet, cfg, answers, spec.bw_bytes)
     if said is not None and not backend.startswith(said.label):  # the ranks know their backend better (--serve)
         rest = backend.split(", ", 1)[1] if ", " in backend else ""

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
-from .findings import NODE_COMPONENTS, Finding
+from .findings import NODE_COMPONENTS, Finding, where_text
 
 ACTIONS = ("slurm", "kubernetes")
 TAINT_KEY = "ncclbench.health/fault"  # taint, label and annotation key prefix on Kubernetes nodes
@@ -47,7 +47,7 @@ def host_reasons(findings: Iterable[Finding], hosts: Sequence[str], scan_ref: st
     for f in findings:
         if not f.confirmed or f.component not in NODE_COMPONENTS or f.setting:
             continue  # what drains a host (findings.drain_hosts): not a fault of the job's NCCL settings
-        what = f.detail if f.detail and f.component == "gpu" else " ".join(x for x in (f.component, f.detail) if x)
+        what = where_text(f.component, f.detail)
         said = what if f.verdict == f.component else f"{what} {f.verdict}"
         if f.cause:
             said += f" ({', '.join(f.cause)})"

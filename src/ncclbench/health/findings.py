@@ -9,8 +9,9 @@ evidence that points at it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 # components
 GPU, NODE_INTRA, NODE_NIC, LINK, RAIL, NO_ANSWER_C, FLEET = (
@@ -28,7 +29,7 @@ class Finding:
     component: str
     hosts: tuple[str, ...]  # one host; two for a link; none for a rail or the fleet
     verdict: str
-    detail: str = ""  # "gpu 3", "rail 5", "all rails", ...
+    detail: str = ""  # the label: "gpu 3" ("rank 3" on the CPU backend), "rail 5", "all rails", ...
     measured: float | None = None  # busbw GB/s (median of the measurements that convicted it)
     expected: float | None = None  # the reference it was compared with
     z: float | None = None
@@ -37,6 +38,8 @@ class Finding:
     pct_expected: float | None = None  # % of the expected ceiling (explain model), when known
     cause: list[str] = field(default_factory=list)  # explain traps that explain it (health/causes.py)
     setting: bool = False  # explained by the ranks' NCCL settings alone: a fault of the job, not the node
+    # the host's slot a GPU finding names (GPU index, or CPU rank): what readers key on, not the label
+    slot: int | None = None
 
     @property
     def confirmed(self) -> bool:
@@ -57,7 +60,27 @@ class Finding:
                 "verdict": self.verdict, "confirmed": self.confirmed, "measured": self.measured,
                 "expected": self.expected, "z": self.z, "unit": self.unit,
                 "pct_expected": self.pct_expected, "evidence": list(self.evidence), "cause": list(self.cause),
-                "setting": self.setting}
+                "setting": self.setting, "slot": self.slot}
+
+
+def finding_slot(f: Mapping[str, Any]) -> int | None:
+    """The slot a GPU finding of a scan document names (`Finding.slot`).  Documents written
+    before the field existed carry the label only, which was always "gpu N" then: read once
+    here for those, so stored scans keep their per-GPU verdicts."""
+    if f.get("component") != GPU:
+        return None
+    if "slot" in f:
+        return None if f["slot"] is None else int(f["slot"])
+    word, _, num = str(f.get("detail") or "").partition(" ")
+    return int(num) if word == GPU and num.isdigit() else None
+
+
+def where_text(component: str, detail: str) -> str:
+    """What a finding names, for a line: a GPU finding's label alone ("gpu 3", "rank 3"),
+    else the component and its detail ("node nic rail 1", "link")."""
+    if component == GPU and detail:
+        return detail
+    return " ".join(x for x in (component, detail) if x)
 
 
 def drain_hosts(findings: Iterable[Finding]) -> list[str]:

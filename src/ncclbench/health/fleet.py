@@ -19,6 +19,19 @@ from dataclasses import dataclass
 class Fleet:
     hosts: tuple[str, ...]  # in the order of their first rank
     ranks: tuple[tuple[int, ...], ...]  # world ranks of each host; index = GPU slot
+    # what one slot of a host is, decided once from the backend the ranks run: a GPU (NCCL
+    # ranks), or a rank of the CPU backend, which drives no GPU ("vm gpu 3" named a CPU rank a
+    # GPU).  Labels print it; readers key on the slot number (`Finding.slot`), never on the label.
+    unit: str = "gpu"
+
+    @property
+    def unit_word(self) -> str:
+        """The slot in a sentence: 'GPU', or 'rank' on the CPU backend."""
+        return "GPU" if self.unit == "gpu" else self.unit
+
+    def units(self, n: int) -> str:
+        """'1 GPU', '4 GPUs'; '2 ranks' on the CPU backend."""
+        return f"{n} {self.unit_word}" + ("" if n == 1 else "s")
 
     @classmethod
     def from_rank_hosts(cls, rank_hosts: Sequence[str]) -> Fleet:

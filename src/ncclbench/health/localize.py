@@ -447,16 +447,18 @@ class RepeatScan(PhaseScan):
         z = float(np.median(zf)) if zf else None
         host = self.fleet.hosts[g.hosts[0]]
         hosts: tuple[str, ...]
+        slot = None
         if self.phase == "local":
-            comp, hosts, detail = GPU, (host,), f"gpu {g.members[0][1]}"
+            slot = g.members[0][1]
+            comp, hosts, detail = GPU, (host,), f"{self.fleet.unit} {slot}"
         elif self.phase == "intra":
-            comp, hosts, detail = NODE_INTRA, (host,), f"{len(g.members)} GPUs"
+            comp, hosts, detail = NODE_INTRA, (host,), self.fleet.units(len(g.members))
         else:
             comp, hosts, detail = RAIL, (), f"rail {g.rail}"
         if verdict == NO_ANSWER_V and self.phase in ("local", "intra"):
-            comp = NO_ANSWER_C
+            comp, slot = NO_ANSWER_C, None
         return Finding(comp, hosts, verdict, detail, measured, expected, z, evidence=evidence,
-                       pct_expected=self._pct(g.shape, measured))
+                       pct_expected=self._pct(g.shape, measured), slot=slot)
 
     def tested_hosts(self) -> set[int]:
         out: set[int] = set()

@@ -147,15 +147,16 @@ def figure_lines(report: HealthReport, meta: Mapping[str, Any] | None = None) ->
             what = " (a setting of this job)" if t.get("setting") else ""
             out.append(f"# trap {host}: {str(t['severity']).upper()} {t['name']}{what}: {t['evidence']}")
     if report.fleet.world_size == 1:
+        one = f"# one {report.fleet.unit_word}:"
         ref = (report.references.get("local:1x1") or {}).get("busbw")
         phys = (expected.get("local:1x1") or {}).get("physics")
         if ref is not None:
-            out.append(f"# one GPU: judged against {ref['source']} ({_num(ref['center'], 'GB/s')})"
+            out.append(f"{one} judged against {ref['source']} ({_num(ref['center'], 'GB/s')})"
                        + (" and its ceiling" if phys and phys.get("threshold") else ""))
         elif phys and phys.get("threshold"):
-            out.append("# one GPU: no fleet to compare with: judged against its memory's ceiling (above)")
+            out.append(f"{one} no fleet to compare with: judged against its memory's ceiling (above)")
         else:
-            out.append("# one GPU: nothing to compare its figure with (no fleet of GPUs, no pairs, no ceiling at "
+            out.append(f"{one} nothing to compare its figure with (no fleet of GPUs, no pairs, no ceiling at "
                        "this size): reported, not judged; judge it against a stored baseline with --baseline FILE "
                        "(written by --save-baseline on a known-good run)")
     return out

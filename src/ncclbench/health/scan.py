@@ -112,6 +112,7 @@ class HealthReport:
         return {
             "hosts": list(self.fleet.hosts),
             "gpus_per_host": [self.fleet.gpus(h) for h in range(self.fleet.nhosts)],
+            "slot_unit": self.fleet.unit,  # what a slot is: "gpu", or "rank" on the CPU backend
             "faults_found": self.faults_found,
             "drain": self.drain,
             "findings": [f.to_json() for f in self.findings],
@@ -142,7 +143,8 @@ def report_from_json(doc: Mapping) -> HealthReport:
         findings.append(Finding(**kw))
     rounds = [RoundLog(**{k: r[k] for k in ("name", "purpose", "groups", "answered", "wall_s")})
               for r in doc.get("rounds", ())]
-    return HealthReport(Fleet(hosts, tuple(ranks)), findings, list(doc.get("notes", ())), rounds,
+    fleet = Fleet(hosts, tuple(ranks), str(doc.get("slot_unit", "gpu")))
+    return HealthReport(fleet, findings, list(doc.get("notes", ())), rounds,
                         dict(doc.get("host_status", {})), dict(doc.get("references", {})),
                         list(doc.get("measurements", ())),
                         {str(k): list(v) for k, v in dict(doc.get("not_judged", {})).items()})

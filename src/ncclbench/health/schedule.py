@@ -71,7 +71,7 @@ class Group:
     def label(self, fleet: Fleet) -> str:
         names = [fleet.hosts[h] for h in self.hosts]
         if self.phase == "local":
-            return f"{names[0]} gpu {self.members[0][1]}"
+            return f"{names[0]} {fleet.unit} {self.members[0][1]}"
         if self.phase == "rail":
             return f"rail {self.rail} ({len(names)} hosts)"
         text = "+".join(names)

@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..health.findings import where_text
+
 NOT_JUDGED = "not judged"
 
 
@@ -153,7 +155,7 @@ def health_cases(doc: Mapping[str, Any]) -> list[Case]:
 
 def _finding_head(f: Mapping[str, Any]) -> str:
     comp, detail, verdict = str(f.get("component", "")), str(f.get("detail", "")), str(f.get("verdict", ""))
-    where = detail if detail.startswith(comp) else " ".join(x for x in (comp, detail) if x)
+    where = where_text(comp, detail)
     head = where if verdict == comp else f"{where} {verdict}".strip()
     return head + (f" ({', '.join(f['cause'])})" if f.get("cause") else "")
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from ..atomic_file import check_output_path, write_atomically
 from ..config import BenchOptions
+from ..health.findings import finding_slot
 from ..results import ResultRow, RunInfo, RunSummary
 
 GB = 1e9
@@ -351,8 +352,9 @@ def component_verdicts(doc: Mapping[str, Any]) -> tuple[dict[tuple[str, int], tu
     for f in findings:
         comp, detail = f.get("component"), f.get("detail", "")
         why = (f.get("evidence") or [f.get("verdict", "")])[0]
-        if comp == "gpu" and f.get("hosts") and _slot(detail, "gpu") is not None:
-            key = (str(f["hosts"][0]), int(_slot(detail, "gpu") or 0))
+        slot = finding_slot(f)
+        if slot is not None and f.get("hosts"):
+            key = (str(f["hosts"][0]), slot)
             if gpus.get(key, ("",))[0] != "faulty":
                 gpus[key] = (_finding_verdict(f), f"{f.get('verdict')}: {why}")
         elif comp == "rail" and _slot(detail, "rail") is not None:
