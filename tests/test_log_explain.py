@@ -88,6 +88,26 @@ def test_a_hung_run_is_not_judged_and_names_the_hang():
     assert any(x.startswith("# Run did not finish: a header and no result row") for x in ex.lines)
 
 
+@pytest.mark.parametrize("gap", ["[...]", "...", "<snip>", "[... ? lines cut by ncclbench corpus ...]"])
+def test_a_log_that_ends_in_a_gap_says_a_hang_is_possible_not_a_fact(tmp_path, gap):
+    """A paste whose tail was cut ('...' as its last line) shows no row, but not that the run hung:
+    the rows may be what the paste lost.  The hang stays a named cause, as a possibility (WARN)."""
+    lines = (CORPUS / "h100-hang-killed.log").read_text().splitlines()[:224]  # without the kill and exit lines
+    path = tmp_path / "cut.log"
+    path.write_text("\n".join([*lines, gap, ""]))
+    run, ex = explained(path)
+    assert run.status == "interrupted" and not run.rows
+    assert "ends in a gap" in run.info.extra["end_reason"], run.info.extra["end_reason"]
+    hang, = [t for t in ex.judgement.traps.raised if t.name == "hang-no-table"]
+    assert hang.severity == "warn" and hang.evidence.startswith("possible:"), hang
+    assert "hang_no_table" in ex.judgement.traps.causes()
+    # a gap with the log going on after it: the log itself stops with no row, a fact again
+    path.write_text("\n".join([*lines[:124], gap, *lines[124:], ""]))
+    _, ex = explained(path)
+    hang, = [t for t in ex.judgement.traps.raised if t.name == "hang-no-table"]
+    assert hang.severity == "error", hang
+
+
 def test_wrong_results_fail_the_run_and_are_named():
     run, ex = explained(CORPUS / "gh-nccl-tests-37-wrong-results.log")
     assert run.status == "failed" and ex.judgement.verdict.label == "failed"

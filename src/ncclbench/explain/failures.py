@@ -17,7 +17,9 @@ shows it and the fix.  The messages are NCCL's own (NVIDIA/nccl, every tag v2.4.
 * cudawrap.h "Cuda failure %d '%s'", alloc.h "Failed to CUDA calloc", nccl-tests' "Test CUDA failure":
   CUDA errors, 'out of memory' among them;
 * a log that stops after NCCL set up its P2P connections, with no table and no error: the hang that
-  ACS on PCIe switches causes (P2P writes routed to the root complex and dropped).
+  ACS on PCIe switches causes (P2P writes routed to the root complex and dropped).  A log whose last
+  line is a gap ('...', '[snip]': the paste lost its tail) does not show where the run stopped: the
+  hang is then only possible.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def _gdr_in_use(log: NcclLogFacts | None) -> bool:
 def failure_traps(log: NcclLogFacts | None, failure_lines: Sequence[str], rows: Sequence[ResultRow], *,
                   status: str = "complete", out_of_bounds: int | None = None,  # "unknown": no nccl-tests output
                   version_note: str | None = None, nnodes: int | None = None,
-                  gpus_per_host: int | None = None) -> list[Trap]:
+                  gpus_per_host: int | None = None, ends_in_gap: bool = False) -> list[Trap]:
     """The failure signatures in a run's log (module docstring), each with the line that shows it."""
     warns = list(log.warnings) if log is not None else []
     text = warns + list(failure_lines)
@@ -165,17 +167,23 @@ def failure_traps(log: NcclLogFacts | None, failure_lines: Sequence[str], rows: 
     if status not in ("complete", "failed", "unknown") and not rows and not any(t.severity == ERROR for t in traps):
         after_p2p = log is not None and any(c.kind == "P2P" for c in log.connections)
         several = (gpus_per_host or 0) > 1
+        # a log whose last line is a gap ('...', '[snip]') was cut by whoever pasted it: no row is shown,
+        # but the rows may be what was cut, so the hang is a possibility, not what the log says
         traps.append(Trap(
             "hang-no-table",
-            "the log stops after the header with no result row and no error"
-            + (" -- after NCCL set up its P2P connections" if after_p2p else ""),
-            "re-run with NCCL_DEBUG=INFO and a timeout (-T 300 / timeout(1)); a hang right after P2P set-up is "
-            "the signature of PCIe ACS (run with NCCL_P2P_DISABLE=1 to confirm)", ERROR))
+            ("possible: no result row after the header, but the log ends in a gap (lines cut out of the paste), "
+             "so it does not show where the run stopped" if ends_in_gap else
+             "the log stops after the header with no result row and no error"
+             + (" -- after NCCL set up its P2P connections" if after_p2p else "")),
+            ("get the whole log; if the run did hang, " if ends_in_gap else "")
+            + "re-run with NCCL_DEBUG=INFO and a timeout (-T 300 / timeout(1)); a hang right after P2P set-up is "
+            "the signature of PCIe ACS (run with NCCL_P2P_DISABLE=1 to confirm)", WARN if ends_in_gap else ERROR))
+        hung = "possible" + (", if the run hung (the log ends in a gap)" if ends_in_gap else "") + ": "
         if after_p2p or several:
             traps.append(Trap(
                 "acs-iommu",
-                ("possible: a hang right after NCCL set up its P2P connections" if after_p2p else
-                 f"possible: a hang with {gpus_per_host} GPUs on one host, where NCCL uses PCIe/NVLink peer-to-peer")
+                hung + ("a hang right after NCCL set up its P2P connections" if after_p2p else
+                        f"a hang with {gpus_per_host} GPUs on one host, where NCCL uses PCIe/NVLink peer-to-peer")
                 + ": PCIe ACS routes GPU peer-to-peer writes to the root complex, where the IOMMU drops them",
                 "disable ACS on the PCIe switches and check the IOMMU (iommu=pt); NCCL_P2P_DISABLE=1 confirms "
                 "it if the run then completes", WARN))

@@ -94,6 +94,7 @@ class RunFacts:
     log_topology: LogTopology | None = None  # an imported log: the layout its lines state
     collective_source: str = ""  # how the collective was decided (imports)
     nccl_log_only: bool = False  # an import with NCCL's lines alone: no nccl-tests header, so no hang is claimed
+    ends_in_gap: bool = False  # an import whose last line is a gap ('...'): where the log stops is not where the run did
 
 
 @dataclass
@@ -321,7 +322,8 @@ def judge_facts(f: RunFacts) -> RunJudgement:
     j.traps.raised += [t for t in failure_traps(f.log, f.failure_lines, f.rows,
                                                 status="unknown" if f.nccl_log_only else f.status,
                                                 out_of_bounds=f.out_of_bounds, version_note=f.version_note,
-                                                nnodes=nnodes, gpus_per_host=_gpus_per_host(f))
+                                                nnodes=nnodes, gpus_per_host=_gpus_per_host(f),
+                                                ends_in_gap=f.ends_in_gap)
                        if (t.name, t.evidence) not in {(x.name, x.evidence) for x in j.traps.raised}]
     if not _against_the_curve(j, f, rows):
         _short_of_plateau(j, f)

@@ -72,6 +72,7 @@ def run_facts(run: Any) -> RunFacts:
     f.end_reason = info.extra.get("end_reason") or getattr(run, "end_reason", None) or ""
     f.collective_source = info.extra.get("collective_source") or ""
     f.nccl_log_only = bool(info.extra.get("nccl_log_only"))
+    f.ends_in_gap = bool(info.extra.get("ends_in_gap"))
     if summary is not None and summary.out_of_bounds:
         f.out_of_bounds = summary.out_of_bounds
     f.version_note = _version_note(info.nccl_headers_code, info.nccl_version_code, f.log)

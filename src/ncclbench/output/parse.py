@@ -132,6 +132,7 @@ class ParsedText:
     failure_lines: list[str] = field(default_factory=list)  # nccl-tests' / the launcher's failure lines
     launch_lines: list[str] = field(default_factory=list)  # command lines pasted with the log
     gaps: int = 0  # places where lines were cut out of the paste
+    ends_in_gap: bool = False  # the last line that says anything is a gap: the paste lost its tail
     preamble: tuple[str, ...] = STANDARD_PREAMBLE  # the row's leading columns, by the header's labels
     error_column: bool = False  # before nccl-tests 2.13: `error` (largest deviation) instead of `#wrong`
     launcher_prefix: str | None = None  # "open-mpi" / "srun": tags taken off every line
@@ -479,6 +480,8 @@ def parse_tests(text: str) -> list[tuple[ParsedText, list[ResultRow]]]:
             info.notes.append(line)
         else:
             info.other_lines.append(line)
+        if line.strip():
+            t.info.ends_in_gap = bool(_GAP.match(line))
         t.info.lines.append(line)
     if cur.started or cur.info.failure_lines or cur.info.nccl_lines or not done:
         done.append(cur)  # (a text with no test at all gives one empty ParsedText)

@@ -128,6 +128,9 @@ def _status(p: ParsedText, rows: list[ResultRow], failure: dict | None) -> tuple
     if not rows and not _nccl_tests_output(p, rows):
         return "interrupted", ("only NCCL's own lines, no nccl-tests output: how the run ended is not in the "
                                "text")
+    if not rows and p.ends_in_gap:
+        return "interrupted", ("a header and no result row, and the log ends in a gap (lines cut out of the paste): "
+                               "whether the run hung or its rows were lost is not in the text")
     if not rows:
         return "interrupted", ("a header and no result row: the run hung or was cut off before its first size "
                                "(no failure line in the log)")
@@ -210,6 +213,8 @@ def parse_text_log(text: str, path: str = "<text>", collective: str | None = Non
             info.extra["launch_lines"] = list(dict.fromkeys(p.launch_lines))[:5]
         if not _nccl_tests_output(p, rows):
             info.extra["nccl_log_only"] = True
+        if p.ends_in_gap:
+            info.extra["ends_in_gap"] = True
         if p.gaps:
             info.extra.setdefault("import_notes", []).append(
                 f"{p.gaps} gap(s) in the log (lines cut out of the paste): what they held is unknown")
