@@ -108,6 +108,27 @@ def test_a_log_that_ends_in_a_gap_says_a_hang_is_possible_not_a_fact(tmp_path, g
     assert hang.severity == "error", hang
 
 
+def test_a_hang_with_p2p_off_blames_no_peer_to_peer_write(tmp_path):
+    """NCCL's own lines say P2P is off: SHM copies through host memory, where PCIe ACS reroutes no
+    peer-to-peer write, so ACS is not suspected, nor is NCCL_P2P_DISABLE=1 offered as the test."""
+    lines = (CORPUS / "h100-p2p-disabled.log").read_text().splitlines()[:167]  # up to the SHM set-up, no row
+    path = tmp_path / "hung-p2p-off.log"
+    path.write_text("\n".join(lines) + "\n")
+    _, ex = explained(path)
+    hang, = [t for t in ex.judgement.traps.raised if t.name == "hang-no-table"]
+    assert hang.severity == "error" and "NCCL_P2P_DISABLE=1" not in hang.fix, hang
+    assert "acs_iommu" not in ex.judgement.traps.causes(), ex.judgement.traps.causes()
+
+
+def test_with_p2p_and_shm_off_acs_is_suspected_through_gpudirect_rdma_not_p2p():
+    """P2P and SHM off (NCCL_P2P_LEVEL=LOC, NCCL_SHM_DISABLE=1): two GPUs of one host talk through the
+    NIC; ACS can still stop it, through GPUDirect RDMA - not through peer-to-peer NCCL does not use."""
+    _, ex = explained(CORPUS / "gh-nv-peer-memory-78-p2p-shm-off.log")
+    acs, = [t for t in ex.judgement.traps.raised if t.name == "acs-iommu"]
+    assert "peer-to-peer writes" not in acs.evidence and "network transport" in acs.evidence, acs
+    assert "NCCL_NET_GDR_LEVEL=LOC" in acs.fix and "NCCL_P2P_DISABLE=1" not in acs.fix, acs
+
+
 def test_wrong_results_fail_the_run_and_are_named():
     run, ex = explained(CORPUS / "gh-nccl-tests-37-wrong-results.log")
     assert run.status == "failed" and ex.judgement.verdict.label == "failed"

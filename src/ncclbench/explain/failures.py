@@ -19,7 +19,8 @@ shows it and the fix.  The messages are NCCL's own (NVIDIA/nccl, every tag v2.4.
 * a log that stops after NCCL set up its P2P connections, with no table and no error: the hang that
   ACS on PCIe switches causes (P2P writes routed to the root complex and dropped).  A log whose last
   line is a gap ('...', '[snip]': the paste lost its tail) does not show where the run stopped: the
-  hang is then only possible.
+  hang is then only possible.  Where NCCL's lines say P2P is off, no peer-to-peer write is left for
+  ACS to drop: with SHM on it is not suspected; with SHM off too, only through GPUDirect RDMA.
 """
 
 from __future__ import annotations
@@ -167,6 +168,8 @@ def failure_traps(log: NcclLogFacts | None, failure_lines: Sequence[str], rows: 
     if status not in ("complete", "failed", "unknown") and not rows and not any(t.severity == ERROR for t in traps):
         after_p2p = log is not None and any(c.kind == "P2P" for c in log.connections)
         several = (gpus_per_host or 0) > 1
+        # NCCL's own lines say P2P is off: no peer-to-peer write between its GPUs for ACS to reroute
+        p2p_off = log is not None and log.p2p_disabled is True
         # a log whose last line is a gap ('...', '[snip]') was cut by whoever pasted it: no row is shown,
         # but the rows may be what was cut, so the hang is a possibility, not what the log says
         traps.append(Trap(
@@ -176,10 +179,22 @@ def failure_traps(log: NcclLogFacts | None, failure_lines: Sequence[str], rows: 
              "the log stops after the header with no result row and no error"
              + (" -- after NCCL set up its P2P connections" if after_p2p else "")),
             ("get the whole log; if the run did hang, " if ends_in_gap else "")
-            + "re-run with NCCL_DEBUG=INFO and a timeout (-T 300 / timeout(1)); a hang right after P2P set-up is "
-            "the signature of PCIe ACS (run with NCCL_P2P_DISABLE=1 to confirm)", WARN if ends_in_gap else ERROR))
+            + "re-run with NCCL_DEBUG=INFO and a timeout (-T 300 / timeout(1))"
+            + ("" if p2p_off else "; a hang right after P2P set-up is the signature of PCIe ACS (run with "
+               "NCCL_P2P_DISABLE=1 to confirm)"), WARN if ends_in_gap else ERROR))
         hung = "possible" + (", if the run hung (the log ends in a gap)" if ends_in_gap else "") + ": "
-        if after_p2p or several:
+        if p2p_off and log is not None and log.shm_disabled is True and several:
+            # P2P and SHM off: the GPUs of one host talk through NCCL's network transport; ACS still
+            # stops GPUDirect RDMA (the NIC's peer-to-peer reads and writes of GPU memory)
+            traps.append(Trap(
+                "acs-iommu",
+                hung + f"a hang with {gpus_per_host} GPUs on one host whose traffic NCCL sends through its network "
+                f"transport ({log.p2p_disabled_reason or 'P2P off'}, SHM off): with GPUDirect RDMA the NIC reads "
+                "and writes GPU memory peer-to-peer, which PCIe ACS routes to the root complex, where the IOMMU "
+                "drops it",
+                "disable ACS on the PCIe switches and check the IOMMU (iommu=pt); NCCL_NET_GDR_LEVEL=LOC (GDR off) "
+                "confirms it if the run then completes", WARN))
+        elif not p2p_off and (after_p2p or several):
             traps.append(Trap(
                 "acs-iommu",
                 hung + ("a hang right after NCCL set up its P2P connections" if after_p2p else
