@@ -37,7 +37,10 @@ EXPLAINED = {
     "gh-nccl-tests-119-healthy-a100-3nodes.log":
         "the maintainer judged 96 GB/s against 4 HDR NICs per node, which the log does not state (no NCCL "
         "INFO line, 4 of 24 device lines kept): the NIC count and speed are never assumed, so the run is not "
-        "judged rather than called healthy -- and not called below either",
+        "judged rather than called healthy -- and not called below either. Even with its 24 device lines (3 hosts "
+        "of 8) the ceiling stays unknown: the NICs are in no line. The corpus README asks for 'the verdict the log "
+        "supports, not the one the thread reached with facts the log lacks', as the p4de entry has it "
+        "(not_judged); this entry's as_expected rests on the thread's 4 HDR NICs per node",
     "gh-nccl-340-nvlink-bridge-unseated.log":
         "a partly seated NVLink bridge leaves no trace in the kept fragment (the head of the paste: launch line, "
         "header, one row); only NVML's link state (a live run's topology) can show it",
@@ -181,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     results = evaluate(args.manifest)
     meta = {"date": time.strftime("%Y-%m-%d"), "commit": commit(),
             "machine": "CPU only (explain reads logs, no GPU needed)",
-            "command": "python bench/log_corpus_eval.py --out bench/results"}
+            "command": " ".join(["python bench/log_corpus_eval.py", *(argv if argv is not None else sys.argv[1:])])}
     md = markdown(results, meta)
     if args.verbose:
         for r in results:
