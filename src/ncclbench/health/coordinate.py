@@ -30,6 +30,7 @@ from .judge import thresholds_for
 from .output import emit, scan_document
 from .runtime import LiveRounds, fleet_from
 from .scan import HealthReport, ScanConfig, run_scan
+from .sharing import shared_devices, sharing_note
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,10 @@ def apply_facts(fleet: Fleet, cfg: ScanConfig, answers: dict[int, dict],
     if crowded and cfg.thresholds.judge_latency:
         cfg = dataclasses.replace(cfg, thresholds=dataclasses.replace(cfg.thresholds, judge_latency=False),
                                   notes=(*cfg.notes, latency_note(crowded)))
+    devices = shared_devices(answers)
+    if devices:
+        note = sharing_note(fleet, devices)
+        cfg = dataclasses.replace(cfg, devices=devices, notes=(*cfg.notes, *([note] if note else [])))
     facts["thresholds"] = cfg.thresholds.describe()
     gpus = {r: a for r, a in answers.items() if a.get("pci")}
     if not gpus:

@@ -52,4 +52,5 @@ def latency_note(crowded: list[tuple[int, int]]) -> str:
     """The report's line saying why latency is not judged on crowded machines."""
     where = "; ".join(f"{n} ranks on {c} CPU(s)" for n, c in crowded)
     return (f"latency not judged (measured and reported): the CPU backend's ranks outnumber their machine's CPUs "
-            f"({where}), so a few-microsecond time is the scheduler's, not the transport's; bandwidth is judged")
+            f"({where}), so a few-microsecond time is the scheduler's, not the transport's; bandwidth is judged, "
+            f"each pair against pairs run with as many ranks at once")

@@ -174,6 +174,9 @@ class RoundResult:
     # the round was cut (health/runtime.py STRAGGLER_K); busbw holds the bound; the whole-phase
     # model (`model.Measurement.upper_bound`) takes it as a censored measurement
     upper_bound: dict[int, str] = field(default_factory=dict)
+    # group -> the most ranks of its round on one of its devices, where ranks share devices
+    # (`sharing.round_loads`); absent: 1 (every rank on a device of its own)
+    load: dict[int, int] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, n: int) -> RoundResult:

@@ -36,6 +36,22 @@ when the round's deadline passed gives only an upper bound on its busbw.  It
 enters at that bound, which errs toward "faster than it was": it can convict
 a component only when even the bound is slow, and it is never part of the
 reference another component is compared with (its true value is unknown).
+
+Shared devices: where ranks of different groups share one GPU (fake hosts on one
+machine) or one crowded machine's CPUs, a pair's busbw depends on what else ran on
+its device in that round (two pairs at 2 ranks a GPU and at 3 ranks a GPU differ by
+3 %: 5 fake hosts on 2x H200, 2026-11-28; on a crowded 2-core machine a pair beside
+a second busy pair ran 100x slower).  Each measurement carries its `load` (the most
+ranks the round ran on one of its devices, 1 where every rank has its own), and a pair
+is compared only through pairs measured at the same load: each load class enters
+relative to its own median, and a class of fewer than three pairs is not judged.
+
+Consistency: the model explains slow pairs by slow hosts and links.  When pairs that
+hold no convicted host and are no confirmed link are as slow as a convicted host's best
+pair, the slow pairs do not follow the components (an unsteady machine, or more faults
+than the pairs can tell apart): the model then convicts nothing and says so, and the
+round-by-round verdicts stand alone (a CPU-backend scan of 6 ranks on 2 busy cores put
+4 of its 10 pairs at 0.01x with no host common to them, CI 2026-11-28).
 """
 
 from __future__ import annotations
@@ -59,6 +75,7 @@ class Measurement:
     busbw: float  # GB/s
     label: str  # "pairs r2" - the round it came from, for the evidence
     upper_bound: bool = False  # censored: the true busbw is below this (a group past the deadline)
+    load: int = 1  # the most ranks its round ran on one of its devices (1: every rank its own)
 
 
 @dataclass(frozen=True)
@@ -73,6 +90,8 @@ class Conviction:
     measured: float  # GB/s, median of its pairs
     reference: float  # GB/s, median of the reference pairs
     evidence: list[str] = field(default_factory=list)
+    best: float = float("nan")  # log busbw of its best measurement (a host: its best pair)
+    noise: float = float("nan")  # the log spread it was judged with
 
 
 @dataclass
@@ -90,21 +109,60 @@ class _Pairs:
     censored: set[tuple[int, int]]
 
 
-def _collect(measurements: Iterable[Measurement]) -> _Pairs:
+def _collect(measurements: Iterable[Measurement]) -> tuple[_Pairs, list[str]]:
     """The pairs' log busbw: per round the median over its measurements (the rails of one
     pair), then the best round: a pair is slow only when every round measured it slow, so a
-    one-off dip in one round (noise) convicts nothing, as a fault must repeat to be named."""
+    one-off dip in one round (noise) convicts nothing, as a fault must repeat to be named.
+    Where the measurements ran at more than one load (shared devices, see the module),
+    each enters relative to the median of its load class, and a class of fewer than three
+    pairs is left out (said in the notes)."""
+    ms = [m for m in measurements if np.isfinite(m.busbw) and m.busbw > 0]
+    shift, notes = _load_shifts(ms)
     logs: dict[tuple[int, int], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     censored = set()
-    for m in measurements:
-        if not np.isfinite(m.busbw) or m.busbw <= 0:
+    for m in ms:
+        if m.load not in shift:
             continue
         key = (min(m.hosts), max(m.hosts))
-        logs[key][m.label].append(float(np.log(m.busbw)))
+        logs[key][m.label].append(float(np.log(m.busbw)) - shift[m.load])
         if m.upper_bound:
             censored.add(key)
     value = {k: max(float(np.median(v)) for v in by_round.values()) for k, by_round in logs.items()}
-    return _Pairs(value, {k: len(v) for k, v in logs.items()}, censored)
+    return _Pairs(value, {k: len(v) for k, v in logs.items()}, censored), notes
+
+
+UPPER_QUANTILE = 75  # percent
+MIN_CLASS_PAIRS = 3  # as judge.Thresholds.min_groups: fewer pairs give no median to compare with
+
+
+def _load_shifts(ms: Sequence[Measurement]) -> tuple[dict[int, float], list[str]]:
+    """Per load class, what to subtract from its log busbw: 0 where there is one class (every
+    rank on its own device: the figures as measured); else the class's upper quartile less the
+    largest class's, so values stay in the largest class's GB/s.  Classes of too few pairs are left out."""
+    loads = {m.load for m in ms}
+    if len(loads) <= 1:
+        return {load: 0.0 for load in loads}, []
+    by_load: dict[int, list[Measurement]] = defaultdict(list)
+    for m in ms:
+        by_load[m.load].append(m)
+    pairs = {load: {tuple(sorted(m.hosts)) for m in v} for load, v in by_load.items()}
+    kept = {load for load in by_load if len(pairs[load]) >= MIN_CLASS_PAIRS}
+    notes = [f"{len(pairs[load])} pair(s) measured with {load} ranks on one shared device (a GPU or a crowded "
+             f"machine's CPUs): too few at that load to compare (pairs are compared only at equal load)"
+             for load in sorted(set(by_load) - kept)]
+    if not kept:
+        return {}, notes
+    main = max(kept, key=lambda load: (len(by_load[load]), -load))
+    # a class's healthy level is its upper quartile: a fault only lowers a pair, and one slow host
+    # sits in up to half a small class's pairs (its median would move with it)
+    center = {load: float(np.percentile([np.log(m.busbw) for m in by_load[load] if not m.upper_bound] or [np.nan],
+                                        UPPER_QUANTILE))
+              for load in kept}
+    shift = {load: center[load] - center[main] for load in kept if np.isfinite(center[load])}
+    notes.append("ranks share devices (" + ", ".join(f"{len(pairs[load])} pairs at {load} rank(s) a device"
+                                                     for load in sorted(kept)) +
+                 "): each pair compared with pairs run at the same load")
+    return shift, notes
 
 
 def _noise(values: Sequence[float], floor: float) -> tuple[float, float]:
@@ -141,7 +199,7 @@ def _host_test(h: int, active: list[tuple[int, int]], p: _Pairs, floor: float,
     line = (f"{names[h]}: {len(own)} of {len(own)} pairs at {factor:.2f}x or less of the others' pairs "
             f"(its pairs: {_fmt_pairs(own, p, names)} GB/s; the {len(others)} pair(s) without it: median "
             f"{np.exp(ref):.3g} GB/s, noise {s:.1%}; best pair z {z:+.1f})")
-    return Conviction(HOST, (h,), factor, float(z), True, measured, float(np.exp(ref)), [line])
+    return Conviction(HOST, (h,), factor, float(z), True, measured, float(np.exp(ref)), [line], best, s)
 
 
 def _link_test(q: tuple[int, int], active: list[tuple[int, int]], p: _Pairs, floor: float, limit_z: float,
@@ -169,17 +227,17 @@ def _link_test(q: tuple[int, int], active: list[tuple[int, int]], p: _Pairs, flo
             f"both hosts fast elsewhere: {_fmt_pairs(fine[a][:2], p, names)}; {_fmt_pairs(fine[b][:2], p, names)}")
     if n < 2:
         line += "; measured in one round only: not confirmed"
-    return Conviction(LINK, q, factor, float(z), n >= 2, float(np.exp(p.value[q])), float(np.exp(ref)), [line])
+    return Conviction(LINK, q, factor, float(z), n >= 2, float(np.exp(p.value[q])), float(np.exp(ref)), [line],
+                      p.value[q], s)
 
 
 def judge_pairs(measurements: Iterable[Measurement], hosts: Sequence[int], names: Sequence[str],
                 floor: float, limit_z: float) -> ModelResult:
     """The slow hosts, then the slow links, of a pair phase (see the module docstring).
     hosts: the hosts the phase measured; names: index -> host name."""
-    p = _collect(measurements)
+    p, notes = _collect(measurements)
     active = sorted(p.value)
     out: list[Conviction] = []
-    notes: list[str] = []
     convicted: set[int] = set()
     while True:
         tests = [c for h in hosts if h not in convicted
@@ -197,4 +255,32 @@ def judge_pairs(measurements: Iterable[Measurement], hosts: Sequence[int], names
     if len(active) < 3:
         notes.append(f"{len(active)} host pair(s) left to compare with each other: too few to tell a slow host "
                      "or link from the rest (a baseline or the line rate would judge them)")
+    unexplained = _unexplained(out, active, p, limit_z, names)
+    if unexplained:
+        notes.append(unexplained)
+        return ModelResult([], notes)
     return ModelResult(out, notes)
+
+
+def _unexplained(out: Sequence[Conviction], active: Sequence[tuple[int, int]], p: _Pairs, limit_z: float,
+                 names: Sequence[str]) -> str:
+    """Why the convictions do not explain the slow pairs ("" when they do): pairs that hold no
+    convicted host and are no confirmed link, slow in themselves and as slow as a convicted
+    component's measurement (both within limit_z of its noise)."""
+    explained = {c.hosts for c in out if c.kind == LINK and c.confirmed}
+    free = [q for q in active if q not in explained and q not in p.censored]
+    worst = ""
+    for c in out:
+        if not c.confirmed or not (np.isfinite(c.best) and np.isfinite(c.noise)):
+            continue
+        level = c.best + limit_z * c.noise  # as slow as it: within the limit of its best measurement
+        slow = np.log(c.reference) - limit_z * c.noise  # and slow in itself
+        alike = sorted((q for q in free if q != c.hosts and p.value[q] <= min(level, slow)), key=lambda q: p.value[q])
+        if alike:
+            who = names[c.hosts[0]] if c.kind == HOST else " <-> ".join(names[h] for h in c.hosts)
+            worst = (f"pairs model not judged: {who} measured {np.exp(c.best):.3g} GB/s at best, but "
+                     f"{len(alike)} pair(s) without a convicted host were as slow ({_fmt_pairs(alike[:3], p, names)} "
+                     f"GB/s): the slow pairs do not follow one host or link (an unsteady machine, or more faults "
+                     f"than the pairs tell apart); the round-by-round verdicts stand")
+            break
+    return worst

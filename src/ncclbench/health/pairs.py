@@ -18,12 +18,13 @@ different rounds): at most as many rounds again as the tournament had.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .findings import LINK, NO_ANSWER_C, NO_ANSWER_V, NODE_NIC, RAIL, SLOW_V, SUSPECT_V, Finding
+from .findings import FLEET, LINK, NO_ANSWER_C, NO_ANSWER_V, NODE_NIC, RAIL, SLOW_V, SUSPECT_V, UNJUDGED_V, Finding
 from .fleet import Fleet
 from .judge import MOVED_Z, OK, Baseline, References, RoundResult, Thresholds
 from .localize import BAD, CONTROLS_PER_SHAPE, DEFAULT_THRESHOLDS, VERDICT, PhaseScan, Recorded, is_fleet
@@ -264,7 +265,7 @@ class PairScan(PhaseScan):
                 if factor is not None:
                     a, b = g.hosts
                     out.append(Measurement((a, b), float(res.busbw[i]) / factor, rec.round.name,
-                                           upper_bound=i in res.upper_bound))
+                                           upper_bound=i in res.upper_bound, load=res.load.get(i, 1)))
         return out
 
     def round_factor(self, rec: Recorded, shape: str) -> float | None:
@@ -285,7 +286,12 @@ class PairScan(PhaseScan):
     def _with_model(self, out: list[Finding]) -> list[Finding]:
         """The round-by-round findings, completed by the model: a host or link it convicts that
         no confirmed finding names yet is named (replacing a mere suspect of the same component)."""
-        for c in self.model().convictions:
+        model = self.model()
+        if model.notes:
+            out = out + [Finding(FLEET, (), UNJUDGED_V, f"{self.phase} model", evidence=list(model.notes))]
+        if any(rec.result.load for rec in self.records):
+            out = self._shared_needs_model(out, model)
+        for c in model.convictions:
             names = tuple(self.fleet.hosts[h] for h in c.hosts)
             comp = NODE_NIC if c.kind == HOST else LINK
             same = [f for f in out if f.hosts == names and f.component in (comp, NO_ANSWER_C)]
@@ -299,6 +305,20 @@ class PairScan(PhaseScan):
             out.append(Finding(comp, names, SLOW_V if c.confirmed else SUSPECT_V, detail, c.measured, c.reference,
                                c.z, evidence=evidence, pct_expected=self._pct(self._shape_of_pairs(), c.measured)))
         return out
+
+    def _shared_needs_model(self, out: list[Finding], model: ModelResult) -> list[Finding]:
+        """Where ranks share devices (`sharing.py`), a round's fleet mixes pairs run at different
+        loads, so a busbw verdict of the rounds stands only where the model, which compares pairs
+        at equal load, convicts the same host or link; elsewhere it stays a suspect, said why."""
+        convicted = {tuple(self.fleet.hosts[h] for h in c.hosts) for c in model.convictions if c.confirmed}
+        kept = []
+        for f in out:
+            if f.component in (NODE_NIC, LINK) and f.verdict == SLOW_V and f.hosts not in convicted:
+                f = dataclasses.replace(f, verdict=SUSPECT_V, evidence=[
+                    *f.evidence, "not confirmed: ranks share devices, so these rounds mixed pairs run at different "
+                    "loads; the whole-phase model, comparing pairs at equal load only, does not convict it"])
+            kept.append(f)
+        return kept
 
     def _shape_of_pairs(self) -> str:
         """The shape of this phase's pair groups (for the % of the ceiling)."""

@@ -24,6 +24,7 @@ from .localize import RepeatScan
 from .pairs import PairScan
 from .physics import PhysicsRef
 from .schedule import PAIR_SHAPES, PHASES, Group, Round, intra_groups, local_groups, make_round, rail_groups
+from .sharing import round_loads
 
 # what a host can come out as; all but healthy and faulty leave the scan unresolved (exit 9)
 NOT_JUDGED_S = "not judged"
@@ -43,6 +44,7 @@ class ScanConfig:
     physics: Mapping[str, PhysicsRef] | None = None  # per shape: its ceiling's threshold at the scan's size
     causes: Mapping[str, HostCauses] | None = None  # per host: explain's traps (named in the findings)
     notes: tuple[str, ...] = ()  # what the set-up found that the report must say (crowding.latency_note)
+    devices: Mapping[int, str] = field(default_factory=dict)  # world rank -> device it shares (sharing.py)
 
     def __post_init__(self) -> None:
         bad = [p for p in self.phases if p not in PHASES]
@@ -194,6 +196,10 @@ def run_scan(fleet: Fleet, config: ScanConfig, run_round: RunRound,
                 notes.append(f"scan ended during {rnd.name}: {stop}; later rounds did not run")
                 ended = True
                 break
+            loads, time_sliced = round_loads(rnd, fleet, config.devices)
+            result.load.update(loads)
+            for i, why in time_sliced.items():
+                result.unsteady_lat.setdefault(i, why)
             logs.append(RoundLog(rnd.name, rnd.purpose, len(rnd.groups),
                                  int(np.isfinite(result.busbw).sum()), result.wall_s))
             scan.record(rnd, result)
