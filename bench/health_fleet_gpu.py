@@ -6,7 +6,8 @@
 Every case is one `ncclbench health --phases pairs` scan over fake hosts (bench/fakehosts.py:
 network + UTS namespaces, NCCL_HOSTID, veths into a bridge), one rank per host, the hosts sharing
 the GPUs round robin (NCCL allows two ranks on one GPU when their hosts differ; the pairs phase
-only, as a one-GPU figure would measure the sharing).  Every veth is shaped with tc tbf to BASE so
+only, as a one-GPU figure would measure the sharing); an odd fleet's hosts all share GPU 0
+(`gpus_for`: every round then runs as many ranks on it).  Every veth is shaped with tc tbf to BASE so
 the network, not the CPUs, sets the pace; a case then slows one host's veth to 75, 50 or 25 % of
 BASE ("nic"), or one host pair's traffic on both ends to 50 % ("link"), or nothing ("healthy").
 
@@ -172,6 +173,18 @@ def scan_argv(mode: Mode, js: Path, drain: Path) -> list[str]:
             "--no-store", "--json", str(js), "--drain", str(drain)]
 
 
+def gpus_for(nhosts: int, ngpus: int | None) -> int | None:
+    """The GPUs a fleet's fake hosts share: all of them for an even fleet (every round then runs
+    every host, so each GPU as many ranks), one for an odd fleet.  An odd fleet leaves one host out
+    of each pair round; spread over 2 GPUs, its rounds alternate between 2 and 3 ranks on GPU 0
+    (5 hosts: pairs 3 % slower at 3), which ncclbench health rightly refuses to compare
+    (health/sharing.py); on one GPU every round runs as many ranks as the next, as on a fleet
+    where each rank has its own GPU."""
+    if ngpus is None or nhosts % 2 == 0:
+        return ngpus
+    return 1
+
+
 def run_case(case: Case, mode: Mode, tools: fakehosts.Tools, out: Path, ngpus: int | None,
              bound_s: float = 240) -> dict:
     """Make the fleet, shape it, scan (killed past `bound_s`: the budget), judge the verdict."""
@@ -179,7 +192,7 @@ def run_case(case: Case, mode: Mode, tools: fakehosts.Tools, out: Path, ngpus: i
     d.mkdir(parents=True, exist_ok=True)
     base = f"{mode.base_mbit}mbit"
     slow_rate = f"{mode.base_mbit * case.pct // 100}mbit"
-    with fakehosts.FakeHosts(case.hosts, 1, tools, ngpus=ngpus, share_gpus=True) as fh:
+    with fakehosts.FakeHosts(case.hosts, 1, tools, ngpus=gpus_for(case.hosts, ngpus), share_gpus=True) as fh:
         if len(fh.hosts) < case.hosts:
             return {"status": "not run", "why": f"{len(fh.hosts)} of {case.hosts} fake hosts made"}
         s = case.slow()

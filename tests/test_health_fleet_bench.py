@@ -81,3 +81,8 @@ def test_the_dry_run_makes_and_shapes_each_fleet_and_records_what_the_budget_lef
     ran = [n for n, r in doc["cases"].items() if r["status"] == "dry"]
     assert doc["tally"]["not run"] == [n for n in doc["cases"] if n not in ran]
     assert "| 4h-nic25-1 |" in (out / "summary.md").read_text()
+
+
+def test_odd_fleets_share_one_gpu_so_every_round_runs_as_many_ranks_on_it():
+    assert [hf.gpus_for(n, 2) for n in (3, 4, 5, 8)] == [1, 2, 1, 2]
+    assert hf.gpus_for(5, None) is None  # the CPU dry run: no GPUs to share

@@ -32,10 +32,13 @@ def test_gpu_shared_by_fake_hosts_is_found_and_own_gpus_are_not():
 
 
 def test_crowded_cpus_are_shared_and_roomy_ones_are_not():
-    crowded = {r: {"machine": "m", "cpus": [0, 1]} for r in range(4)}
+    crowded = {r: {"backend": "mpi", "machine": "m", "cpus": [0, 1]} for r in range(4)}
     assert set(shared_devices(crowded)) == {0, 1, 2, 3}
-    roomy = {r: {"machine": "m", "cpus": list(range(16))} for r in range(4)}
+    roomy = {r: {"backend": "mpi", "machine": "m", "cpus": list(range(16))} for r in range(4)}
     assert shared_devices(roomy) == {}
+    # GPU ranks whose PCI address is unknown are not CPU ranks: their CPUs are not the device
+    gpus = {r: {"backend": "nccl", "machine": "m", "cpus": [0, 1], "pci": None} for r in range(4)}
+    assert shared_devices(gpus) == {}
 
 
 def test_round_load_counts_the_ranks_on_a_pairs_devices_and_flags_time_slicing():
@@ -110,3 +113,12 @@ def test_slow_pairs_with_no_common_host_convict_nothing_and_say_why():
                                                     (2, 4): 0.03}.items()]
     res = judge_pairs(ms, [0, 1, 2, 4, 5], NAMES, 0.10, Z)
     assert [(c.kind, c.hosts) for c in res.convictions if c.confirmed] == [(HOST, (2,))]
+
+
+def test_a_later_round_divided_by_its_controls_joins_the_fleet_level_not_a_class_of_its_own():
+    """A slow link among 5 fake hosts: its fleet round at 3 ranks a GPU, its re-run (already divided
+    by its controls) at no load class of its own: two rounds, so the link is confirmed."""
+    ms = [m for m in five_host_scan() if m.hosts != (1, 3)]
+    ms += [Measurement((1, 3), 0.23, "pairs r2", load=2), Measurement((1, 3), 0.231, "pairs r8", load=0)]
+    res = judge_pairs(ms, range(5), NAMES, FLOOR, Z)
+    assert [(c.kind, c.hosts, c.confirmed) for c in res.convictions] == [(LINK, (1, 3), True)], res.notes

@@ -75,7 +75,9 @@ class Measurement:
     busbw: float  # GB/s
     label: str  # "pairs r2" - the round it came from, for the evidence
     upper_bound: bool = False  # censored: the true busbw is below this (a group past the deadline)
-    load: int = 1  # the most ranks its round ran on one of its devices (1: every rank its own)
+    load: int = 1  # the most ranks its round ran on one of its devices (1: every rank its own);
+    # CONTROLLED: a later round already divided by its controls (same round, same load), so at the
+    # fleet rounds' level: it joins the largest class
 
 
 @dataclass(frozen=True)
@@ -135,16 +137,20 @@ UPPER_QUANTILE = 75  # percent
 MIN_CLASS_PAIRS = 3  # as judge.Thresholds.min_groups: fewer pairs give no median to compare with
 
 
+CONTROLLED = 0
+
+
 def _load_shifts(ms: Sequence[Measurement]) -> tuple[dict[int, float], list[str]]:
     """Per load class, what to subtract from its log busbw: 0 where there is one class (every
     rank on its own device: the figures as measured); else the class's upper quartile less the
     largest class's, so values stay in the largest class's GB/s.  Classes of too few pairs are left out."""
-    loads = {m.load for m in ms}
+    loads = {m.load for m in ms} - {CONTROLLED}
     if len(loads) <= 1:
-        return {load: 0.0 for load in loads}, []
+        return {load: 0.0 for load in loads | {CONTROLLED}}, []
     by_load: dict[int, list[Measurement]] = defaultdict(list)
     for m in ms:
-        by_load[m.load].append(m)
+        if m.load != CONTROLLED:
+            by_load[m.load].append(m)
     pairs = {load: {tuple(sorted(m.hosts)) for m in v} for load, v in by_load.items()}
     kept = {load for load in by_load if len(pairs[load]) >= MIN_CLASS_PAIRS}
     notes = [f"{len(pairs[load])} pair(s) measured with {load} ranks on one shared device (a GPU or a crowded "
@@ -159,6 +165,7 @@ def _load_shifts(ms: Sequence[Measurement]) -> tuple[dict[int, float], list[str]
                                         UPPER_QUANTILE))
               for load in kept}
     shift = {load: center[load] - center[main] for load in kept if np.isfinite(center[load])}
+    shift[CONTROLLED] = 0.0
     notes.append("ranks share devices (" + ", ".join(f"{len(pairs[load])} pairs at {load} rank(s) a device"
                                                      for load in sorted(kept)) +
                  "): each pair compared with pairs run at the same load")

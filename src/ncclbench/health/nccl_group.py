@@ -365,13 +365,14 @@ class GpuRankService:
         """("setup", {"slot", "topology"}) -> this rank's GPU, its PCI address, the NCCL
         version, its NCCL_* settings and, when asked, the host's topology facts (explain.gather)."""
         from .causes import nccl_settings
+        from .crowding import machine_facts
 
         gpu = self._gpu()
         device = gpu.choose_device(int(request["slot"]))
         props = gpu.props
         answer: dict[str, Any] = {"backend": Backend.NCCL.value, "device": device, "nccl": gpu.lib.version,
                                   "pci": props.pci_hex if props else None, "gpu": props.name if props else None,
-                                  "env": nccl_settings()}
+                                  "env": nccl_settings(), **machine_facts()}  # machine: GPUs shared (sharing.py)
         if request.get("topology"):
             if self.read_topology is None:
                 from ..explain.gather import read_topology

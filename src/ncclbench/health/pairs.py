@@ -28,7 +28,7 @@ from .findings import FLEET, LINK, NO_ANSWER_C, NO_ANSWER_V, NODE_NIC, RAIL, SLO
 from .fleet import Fleet
 from .judge import MOVED_Z, OK, Baseline, References, RoundResult, Thresholds
 from .localize import BAD, CONTROLS_PER_SHAPE, DEFAULT_THRESHOLDS, VERDICT, PhaseScan, Recorded, is_fleet
-from .model import HOST, Measurement, ModelResult, judge_pairs
+from .model import CONTROLLED, HOST, Measurement, ModelResult, judge_pairs
 from .pair_state import Obs, PairState, is_aggregate, pair_aggregate
 from .physics import PhysicsRef
 from .schedule import Round, all_pairs_by_default, disjoint_pairs, make_round, pair_groups, round_robin
@@ -264,8 +264,10 @@ class PairScan(PhaseScan):
                 factor = 1.0 if is_fleet(rec.round) or single else self.round_factor(rec, g.shape)
                 if factor is not None:
                     a, b = g.hosts
+                    # a later round divided by its controls is at the fleet rounds' level (CONTROLLED)
+                    load = res.load.get(i, 1) if is_fleet(rec.round) or single else CONTROLLED
                     out.append(Measurement((a, b), float(res.busbw[i]) / factor, rec.round.name,
-                                           upper_bound=i in res.upper_bound, load=res.load.get(i, 1)))
+                                           upper_bound=i in res.upper_bound, load=load))
         return out
 
     def round_factor(self, rec: Recorded, shape: str) -> float | None:

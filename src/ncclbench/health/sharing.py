@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from ..config import Backend
 from .fleet import Fleet
 from .schedule import Round
 
@@ -39,7 +40,7 @@ def shared_devices(answers: Mapping[int, Mapping[str, Any]]) -> dict[int, str]:
             continue
         if a.get("pci"):
             device[r] = f"gpu {a['pci']} on {machine}"
-        elif a.get("cpus"):
+        elif a.get("cpus") and a.get("backend") == Backend.MPI.value:
             ranks_on[machine] += 1
             cpus.setdefault(machine, set()).update(int(c) for c in a["cpus"])
             device[r] = f"cpus of {machine}"
