@@ -9,6 +9,9 @@
 #              the injected causes); EXPLAIN_S (330)
 #   gate       issue 31: bench/gate_trials.py gpu --ngpus 2 (calibrated injections, 20 trials);
 #              GATE_S (560), the script's own --budget-s is GATE_S - 40
+#   gate_latency  issue 31 item 3: bench/gate_trials.py gpu --ngpus 2 --only latency (the +30 % latency case
+#              and its control, every run measured with --gate, 20 trials); GATE_LATENCY_S (260), the
+#              script's own --budget-s is GATE_LATENCY_S - 30
 #   health     issue 29: bench/health_fleet_gpu.py over fake hosts (needs .gpuwork/ipr, made by
 #              bench/fetch_iproute2.sh); HEALTH_S (430); HEALTH_CASES picks cases (its --cases)
 #   gpu_tests  pytest tests/gpu with the time left (the log says how far it got)
@@ -27,6 +30,7 @@ STEP_MIN_S=${STEP_MIN_S:-60}
 KILL_GRACE_S=${KILL_GRACE_S:-10}
 EXPLAIN_S=${EXPLAIN_S:-330}
 GATE_S=${GATE_S:-560}
+GATE_LATENCY_S=${GATE_LATENCY_S:-260}
 HEALTH_S=${HEALTH_S:-430}
 DRY=${GPU_DRY:-}
 mkdir -p "$OUT"
@@ -83,6 +87,9 @@ for s in "$@"; do
                --budget-s $((EXPLAIN_S - 30)) ;;
     gate) step gate "$GATE_S" "$PY" bench/gate_trials.py gpu --ngpus 2 --trials 20 --budget-s $((GATE_S - 40)) \
             --out "$OUT/gate" --results "$OUT/gate/gate-trials-gpu.md" ;;
+    gate_latency) step gate_latency "$GATE_LATENCY_S" "$PY" bench/gate_trials.py gpu --ngpus 2 --only latency \
+                    --trials 20 --budget-s $((GATE_LATENCY_S - 30)) --args=--no-explain --out "$OUT/gate_latency" \
+                    --results "$OUT/gate_latency/gate-trials-gpu-latency.md" ;;
     health) step health "$HEALTH_S" "$PY" bench/health_fleet_gpu.py "$OUT/health/hf" --iproute2 .gpuwork/ipr \
               --budget-s $((HEALTH_S - 30)) ${HEALTH_CASES:+--cases "$HEALTH_CASES"} ;;
     gpu_tests) step gpu_tests "$(left)" "$PY" -m pytest tests/gpu -v -rfs -p no:cacheprovider

@@ -183,8 +183,9 @@ def test_gate_one_slow_size_does_not_move_a_figure():
     p = base.rows[0].out_of_place.per_iter
     se = p.cv_pct / 100 / math.sqrt(len(p.times_us) - p.skipped_iterations)  # 14.5 % CV at 8 B
     assert g.failing_sizes == [8]
-    # the baseline's standard error on both sides (never the checked run's)
-    assert g.failures[0].limit_pct == pytest.approx(100 * math.expm1(noise.Z_KNOWN * math.hypot(se, se)))
+    # the baseline's standard error on both sides (never the checked run's), Student's t on its samples' dof
+    dof = len(p.times_us) - p.skipped_iterations - 1
+    assert g.failures[0].limit_pct == pytest.approx(100 * math.expm1(noise.noise_multiple(dof) * math.hypot(se, se)))
     j = next(j for j in g.judgements if j.figure == "size 8")
     assert j.noise.source.startswith("the baseline's -I samples") and not j.noise.whole_run_known
     within = scaled(base, lambda s: s == 8, 1.06)  # inside that size's own jitter: beyond 5 %, within its noise

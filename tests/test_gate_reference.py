@@ -96,16 +96,19 @@ def test_issue_drops_fail_against_one_run_with_the_assumed_noise(drop):
 
 def test_a_jittery_one_run_baseline_widens_its_assumed_noise():
     """A baseline whose own sizes jitter by 50 % was measured on a machine noisier than the
-    declared priors: its roughness stands in (still 'assumed'), so the limit widens."""
+    declared priors: its roughness updates the prior (still 'assumed') on the roughness's
+    effective dof, as any estimate does, so the limit widens; one far beyond the prior stands alone."""
     rng = random.Random(5)
-    smooth, jittery = cpu_run(1.6, rng, scatter=0.01), cpu_run(1.6, rng, scatter=0.5)
+    smooth, jittery, wild = (cpu_run(1.6, rng, scatter=x) for x in (0.01, 0.5, 4.0))
     cand = cpu_run(1.6 * 0.8, rng, scatter=0.01)
-    a = next(j for j in gate(cand, smooth).judgements if j.figure == "latency")
-    b = next(j for j in gate(cand, jittery).judgements if j.figure == "latency")
+    a, b, c = (next(j for j in gate(cand, ref).judgements if j.figure == "latency") for ref in (smooth, jittery, wild))
     declared = noise.PRIORS[("cpu", "latency")].sigma
     assert a.noise.source.startswith(f"assumed: {100 * declared:g}% per run") and a.noise.dof == noise.PRIOR_MAX_DOF
-    assert b.noise.assumed and b.noise.source.startswith("assumed: the baseline's own size-to-size roughness")
-    assert b.limit_pct > 3 * a.limit_pct
+    assert b.noise.assumed and b.noise.source.startswith("assumed: the baseline's own size-to-size roughness (")
+    assert "pooled with the prior" in b.noise.source and noise.PRIOR_MAX_DOF < b.noise.dof < noise.PRIOR_MAX_DOF + 3
+    assert b.limit_pct > a.limit_pct
+    assert c.noise.assumed and "far noisier than the prior" in c.noise.source and c.noise.dof < 3
+    assert c.limit_pct > 3 * b.limit_pct
 
 
 def test_cpu_small_message_prior_is_the_recorded_whole_run_shift():

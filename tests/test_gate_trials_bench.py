@@ -105,3 +105,57 @@ def test_a_failing_candidate_is_reported_and_does_not_end_the_collection(tmp_pat
     assert tried == ["plateau busbw knob (run failed: rc 3: ncclInvalidUsage)",
                      "latency knob (run failed: rc 3: ncclInvalidUsage)"]
     assert set(cal["chosen"].values()) == {None}  # nothing landed: every injected case says so
+
+
+def test_the_latency_case_asks_for_half_the_rise_it_injects():
+    """Asking `--max-rise 30` of a 30 % injection makes "caught" a coin toss by construction (an injection
+    measured at 30 % is beyond a 30 % limit about half the time): the case asks for half."""
+    lat = next(t for t in gt.TARGETS if t.kind == "lat30")
+    assert gt.LATENCY_ASKED <= lat.want / 2
+    assert [c[0] for c in gt.cases_of("latency")] == [gt.LATENCY_CONTROL, "+30 % latency, 5-run baseline"]
+    assert gt.cases_of(None) is gt.CASES
+
+
+def test_gate_rounds_are_fitted_to_the_budget():
+    # a pilot of 10 rounds: 9 s a run, 4 s of it rounds; 49 runs in 230 s leave 3.9 s a run
+    assert gt.fit_rounds(9.0, 4.0, 10, 230.0, 49) == 3
+    assert gt.fit_rounds(3.0, 1.0, 10, 600.0, 49) == 10  # room for the default: no more than it
+    # 45 runs in 240 s: 4.44 s a run after the 20 % margin
+    assert gt.fit_rounds(5.0, 4.0, 10, 240.0, 45) == 8  # 1 s besides rounds of 0.4 s
+    assert gt.fit_rounds(5.0, 2.0, 10, 240.0, 45) == 7  # 3 s besides rounds of 0.2 s
+    assert gt.fit_rounds(8.0, 2.0, 10, 240.0, 45) == 3  # never fewer than 3 (a spread needs them)
+    assert gt.runs_needed(20, "latency") == gt.SEEDS + 4 + 40
+
+
+def test_a_trial_line_says_the_injection_the_figure_and_the_verdict():
+    t = {"case": "+30 % latency, 5-run baseline", "round": 3, "run": 57, "baseline": [40, 42, 44, 46, 48],
+         "injected_pct": 31.24, "exit_code": 7, "status": "regression",
+         "figures": [{"figure": "latency", "worse_pct": 29.8, "limit_pct": 17.1, "detectable_pct": 17.1,
+                      "verdict": "regression"}]}
+    line = gt.trial_line(t, "latency")
+    assert line == ("trial  3 +30 % latency, 5-run baseline: run 57 vs 40, 42, 44, 46, 48: injected +31.2 % "
+                    "(measured); latency +29.8 % worse, limit 17.1 %, can see 17.1 %, regression; exit 7 (regression)")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the CPU backend's runs")
+def test_dry_latency_only_collection_runs_gated_and_reports_where_the_noise_sits(tmp_path):
+    """--only latency: a pilot fits the gate rounds to the budget, every run is gated, each trial prints
+    a line, the report has the latency case and its control only, the latency noise by where it sits
+    (table, rounds, gated figure) and a summary line per case."""
+    out = tmp_path / "out"
+    env = {**os.environ, "NCCLBENCH_COMMIT": "feedbee", "PYTHONPATH": str(ROOT / "src"), "NCCLBENCH_EXPLAIN": "0"}
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "gate_trials.py"), "dry", "--only", "latency",
+                        "--trials", "1", "--budget-s", "200", "--out", str(out)], capture_output=True, text=True,
+                       env=env, timeout=400, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads((out / "gate-trials.json").read_text())
+    md = (out / "gate-trials.md").read_text()
+    assert doc["meta"]["only"] == "latency" and "--gate-rounds" in doc["meta"]["run_command"]
+    assert doc["calibration"]["gate_rounds"]["how"].startswith("fitted to the budget: a pilot run")
+    assert list(doc["calibration"]["measured"]) == ["latency"]
+    assert f"| {gt.LATENCY_CONTROL} |" in md and "10 % drop" not in md and "injection did not land" in md
+    assert "Latency noise over the" in md and "the part the rounds do not renew is" in md
+    assert "trial  1 identical, 5-run baseline, --max-rise 15: run" in p.stdout
+    assert f"summary: {gt.LATENCY_CONTROL}: false alarm" in p.stdout
+    assert all(f["measured"].startswith("gate rounds") for t in doc["trials"] for f in t["figures"]
+               if f["figure"] == "latency")

@@ -262,6 +262,13 @@ def run_here(opts: BenchOptions, backend: Backend, launch: LaunchInfo, note: str
         summary = run_workers(plan, workers, reporter)
         if explain is not None:
             explain.finish(plan, workers, host, summary)
+        if opts.gate_rounds:  # after explain read NCCL's account of the run: the rounds make communicators of their own
+            from .harness.gate_rounds import gate_lines, run_gate_rounds
+
+            rounds = run_gate_rounds(plan, workers)
+            if summary is not None and rounds is not None:
+                summary.gate_latency = rounds
+                summary.gate_lines = gate_lines(rounds)
         if reporter is not None and summary is not None:
             reporter.end(summary)
             reporter.close()

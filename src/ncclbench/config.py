@@ -33,6 +33,17 @@ _BACKEND_LABELS = {Backend.NCCL: "NCCL (GPU)", Backend.MPI: "CPU backend (MPI)"}
 BACKEND_CHOICES = ("auto", *(b.value for b in Backend))
 
 
+# The gate's latency rounds (`--gate`, harness/gate_rounds.py): how many a gated run makes unless
+# --gate-rounds says.  From the noise model (store/noise.py): small-message time moves 12.7 % per process
+# (the GPU prior); if each round's fresh communicator renews that draw, a run's median of R rounds moves
+# 12.7 % x sqrt(1.571 / R), and a 5-run baseline pooled with a recorded prior (24 dof, t = 2.797) sees a
+# +30 % rise 19 times in 20 from R = 10 (5.0 % per run: limit 17.5 %, the rise 1.75 sd beyond it).  Until
+# gated runs are recorded the baseline's own runs alone set the noise (t = 4.604 on 4 dof), where R = 10
+# sees it about 4 times in 5: what the GPU trials measure (bench/gate_trials.py --only latency).
+GATE_ROUNDS = 10
+GATE_ROUNDS_MAX = 100
+
+
 # Fields of BenchOptions that say where results go or how the run is shown and judged, not what is
 # measured: the command line as typed, -J/--csv/--metrics files, the store and its baseline, explain
 # and its trap policy, and --nprocs (the rank count is compared as such).  A baseline's history
@@ -93,6 +104,10 @@ class BenchOptions:
     cpu_bind: str = "none"  # --cpu-bind {none,numa}: run on the GPU's NUMA-local cores
     metrics_file: str | None = None  # --metrics FILE: Prometheus text (output/metrics.py)
     csv_file: str | None = None  # --csv FILE: the table as CSV (output/csvout.py)
+    # --gate / --gate-rounds N (and --baseline NAME, unless --gate-rounds says otherwise): after the sweep,
+    # the sizes <= 64 KiB are measured again for the regression gate in this many rounds (0: not;
+    # harness/gate_rounds.py).  A measured option: runs with and without rounds are different experiments.
+    gate_rounds: int = 0
 
     def measured(self) -> dict[str, object]:
         """The options that change what is measured, as a dict: every field but those of

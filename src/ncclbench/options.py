@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import collectives
-from .config import BACKEND_CHOICES, BenchOptions
+from .config import BACKEND_CHOICES, GATE_ROUNDS, GATE_ROUNDS_MAX, BenchOptions
 from .datatypes import DATATYPES, REDOPS
 from .errors import ArgumentError
 from .launch.affinity import CPU_BIND_CHOICES
@@ -164,7 +164,7 @@ _OPTIONS: tuple[_Opt, ...] = (
     _Opt("backend", None), _Opt("nprocs", None), _Opt("nccl-lib", None),
     _Opt("no-store", None, has_arg=False), _Opt("baseline", None), _Opt("cpu-bind", None),
     _Opt("no-explain", None, has_arg=False), _Opt("fail-on-trap", None),
-    _Opt("metrics", None), _Opt("csv", None),
+    _Opt("metrics", None), _Opt("csv", None), _Opt("gate", None, has_arg=False), _Opt("gate-rounds", None),
 )
 _BY_SHORT = {o.short: o for o in _OPTIONS if o.short}
 _BY_LONG = {o.long: o for o in _OPTIONS}
@@ -225,6 +225,9 @@ _OWN_USAGE_LINES = (
     "[--fail-on-trap <error/warn> exit 7 when a trap of that severity or worse is found] ",
     "[--metrics <file> write Prometheus text metrics (node_exporter textfile collector: *.prom)] ",
     "[--csv <file> write the table as CSV] ",
+    f"[--gate measure for the regression gate: after the table, the sizes <= 64 KiB again in {GATE_ROUNDS} rounds, "
+    "each on a fresh communicator, their median the gate's latency figure (implied by --baseline)] ",
+    "[--gate-rounds <count> rounds of --gate (0: none, also with --baseline)] ",
 )
 
 
@@ -446,6 +449,8 @@ def parse_bench_args(program: str, args: list[str]) -> BenchOptions:
         _warn(str(exc))
         usage = usage_text(_display_name(program, coll.name))
         raise HelpRequested("invalid option '?'\n" + usage) from None
+    if values.get("baseline") and "gate_rounds" not in values:  # a run checked against a baseline is gated
+        values["gate_rounds"] = GATE_ROUNDS
     opts = BenchOptions(**values, step_factor=step_factor)
     _validate(opts)
     opts = _downgrade(opts, per_iter_timing, per_iter_skip)
@@ -500,6 +505,14 @@ def _parse_own(values: dict[str, Any], key: str, value: str) -> None:
         if value not in CPU_BIND_CHOICES:
             raise ArgumentError(f"invalid value '{value}' for '--cpu-bind'; valid: {', '.join(CPU_BIND_CHOICES)}")
         values["cpu_bind"] = value
+    elif key == "gate":
+        values.setdefault("gate_rounds", GATE_ROUNDS)
+    elif key == "gate-rounds":
+        text = value.strip()
+        if not (text.isascii() and text.isdigit()) or int(text) > GATE_ROUNDS_MAX:
+            raise ArgumentError(f"invalid value for '--gate-rounds': '{value}' (need an integer from 0 to "
+                                f"{GATE_ROUNDS_MAX})")
+        values["gate_rounds"] = int(text)
     elif key in ("nccl-lib", "baseline", "metrics", "csv"):
         if not value:
             raise ArgumentError(f"'--{key}' needs a non-empty value")

@@ -137,6 +137,10 @@ class RunSummary:
     # behind them (the JSON's EXPLAIN_KEY, kept in the store); empty with --no-explain.
     explain_lines: list[str] = field(default_factory=list)
     explain: dict | None = None
+    # --gate: the small sizes measured again for the regression gate (harness/gate_rounds.py): per
+    # series and round the times, and how; `gate_lines` say it after the table.  None without --gate.
+    gate_latency: dict | None = None
+    gate_lines: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.gate_ok is None:

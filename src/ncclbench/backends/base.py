@@ -11,8 +11,9 @@ run the same timing and checking code.
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,6 +166,14 @@ class Worker(ABC):
 
     def destroy_graph(self, graph: Any) -> None:
         raise UnsupportedError(f"CUDA graphs (-G) are not supported by the {self.backend_name} backend")
+
+    # -- the gate's rounds (harness/gate_rounds.py) ------------------------------------------
+    @contextlib.contextmanager
+    def fresh_communicators(self) -> Iterator[str]:
+        """For the body of the `with`, every slot's communicator is a fresh one of the same ranks
+        (collective: every worker of the world enters it together); yields how, for the run's
+        line ('in a fresh NCCL communicator').  Default: the run's own communicator."""
+        yield "on the run's communicator"
 
     # -- identity ----------------------------------------------------------------------
     def devices(self) -> list[DeviceInfo]:

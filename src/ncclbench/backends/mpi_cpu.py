@@ -13,13 +13,14 @@ reductions (MPI has neither) and reductions of half, bfloat16 and fp8
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import platform
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -322,6 +323,7 @@ class MpiWorker(HostMemoryWorker):
                              f"memory (-e {self.max_bytes}); lower -e", ExitCode.INTERNAL) from None
         send = aligned_address(self._send)
         recv = aligned_address(self._recv)
+        self._scratch = scratch
         self.comm = MpiCommunicator(self.group, scratch)
         self.slots = [RankSlot(self.comm.rank, self.comm, send, recv, -1)]
         self._watchdog = _Watchdog(self.timeout, self.world) if self.timeout > 0 else None
@@ -347,6 +349,19 @@ class MpiWorker(HostMemoryWorker):
 
     def iteration_timer(self, nevents: int) -> IterationTimer:
         return HostIterationTimer(nevents)
+
+    @contextlib.contextmanager
+    def fresh_communicators(self) -> Iterator[str]:
+        """A duplicate of the rank's communicator (MPI_Comm_dup: a new context, the same processes
+        and connections) for the body of the `with`, freed after it."""
+        dup = self.group.Dup()
+        saved = self.slots[0].comm
+        self.slots[0].comm = MpiCommunicator(dup, self._scratch)
+        try:
+            yield "in a duplicated MPI communicator"
+        finally:
+            self.slots[0].comm = saved
+            dup.Free()
 
     def library_description(self) -> str:
         """The MPI library's own first version line ("MPICH Version: 4.2.0")."""

@@ -14,10 +14,11 @@ the GPUs' free memory are refused with one clear line before allocating.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -86,6 +87,7 @@ class ProcessSetup:
     register_mode: int
     notes: list[str]
     native_loop: NativeLoop | None = None  # the C timed loop (backends/nccl_native.py)
+    config_values: dict[str, int] | None = None  # the ncclConfig_t fields the run's communicators were made with
 
 
 class CudaEventTimer(IterationTimer):
@@ -261,6 +263,36 @@ class NcclWorker(Worker):
     def _nccl(self, exc: NcclError, slot: NcclSlot | None = None) -> NcclError:
         self.abort()
         return exc.at_rank(slot.rank) if slot is not None else exc
+
+    # -- the gate's rounds ------------------------------------------------------------------
+    @contextlib.contextmanager
+    def fresh_communicators(self) -> Iterator[str]:
+        """New NCCL communicators of the same ranks for the body of the `with` (nccl_setup.fresh_handles:
+        new channels, buffers and connections), destroyed after it; the run's own are untouched.  Where a
+        fresh one cannot stand in (-t > 1: several threads would have to make theirs together; -R: the
+        buffers are registered with the run's), the run's own is used and the line says so."""
+        why = ("-t > 1" if self.opts.nthreads != 1 else "-R registers the buffers with the run's"
+               if self.setup.register_mode else "")
+        if why:
+            yield f"on the run's communicator ({why})"
+            return
+        from .nccl_setup import communicator_for, fresh_handles
+
+        self._bind()
+        saved = [(slot.handle, slot.comm) for slot in self.slots]
+        handles = fresh_handles(self.setup, self.slots)
+        try:
+            for slot, h in zip(self.slots, handles):
+                slot.handle = h
+                slot.comm = communicator_for(self, slot)
+            yield "in a fresh NCCL communicator"
+        finally:
+            for slot, (h, comm) in zip(self.slots, saved):
+                fresh, slot.handle, slot.comm = slot.handle, h, comm
+                if fresh and not self._aborted:
+                    self.cuda.set_device(slot.device)
+                    self.lib.comm_destroy(fresh)
+            self._bind(force=True)
 
     # -- completion --------------------------------------------------------------------
     def wait(self) -> None:

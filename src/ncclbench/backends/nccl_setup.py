@@ -148,7 +148,7 @@ def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Collecti
                          group_proc=group_proc, group_size=group_size, nranks=nranks,
                          base_device=base, max_bytes=max_bytes,
                          min_cuda_arch=min_arch, register_mode=reg_mode, notes=notes,
-                         native_loop=native)
+                         native_loop=native, config_values=config_values)
     slots = [NcclSlot(rank=runmodel.global_rank(group_proc, i // G, i % G, T, G), comm=None,  # type: ignore[arg-type]
                       send=0, recv=0, device=base + i, local_index=i, props=props[i])
              for i in range(T * G)]
@@ -180,6 +180,34 @@ def _init_comms(setup: ProcessSetup, slots: Sequence[NcclSlot], uid: bytes, conf
             slot.handle = lib.comm_init_rank(setup.nranks, uid, slot.rank, config)
     finally:
         lib.group_end()
+
+
+def communicator_for(worker: NcclWorker, slot: NcclSlot) -> NcclCommunicator:
+    """The `Communicator` the harness calls for `slot` (its handle, stream and device)."""
+    return NcclCommunicator(worker.lib, slot.handle, slot.rank, worker.setup.nranks, slot.stream, slot.device,
+                            copy=partial(worker.copy_async, device=slot.device), on_error=worker.abort,
+                            bind_copy=partial(worker.bind_copy, device=slot.device))
+
+
+def fresh_handles(setup: ProcessSetup, slots: Sequence[NcclSlot]) -> list[int]:
+    """New communicators of the same ranks as `slots` (the gate's rounds, NcclWorker.fresh_communicators):
+    a unique id from the group's first process over the host channel, then ncclCommInitRankConfig with
+    the run's own config for every slot in one group, as the set-up made the run's.  Collective over
+    the world; one thread per process (the caller checks)."""
+    lib, cuda = setup.lib, setup.cuda
+    leader = runmodel.group_layout(setup.colors, setup.world_rank)[2]
+    uid = lib.get_unique_id() if setup.world_rank == leader else None
+    uid = setup.host.allgather(uid)[leader]
+    config = lib.make_config(**(setup.config_values or {})) if lib.caps.config_init else None
+    handles: list[int] = []
+    lib.group_start()
+    try:
+        for slot in slots:
+            cuda.set_device(slot.device)
+            handles.append(lib.comm_init_rank(setup.nranks, uid, slot.rank, config))
+    finally:
+        lib.group_end()
+    return handles
 
 
 def _register(setup: ProcessSetup, slots: Sequence[NcclSlot]) -> None:
@@ -285,10 +313,7 @@ def _build(setup: ProcessSetup, slots: list[NcclSlot], uid: bytes, config_values
         user_mem = max(free1[i] - free2[i] for i in idx)
         worker = NcclWorker(setup, t, mine, init_mem, user_mem, [free2[i] for i in idx])
         for slot in mine:
-            slot.comm = NcclCommunicator(lib, slot.handle, slot.rank, setup.nranks, slot.stream,
-                                         slot.device, copy=partial(worker.copy_async, device=slot.device),
-                                         on_error=worker.abort,
-                                         bind_copy=partial(worker.bind_copy, device=slot.device))
+            slot.comm = communicator_for(worker, slot)
         workers.append(worker)
         if opts.check:
             worker.load_kernels()

@@ -26,6 +26,12 @@ def add_arguments(parser: CommandParser) -> None:
                         "ranks, hosts, NCCL settings; -J/--csv/--metrics files aside) up to RUN as the "
                         "baseline's history")
     a.add_argument("--note", default=None)
+    a.add_argument("--max-drop", default=None, metavar="PCT",
+                   help="the plateau busbw drop the baseline should let `check` see (default 5%%): more runs are "
+                        "suggested when it cannot")
+    a.add_argument("--max-rise", default=None, metavar="PCT",
+                   help="the small-message latency rise it should let `check` see (default 30%%): more runs, "
+                        "measured with --gate, are suggested when it cannot")
     actions.add_parser("list", help="list baselines")
     a = actions.add_parser("rm", help="remove a baseline")
     a.add_argument("name", metavar="NAME")
@@ -34,8 +40,9 @@ def add_arguments(parser: CommandParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..store.compare import baseline_noise_note, refuse_as_baseline
+    from ..store.compare import DROP_TO_SEE, RISE_TO_SEE, baseline_noise_note, refuse_as_baseline
     from ..store.db import ResultStore
+    from .check import parse_pct
 
     if args.action == "list":
         path = db_path(args)
@@ -67,10 +74,13 @@ def run(args: argparse.Namespace) -> int:
                           "NCCL settings) in the store", file=sys.stderr)
             runs = [store.get_run(r) for r in ids]
             refuse_as_baseline(runs)
+            drop = parse_pct(args.max_drop, "--max-drop") if args.max_drop else DROP_TO_SEE
+            rise = parse_pct(args.max_rise, "--max-rise") if args.max_rise else RISE_TO_SEE
             store.set_baseline(args.name, ids, args.note)
             more = f" and its history: runs {', '.join(map(str, ids[:-1]))}" if len(ids) > 1 else ""
             print(f"baseline '{args.name}' = run {max(ids)}{more}")
-            print(f"note: {baseline_noise_note(runs[-1], len(ids))}")
+            for line in baseline_noise_note(runs, drop, rise):
+                print(f"note: {line}")
         else:
             store.delete_baseline(args.name)
             print(f"baseline '{args.name}' removed")

@@ -420,6 +420,8 @@ class JsonReporter:
             out["bandwidth_okay"] = summary.gate_ok
             if summary.memory_line:
                 out["memory_line"] = summary.memory_line
+            if summary.gate_latency:
+                out["gate_latency"] = summary.gate_latency
         out["env_redacted"] = list(self.redacted)
         extra = {k: v for k, v in (info.recorded_extra() if info is not None else {}).items() if k != EXPLAIN_KEY}
         if extra:

@@ -202,6 +202,7 @@ def footer_lines(summary: RunSummary, program: str) -> list[str]:
         gate = "OK" if summary.gate_ok else "FAILED"
     lines.append("# %-20s : %s %s" % ("Avg bus bandwidth", format_g(summary.avg_busbw), gate))
     lines += summary.explain_lines  # ncclbench's judgement (explain/), before nccl-tests' closing lines
+    lines += summary.gate_lines  # --gate: what the gate's latency rounds measured (harness/gate_rounds.py)
     lines.append("#")
     lines.append("# Collective test concluded: %s" % program)
     if summary.memory_line:

@@ -18,6 +18,7 @@ unknown).
 from __future__ import annotations
 
 import math
+import statistics
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -29,7 +30,7 @@ from ..output.numfmt import human_size
 from ..results import ONE_RANK_NOTE, ResultRow, RunInfo, RunSummary
 from . import noise, stats
 from .noise import Noise
-from .stats import Point, Series
+from .stats import Point, Series, SeriesKey
 
 
 class RunLike(Protocol):
@@ -202,13 +203,15 @@ class _SizeNoise:
         self.values = stats.run_values(a.rows, placement)
         self.cycles = stats.cycle_values(a.rows, placement)
         self.iters = stats.iteration_noise(a.rows, placement)
+        self.counts = stats.iteration_counts(a.rows, placement)
         self.system = _system(a)
 
     def pct(self, key: tuple[str, str, int], size: int) -> float:
         metric = "time" if size <= stats.LATENCY_MAX_SIZE else "busbw"
         per_run = [self.values[key]] if key in self.values else []
         nz = reference_noise([size], per_run, self.cycles.get(key, []), self.a.info.backend, metric, single=True,
-                             iters=_iteration_sigma(self.iters.get(key, {}), [size]), system=self.system)
+                             iters=_iteration_sigma(self.iters.get(key, {}), self.counts.get(key, {}), [size]),
+                             system=self.system)
         return 100.0 * math.expm1(nz.multiple * nz.sigma) if nz.sigma is not None else stats.MIN_NOISE_PCT
 
 
@@ -386,29 +389,83 @@ def refuse_as_baseline(runs: Sequence[RunLike]) -> None:
     refuse_baseline(runs[-1], runs[-1], runs[:-1])
 
 
+# What `baseline set` checks a baseline can see unless told otherwise: a plateau drop of the gate's
+# default --max-drop, and the +30 % small-message latency rise that issue 31 asks a 5-run baseline to
+# catch (19 of 20).
+DROP_TO_SEE = 5.0
+RISE_TO_SEE = 30.0
+# Baseline sizes `baseline set` projects to when suggesting more runs (a 20-run history is about
+# what PRIOR_MAX_DOF weighs a recorded prior as: past it the baseline speaks for itself).
+SUGGEST_RUNS = (3, 5, 7, 10, 15, 20)
+
+
+def projected_limit(nruns: int, backend: str, system: str | None, size_class: str, metric: str,
+                    sigma: float | None = None) -> float:
+    """The limit (% worse) a baseline of `nruns` runs gets against a checked run of one, if its runs
+    move by `sigma` per run (None: as the prior for the backend, system and size class says): the
+    very posterior and combination `reference_noise` applies to a baseline's history."""
+    prior = noise.prior_for(backend, size_class, system)
+    measured = (prior.sigma if sigma is None else sigma) if nruns >= 2 else None
+    post = noise.posterior(prior, measured, nruns - 1, "runs")
+    return _limit(0.0, noise.combine(post.sigma, post.source, nruns, 1, shift_dof=post.dof), metric)
+
+
 def detectable(nruns: int, backend: str, system: str | None, size_class: str) -> float:
     """The smallest change (% worse) a baseline of `nruns` runs lets the gate detect in a size
-    class, if its runs move as the prior for the backend and system says: the prior's noise on
-    its dof plus the runs' (noise.posterior with the prior's own sigma), a checked run of one."""
-    prior = noise.prior_for(backend, size_class, system)
-    measured = prior.sigma if nruns >= 2 else None
-    post = noise.posterior(prior, measured, nruns - 1, "runs")
-    spread = post.sigma * math.sqrt(1 + noise.median_variance(nruns))
-    return _worse_pct(noise.noise_multiple(post.dof) * spread, "busbw" if size_class == "bandwidth" else "time")
+    class, if its runs move as the prior for the backend and system says (`projected_limit`)."""
+    return projected_limit(nruns, backend, system, size_class, "busbw" if size_class == "bandwidth" else "time")
 
 
-def baseline_noise_note(run: RunLike, nruns: int) -> str:
-    """What a baseline of `nruns` runs lets the gate see (for `baseline set`): the smallest plateau
-    drop and latency rise it detects at that size and at 5 and 10 runs, from the prior."""
-    backend, system = run.info.backend, _system(run)
+def baseline_noise_note(runs: Sequence[RunLike], drop_pct: float = DROP_TO_SEE, rise_pct: float = RISE_TO_SEE,
+                        placement: str = "out_of_place") -> list[str]:
+    """What a baseline made of `runs` (the newest is the reference) lets the gate see, for `baseline set`:
+    per series the smallest plateau drop and latency rise it detects, from the very judgement `check`
+    makes against it (`gate`, the noise from the baseline alone); and, where that is more than
+    `drop_pct` / `rise_pct`, how many runs would see them (`projected_limit` at this baseline's own
+    noise per run) and, for table times of small messages, that runs measured with --gate are what can."""
+    ref = runs[-1]
+    g = gate(ref, ref, drop_pct, rise_pct, placement, history=list(runs[:-1]))
+    n = len(runs)
+    lines = []
+    backend, system = ref.info.backend, _system(ref)
+    for series in dict.fromkeys(j.series for j in g.judgements):
+        js = {j.figure: j for j in g.judgements if j.series == series}
+        seen = [can_see_text(n, j).replace(f"this {n}-run baseline can see ", "")
+                for f, j in js.items() if f in ("plateau busbw", "latency")]
+        lat = js.get("latency")
+        how = f" (latency {lat.how})" if lat is not None and lat.how else ""
+        lines.append(f"this {n}-run baseline can see {' and '.join(seen)}: {series}{how}")
+        for figure, asked in (("plateau busbw", drop_pct), ("latency", rise_pct)):
+            j = js.get(figure)
+            if j is not None and (j.detectable_pct or 0.0) > asked:
+                lines.append(_more_runs_line(j, n, asked, backend, system))
+    return lines
 
-    def at(n: int) -> str:
-        return (f"{n} run{'s' if n != 1 else ''}: a plateau drop of "
-                f"{detectable(n, backend, system, 'bandwidth'):.1f}%, a latency rise of "
-                f"{detectable(n, backend, system, 'latency'):.1f}%")
-    more = "; ".join(at(n) for n in (5, 10) if n > nruns)
-    return (f"the gate detects, if these runs move as recorded for {backend} on {system}, with {at(nruns)}"
-            + (f" (with {more}: `baseline set NAME RUN --runs 5`)" if more else ""))
+
+def _more_runs_line(j: Judgement, n: int, asked: float, backend: str, system: str) -> str:
+    """How many runs would let this baseline see `asked`, projected at its own noise per run."""
+    gated = bool(j.how and j.how.startswith("gate rounds"))
+    size_class = noise.GATED_LATENCY if gated else ("bandwidth" if j.metric == "busbw" else "latency")
+    sigma = None
+    if j.noise.sigma is not None and n >= 2:  # the per-run noise the spread was made of
+        sigma = j.noise.sigma / math.sqrt(noise.median_variance(1) + noise.median_variance(n))
+    kind = "a plateau drop" if j.metric == "busbw" else "a latency rise"
+    per = (f"{100 * sigma:.1f}% per run as its runs moved" if sigma is not None
+           else "its runs moving as the recorded figures say")
+    fits = [m for m in SUGGEST_RUNS if m > n and projected_limit(m, backend, system, size_class, j.metric, sigma) <= asked]
+    head = f"too few runs to see {kind} of {asked:g}%: "
+    if fits:
+        line = (f"{head}{fits[0]} runs would ({per}): record {fits[0] - n} more with the same command"
+                f"{'' if gated or j.metric == 'busbw' else ' and --gate'}, then `ncclbench baseline set NAME RUN "
+                f"--runs {fits[0]}`")
+    else:
+        best = projected_limit(SUGGEST_RUNS[-1], backend, system, size_class, j.metric, sigma)
+        line = (f"{head}even {SUGGEST_RUNS[-1]} runs would see only {_pct_text(best)} ({per}): the checked run "
+                "is one run, and its own noise sets that floor")
+    if j.metric == "time" and not gated:
+        line += ("; small-message time moves between processes far more than within one, so measure the runs "
+                 "with --gate (the small sizes again in rounds on fresh communicators, the median of them)")
+    return line
 
 
 # ---------------------------------------------------------------- gate
@@ -418,12 +475,17 @@ GATE_DEFINITION = (
     'per series, two figures are judged: the plateau busbw (the sizes within a factor of 4 of the largest) and'
     " the latency floor (sizes <= 64 KiB); each figure's change is the median of its sizes' changes in time, "
     'and it fails when worse by more than the limit and by more than 2.58 standard deviations of its noise '
-    "(more when the noise was measured on few runs: Student's t at the same one-sided 0.995).  The noise "
+    "(more when the noise was measured on few runs: Student's t at the same one-sided 0.995 on the degrees "
+    "of freedom of the estimate).  The noise "
     "comes from the baseline alone, never from the checked run: its history (`baseline set NAME RUN --runs "
     "N`) or its -N cycles update a prior recorded for the backend, system and size class (pooled on "
     "their degrees of freedom, Student's t on the sum; a baseline far noisier than its prior stands alone "
-    "and says so); a baseline of one run gets the prior alone, or its own size-to-size roughness where "
-    "that is larger, printed as \"assumed\".  OK means the figure was measured precisely enough to see "
+    "and says so); a baseline of one run gets the prior, updated the same way by its own size-to-size "
+    "roughness where that is larger (on the roughness's effective dof), printed as \"assumed\".  Runs "
+    "measured with --gate (implied by --baseline) carry the sizes <= 64 KiB again in rounds on fresh "
+    "communicators: where the checked run and every run of the baseline carry them, the latency floor is "
+    "the median over rounds, and its noise the baseline's runs' own shifts (at least their rounds' spread; "
+    "the per-process prior only bounds it, for a baseline of one run).  OK means the figure was measured precisely enough to see "
     "the change asked for and there is none: a figure worse than asked but within its noise, or whose "
     "limit is more than 1.5x what was asked, is \"cannot confirm\": not judged, exit 9.  "
     'A checked run far noisier than the baseline (its -N cycles, or its '
@@ -454,6 +516,8 @@ class Judgement:
     limit_pct: float  # max(the user's limit, noise.multiple x noise): the smallest change it detects
     unstable: str | None = None  # why the checked run is too noisy to confirm this figure
     asked_pct: float | None = None  # the user's limit (--max-drop / --max-rise)
+    how: str | None = None  # how the figure was measured where not from the table (gate rounds), or why not
+    detectable_pct: float | None = None  # noise.multiple x noise alone: the smallest change this baseline can see
 
     @property
     def failed(self) -> bool:
@@ -471,10 +535,10 @@ class Judgement:
         kind = "drop" if self.metric == "busbw" else "rise"
         if self.worse_pct > asked:
             return (f"cannot confirm: {_pct_text(self.worse_pct)} {way}, beyond the {asked:g}% asked, but this "
-                    f"baseline's noise allows {_pct_text(self.limit_pct)}: {_more_runs_hint(self.noise)}")
+                    f"baseline's noise allows {_pct_text(self.limit_pct)}: {_more_runs_hint(self.noise, self.metric, self.how)}")
         if self.limit_pct > WIDE_LIMIT * max(asked, 1e-9):
             return (f"cannot confirm: this baseline can only see a {kind} of {_pct_text(self.limit_pct)} or more, "
-                    f"not the {asked:g}% asked: {_more_runs_hint(self.noise)}")
+                    f"not the {asked:g}% asked: {_more_runs_hint(self.noise, self.metric, self.how)}")
         return None
 
     @property
@@ -491,8 +555,14 @@ class Judgement:
         return "UNSTABLE" if self.unstable else "ok"
 
 
-def _more_runs_hint(n: Noise) -> str:
-    """What would narrow the noise: more baseline runs (and -N cycles where it had none)."""
+def _more_runs_hint(n: Noise, metric: str = "busbw", how: str | None = None) -> str:
+    """What would narrow the noise: more baseline runs (and -N cycles where it had none); for
+    small-message time read from the table, runs measured with --gate (-N cycles of one process
+    cannot narrow what moves between processes: harness/gate_rounds.py)."""
+    if metric == "time" and not (how or "").startswith("gate rounds"):
+        return ("measure the baseline's runs and the checked run with --gate (the small sizes again in rounds on "
+                "fresh communicators) and give the baseline 5 runs or more (`ncclbench baseline set NAME RUN "
+                "--runs 5`), or raise the limit")
     if n.assumed:
         return ("give the baseline 3 runs or more (`ncclbench baseline set NAME RUN --runs 5`) or run with -N 5, "
                 "or raise the limit to what it can see")
@@ -617,6 +687,9 @@ def gate(run: RunLike, baseline: RunLike, max_drop_pct: float = 5.0,
     run_cycles = stats.cycle_values(run.rows, placement)
     run_values = stats.run_values(run.rows, placement)
     iter_a = stats.iteration_noise(baseline.rows, placement)
+    count_a = stats.iteration_counts(baseline.rows, placement)
+    ref_rounds = [stats.gate_round_values(r.summary, placement) for r in refs]
+    run_rounds = stats.gate_round_values(run.summary, placement)
     backend = baseline.info.backend
     system = _system(baseline)
     judgements: list[Judgement] = []
@@ -627,6 +700,8 @@ def gate(run: RunLike, baseline: RunLike, max_drop_pct: float = 5.0,
         mine = run_values.get(kb, {})
         cyc_a = ref_cycles.get(ka, [])
         cyc_b = run_cycles.get(kb, [])
+        table = _Source(per_run, ref, mine, cyc_a, cyc_b)
+        gated = _gated_source(ka, kb, ref_rounds, run_rounds, refs, run)
         rise = max_drop_pct if max_rise_pct is None else max_rise_pct
         figures: list[tuple[str, str, list[int], float]] = []
         if sc.plateau_sizes:
@@ -640,26 +715,90 @@ def gate(run: RunLike, baseline: RunLike, max_drop_pct: float = 5.0,
                     figures.append((f"size {d.size}", "busbw" if big else "time", [d.size],
                                     max_drop_pct if big else rise))
         for figure, metric, sizes, user_pct in figures:
-            ratios = noise.log_ratios(ref, mine, sizes)
+            src = table
+            if figure == "latency" and isinstance(gated, _Source):
+                src = gated
+                sizes = sorted(set(sizes) & set(gated.ref) & set(gated.mine))
+            ratios = noise.log_ratios(src.ref, src.mine, sizes)
             change = noise.median_change(ratios)
             if change is None:
                 continue
             single = figure.startswith("size ")
-            iters = _iteration_sigma(iter_a.get(ka, {}), sizes)
-            nz = reference_noise(sorted(ratios), per_run, cyc_a, backend, metric, single=single, iters=iters,
-                                 system=system, rough_sizes=_class_sizes(ref, metric))
+            iters = _iteration_sigma(iter_a.get(ka, {}), count_a.get(ka, {}), sizes)
+            nz = reference_noise(sorted(ratios), src.per_run, src.cyc_a, backend, metric, single=single,
+                                 iters=iters, system=system, rough_sizes=_class_sizes(src.ref, metric),
+                                 size_class=src.size_class, floor=src.floor)
             limit = _limit(user_pct, nz, metric)
             worse = _worse_pct(change, metric)
+            cyc_a2, cyc_b2 = (src.rounds_a, src.rounds_b) if src.how else (src.cyc_a, src.cyc_b)
             unstable = None if single or worse > limit else \
-                instability(sorted(ratios), mine, per_run, cyc_a, cyc_b, nz, limit, metric, _class_sizes(ref, metric))
-            base_fig, run_fig = _figures(sc, figure, metric)
+                instability(sorted(ratios), src.mine, src.per_run, cyc_a2, cyc_b2, nz, limit, metric,
+                            _class_sizes(src.ref, metric))
+            base_fig, run_fig = _figures(sc, figure, metric) if src is table else \
+                (_median_of(src.ref, sizes), _median_of(src.mine, sizes))
+            how = src.how if src is not table else (gated if figure == "latency" and isinstance(gated, str) else None)
             judgements.append(Judgement(sc.label, figure, metric, sorted(ratios), base_fig, run_fig,
                                         worse, nz, limit, unstable,
-                                        None if metric == "time" and max_rise_pct is None else user_pct))
+                                        None if metric == "time" and max_rise_pct is None else user_pct,
+                                        how=how, detectable_pct=_limit(0.0, nz, metric)))
     if not judgements:
         raise ArgumentError(f"nothing to check: {run.label} and the baseline share no sizes "
                             "<= 64 KiB and none of the baseline's large sizes")
     return GateResult(c, max_drop_pct, max_rise_pct, judgements, len(refs))
+
+
+@dataclass
+class _Source:
+    """Where one figure's values and noise come from: the table (each run's per-size median over
+    its -N cycles), or, for the latency figure of runs measured with --gate, their gate rounds."""
+
+    per_run: list[dict[int, float]]  # the baseline's runs, one profile each
+    ref: dict[int, float]  # the reference profile (per-size median over per_run)
+    mine: dict[int, float]  # the checked run's profile
+    cyc_a: list[dict[int, float]]  # the reference run's -N cycles (a measured shift where no history)
+    cyc_b: list[dict[int, float]]
+    size_class: str | None = None  # the prior's size class, None: by the metric
+    floor: noise.Spread | None = None  # the least a run's figure moves between runs (its rounds' spread)
+    how: str | None = None  # how the figure was measured, for the verdict line (gate rounds)
+    rounds_a: list[dict[int, float]] = field(default_factory=list)  # the reference run's gate rounds
+    rounds_b: list[dict[int, float]] = field(default_factory=list)
+
+
+def _gated_source(ka: SeriesKey, kb: SeriesKey, ref_rounds: list[dict[SeriesKey, list[dict[int, float]]]],
+                  run_rounds: dict[SeriesKey, list[dict[int, float]]], refs: Sequence[RunLike],
+                  run: RunLike) -> _Source | str | None:
+    """The latency figure from the gate rounds (harness/gate_rounds.py) where the checked run and every
+    run of the baseline carry them for this series; else why not (said on the verdict line) where
+    only some do, or None where none does (the table's figure, as always)."""
+    have = [ka in r for r in ref_rounds]
+    mine = kb in run_rounds
+    if not mine and not any(have):
+        return None
+    if not mine or not all(have):
+        missing = run.label if not mine else ", ".join(r.label for r, h in zip(refs, have) if not h)
+        return (f"table times: {missing} measured without --gate, so the gate rounds of the others are not "
+                "used (measure every run of the baseline and the checked run with --gate)")
+    rounds = [r[ka] for r in ref_rounds]
+    per_run = [stats.round_profile(x) for x in rounds]
+    ref = noise.reference_profile(per_run) if len(per_run) > 1 else per_run[0]
+    spreads = []
+    for x in rounds:  # a run's figure, the median of its rounds, moves at least by its rounds' spread
+        sp = noise.cycle_spread(x, sorted(set(ref) & set().union(*x)))
+        if sp is not None:
+            spreads.append(noise.Spread(sp.sigma * math.sqrt(noise.median_variance(len(x))), sp.dof, sp.what))
+    floor = noise.pooled(spreads)
+    n = sorted({len(x) for x in rounds} | {len(run_rounds[kb])})
+    what = stats.gate_rounds_text(refs[0].summary) or "rounds"
+    how = (f"gate rounds: {what}" if len(n) == 1 else f"gate rounds: {n[0]}-{n[-1]} per run") + \
+        "; the median of rounds"
+    return _Source(per_run, ref, stats.round_profile(run_rounds[kb]), [], [], noise.GATED_LATENCY,
+                   None if floor is None else noise.Spread(floor.sigma, floor.dof, "rounds' spread"), how,
+                   rounds[0], run_rounds[kb])
+
+
+def _median_of(values: dict[int, float], sizes: list[int]) -> float | None:
+    xs = [values[s] for s in sizes if s in values]
+    return statistics.median(xs) if xs else None
 
 
 def _class_sizes(ref: dict[int, float], metric: str) -> list[int]:
@@ -675,42 +814,47 @@ def _system(run: RunLike) -> str:
     return noise.system_of(info.backend, hosts, [d.device_info for d in info.devices if d.device_info])
 
 
-def _iteration_sigma(a: dict[int, float], sizes: list[int]) -> float | None:
+def _iteration_sigma(a: dict[int, float], counts: dict[int, int], sizes: list[int]) -> tuple[float, int] | None:
     """One size's noise from the baseline's -I samples: the standard error of its mean,
-    on both sides of the change (the checked run is taken to be as steady); None for a
-    group of sizes or without samples."""
+    on both sides of the change (the checked run is taken to be as steady), and the dof of
+    that estimate (samples - 1); None for a group of sizes or without samples."""
     if len(sizes) != 1 or sizes[0] not in a:
         return None
-    return math.hypot(a[sizes[0]], a[sizes[0]])
+    return math.hypot(a[sizes[0]], a[sizes[0]]), max(1, counts.get(sizes[0], 2) - 1)
 
 
 def reference_noise(sizes: list[int], per_run: list[dict[int, float]], cyc_a: list[dict[int, float]],
-                    backend: str, metric: str, *, single: bool = False, iters: float | None = None,
-                    system: str | None = None, rough_sizes: list[int] | None = None) -> Noise:
+                    backend: str, metric: str, *, single: bool = False, iters: tuple[float, int] | None = None,
+                    system: str | None = None, rough_sizes: list[int] | None = None,
+                    size_class: str | None = None, floor: noise.Spread | None = None) -> Noise:
     """The noise of one figure's change, from the reference alone (see store/noise.py): the
     prior for the backend, system and size class, updated by what the baseline measured
     (`noise.posterior`): its history's whole-run shifts (2 runs or more), else its -N
     cycles' (2 or more).  Without either: for one size its -I samples, else the prior
     alone, or the baseline's own size-to-size roughness where larger ("assumed"; over
-    `rough_sizes`, the figure's size class: a plateau of 2 sizes shows no roughness)."""
-    size_class = "bandwidth" if metric == "busbw" else "latency"
-    measured = _measured_shift(sizes, per_run, cyc_a, single)
+    `rough_sizes`, the figure's size class: a plateau of 2 sizes shows no roughness).
+    `size_class`: the prior's class where not the metric's (the gate rounds' latency figure);
+    `floor`: the least a run's figure moves between runs (the gate rounds' spread within runs)."""
+    size_class = size_class or ("bandwidth" if metric == "busbw" else "latency")
+    measured = _measured_shift(sizes, per_run, cyc_a, single, floor)
     if measured is not None:
         shift, dof, what, n_ref = measured
         post = noise.posterior(noise.prior_for(backend, size_class, system), shift, dof, what)
         return noise.combine(post.sigma, post.source, n_ref, 1, shift_dof=post.dof)
     if iters is not None:
-        return Noise(iters, "the baseline's -I samples of this size (noise of whole runs unknown)", False, None)
+        return Noise(iters[0], f"the baseline's -I samples of this size ({iters[1] + 1}; noise of whole runs "
+                     "unknown)", False, iters[1])
     rough = None if single else noise.pooled([noise.roughness(r, rough_sizes or sizes) for r in per_run])
     return noise.assumed_noise(backend, size_class, rough, system)
 
 
 def _measured_shift(sizes: list[int], per_run: list[dict[int, float]], cyc_a: list[dict[int, float]],
-                    single: bool) -> tuple[float, int, str, int] | None:
+                    single: bool, least: noise.Spread | None = None) -> tuple[float, int, str, int] | None:
     """(whole-run shift, its dof, what it was measured on, runs the reference is the median of)
     from the baseline's history, else its -N cycles; None when it has neither.  Where few runs'
-    medians agreed closer than their sizes' jitter allows, `noise.jitter_floor` stands in.
-    Cycles of one process measure shifts within it: the reference is still one run."""
+    medians agreed closer than their sizes' jitter allows, `noise.jitter_floor` stands in; where
+    they agreed closer than `least` (a figure that is a median of rounds moves at least by their
+    spread), that does.  Cycles of one process measure shifts within it: the reference is still one run."""
     for runs, what in ((per_run, "runs"), (cyc_a, "-N cycles")):
         if len(runs) < 2:
             continue
@@ -721,6 +865,8 @@ def _measured_shift(sizes: list[int], per_run: list[dict[int, float]], cyc_a: li
         floor = None if single else noise.jitter_floor(runs, sizes)
         if floor is not None and floor > shift:  # the medians agreed closer than their sizes' jitter allows
             shift, source = floor, f"{source} (their sizes' run-to-run jitter, more than the medians moved)"
+        if least is not None and least.sigma > shift:
+            shift, source = least.sigma, f"{source} (their {least.what} within runs, more than the runs moved)"
         return shift, len(runs) - 1, source, len(runs) if what == "runs" else 1
     return None
 
@@ -779,6 +925,15 @@ def _rise_text(g: GateResult) -> str:
             "the smallest rise it detects is its limit)")
 
 
+def can_see_text(nruns: int, j: Judgement) -> str:
+    """'this 5-run baseline can see a latency rise of 24.0% or more': the noise's limit alone (the
+    multiple x the noise, what the limit would be if nothing were asked), the figure's own words."""
+    kind = {"plateau busbw": "a plateau drop", "latency": "a latency rise"}.get(
+        j.figure, "a drop" if j.metric == "busbw" else "a rise")
+    see = j.limit_pct if j.detectable_pct is None else j.detectable_pct
+    return f"this {nruns}-run baseline can see {kind} of {_pct_text(see)} or more"
+
+
 def _noise_text(n: Noise) -> str:
     if n.pct is None:
         return "noise unknown"
@@ -802,11 +957,13 @@ def format_gate(g: GateResult, baseline_name: str | None = None) -> str:
     for j in g.judgements:
         sizes = (f"{human_size(j.sizes[0])}..{human_size(j.sizes[-1])}, {len(j.sizes)} sizes"
                  if len(j.sizes) > 1 else human_size(j.sizes[0]))
+        if j.how:
+            sizes += f"; {j.how}"
         worse = (f"{_pct_text(j.worse_pct)} {'lower' if j.metric == 'busbw' else 'higher'}"
                  if j.worse_pct >= 0 else f"{_pct_text(-j.worse_pct)} better")
         lines.append(f"{j.verdict:>10}  {j.series} {j.figure} ({sizes}): {_v(j.baseline)} -> {_v(j.value)} "
-                     f"{_unit(j.metric)}; median change {worse} (limit {_pct_text(j.limit_pct)}: the smallest "
-                     f"{'drop' if j.metric == 'busbw' else 'rise'} it detects; {_noise_text(j.noise)})"
+                     f"{_unit(j.metric)}; median change {worse} (limit {_pct_text(j.limit_pct)}; "
+                     f"{can_see_text(g.baseline_runs, j)}; {_noise_text(j.noise)})"
                      + (f"; {j.not_judged}" if j.not_judged else ""))
     if g.regression:
         lines.append("result: REGRESSION at sizes " + ", ".join(str(s) for s in g.failing_sizes))
@@ -834,6 +991,7 @@ def gate_to_dict(g: GateResult) -> dict[str, Any]:
                             "noise_multiple": j.noise.multiple, "noise_assumed": j.noise.assumed,
                             "whole_run_noise_known": j.noise.whole_run_known, "limit_pct": j.limit_pct,
                             "failed": j.failed, "verdict": j.verdict.lower(), "asked_pct": j.asked_pct,
+                            "detectable_pct": j.detectable_pct, "measured": j.how,
                             "cannot_confirm": j.cannot_confirm, "unstable": j.not_judged}
                            for j in g.judgements],
             "comparison": comparison_to_dict(g.comparison)}

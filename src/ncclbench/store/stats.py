@@ -219,5 +219,50 @@ def iteration_noise(rows: list[ResultRow], placement: str = "out_of_place") -> d
     return out
 
 
+def iteration_counts(rows: list[ResultRow], placement: str = "out_of_place") -> dict[SeriesKey, dict[int, int]]:
+    """Per series and size, how many -I samples its standard error (`iteration_noise`) rests on
+    (the fewest over -N repeats): its degrees of freedom are that less one."""
+    out: dict[SeriesKey, dict[int, int]] = {}
+    for r in rows:
+        p = getattr(r, placement).per_iter
+        if r.size <= 0 or p is None or not p.times_us or math.isnan(p.cv_pct):
+            continue
+        n = max(1, len(p.times_us) - p.skipped_iterations)
+        d = out.setdefault((r.type, r.redop, r.root), {})
+        d[r.size] = min(n, d.get(r.size, n))
+    return out
+
+
 def has_per_iter(rows: list[ResultRow], placement: str = "out_of_place") -> bool:
     return any(getattr(r, placement).per_iter is not None for r in rows if r.size > 0)
+
+
+# ---------------------------------------------------------------- the gate's latency rounds (--gate)
+
+def gate_round_values(summary, placement: str = "out_of_place") -> dict[SeriesKey, list[dict[int, float]]]:
+    """Per series, one {size: time} per gate round (harness/gate_rounds.py: the small sizes measured
+    again for the gate, `RunSummary.gate_latency`); {} for a run measured without --gate."""
+    g = getattr(summary, "gate_latency", None) if summary is not None else None
+    out: dict[SeriesKey, list[dict[int, float]]] = {}
+    for s in (g or {}).get("series", []):
+        rounds = []
+        for r in s.get(placement) or []:
+            rounds.append({int(size): float(t) for size, t in zip(s["sizes"], r)
+                           if t is not None and not math.isnan(float(t)) and float(t) > 0})
+        if rounds:
+            out[(s["type"], s["redop"], int(s["root"]))] = rounds
+    return out
+
+
+def round_profile(rounds: list[dict[int, float]]) -> dict[int, float]:
+    """A run's gated small-message times: per size, the median over its rounds."""
+    sizes = sorted({s for r in rounds for s in r})
+    return {s: _median([r[s] for r in rounds if s in r]) for s in sizes}
+
+
+def gate_rounds_text(summary) -> str | None:
+    """How a run's gated figure was measured ('8 rounds, each in a fresh NCCL communicator'), or None."""
+    g = getattr(summary, "gate_latency", None) if summary is not None else None
+    if not g:
+        return None
+    return f"{g.get('rounds')} rounds, each {g.get('fresh', 'on the run communicator')}"

@@ -1,0 +1,274 @@
+"""Issue 31 item 3, latency you can gate: runs measured for the gate (`--gate`, implied by
+`--baseline`) carry the small sizes again in rounds on fresh communicators; the gate's latency
+figure is then their median and its noise the baseline runs' own shifts (the per-process prior
+only bounds it); each baseline says the smallest rise it can see (`check`'s line, `baseline set`),
+from the same noise model as the limit; and the limit's multiple is one rule: Student's t on the
+dof of the estimate, every estimate updating the prior by its dof (a roughness once stood in with
+2.576 against the prior's t)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ncclbench.commands import main as ncclbench_main
+from ncclbench.commands.show import show_text
+from ncclbench.config import GATE_ROUNDS
+from ncclbench.errors import ArgumentError
+from ncclbench.options import parse_bench_args
+from ncclbench.results import RunSummary
+from ncclbench.store import noise, stats
+from ncclbench.store.compare import baseline_noise_note, format_gate, gate, gate_to_dict, projected_limit
+from ncclbench.store.importers import load_file
+
+ROOT = Path(__file__).resolve().parents[1]
+AR = ROOT / "tests" / "fixtures" / "nccl_tests_output" / "all_reduce_1proc_4gpu.txt"
+TEMPLATE = load_file(AR)[0]
+KiB = 1 << 10
+
+
+def gated_run(rng: random.Random, rounds: int = GATE_ROUNDS, process: float = 0.0, per_round: float = 0.0,
+              level: float = 1.0, table_shift: float | None = None, label: str = "x"):
+    """A copy of the H200 fixture as one process of a gated run would record it: the table's small
+    sizes moved by this process's draw (N(0.127), the per-process prior: what the table shows), and
+    gate rounds whose small-size times carry a draw per process (`process`) and one per round
+    (`per_round`, what a fresh communicator renews), all `level` times the fixture's."""
+    run = copy.deepcopy(TEMPLATE)
+    shift = rng.gauss(0, 0.127) if table_shift is None else table_shift
+    small = [r for r in run.rows if 0 < r.size <= 64 * KiB]
+    for r in small:
+        for h in (r.out_of_place, r.in_place):
+            h.time_us *= level * math.exp(shift)
+    proc = rng.gauss(0, process) if process else 0.0
+    sizes = [r.size for r in small]
+    oop, ip = [], []
+    for _ in range(rounds):
+        d = proc + (rng.gauss(0, per_round) if per_round else 0.0)
+        oop.append([r.out_of_place.time_us / math.exp(shift) * math.exp(d + rng.gauss(0, 0.01)) for r in small])
+        ip.append([r.in_place.time_us / math.exp(shift) * math.exp(d + rng.gauss(0, 0.01)) for r in small])
+    run.summary = RunSummary(0, math.nan, None, None)
+    run.summary.gate_latency = {"rounds": rounds, "fresh": "in a fresh NCCL communicator", "loop_us": 2000.0,
+                                "seconds": 1.0, "iterations": [170],
+                                "series": [{"type": "float", "redop": "sum", "root": -1, "sizes": sizes,
+                                            "out_of_place": oop, "in_place": ip}]}
+    run.content_hash += f"-{label}-{rng.random()}"
+    return run
+
+
+def latency(g):
+    return next(j for j in g.judgements if j.figure == "latency")
+
+
+def test_a_30pct_rise_is_caught_from_gate_rounds_where_table_times_cannot_see_it():
+    """Five gated baseline runs whose rounds renew the per-process draw: the latency figure is the median
+    of rounds, its noise the runs' own shifts (not pooled with the per-process prior, only an upper bound),
+    and a +30 % rise is a regression, an identical run ok.  The same runs' table times (12.7 % per process)
+    cannot see 30 % ("cannot confirm")."""
+    rng = random.Random(3)
+    base = [gated_run(rng, per_round=0.05, label=f"b{i}") for i in range(5)]
+    same = gated_run(rng, per_round=0.05, label="same")
+    slow = gated_run(rng, per_round=0.05, level=1.3, label="slow")
+    g_ok = gate(same, base[-1], max_rise_pct=15, history=base[:-1])
+    j = latency(g_ok)
+    assert j.verdict == "ok" and j.how.startswith("gate rounds: 10 rounds, each in a fresh NCCL communicator")
+    assert "not pooled" in j.noise.source and "only an upper bound" in j.noise.source
+    assert j.noise.dof == 4 and j.detectable_pct < 15
+    g = gate(slow, base[-1], max_rise_pct=15, history=base[:-1])
+    assert g.exit_code == 7 and [f.figure for f in g.failures] == ["latency"]
+    text = format_gate(g)
+    assert "this 5-run baseline can see a latency rise of" in text and "gate rounds: 10 rounds" in text
+    # the table's figure of the same runs: the per-process prior, pooled on its 20 dof, is too wide for 30 %
+    for r in (*base, slow):
+        r.summary.gate_latency = None
+    t = latency(gate(slow, base[-1], max_rise_pct=15, history=base[:-1]))
+    assert t.how is None and t.detectable_pct > 30 and t.verdict == "CANNOT CONFIRM" and "--gate" in t.not_judged
+
+
+def test_rounds_that_renew_nothing_leave_the_figure_as_wide_as_the_table():
+    """Where a fresh communicator does not renew the per-process draw (all of it shared by a run's
+    rounds), the runs' own shifts say so: the limit stays wide and a +30 % rise is not called a
+    regression on noise it cannot see (the gate says it cannot confirm)."""
+    rng = random.Random(11)
+    base = [gated_run(rng, process=0.127, label=f"b{i}") for i in range(5)]
+    slow = gated_run(rng, process=0.127, level=1.3, label="slow")
+    j = latency(gate(slow, base[-1], max_rise_pct=15, history=base[:-1]))
+    assert j.detectable_pct > 30 and j.verdict == "CANNOT CONFIRM"
+
+
+def test_runs_that_agree_closer_than_their_rounds_allow_get_their_rounds_spread_as_the_floor():
+    """A run's figure is a median of rounds: it moves at least by their spread.  Five runs whose medians
+    agree by chance closer than that are judged on the rounds' spread (said), never on less."""
+    rng = random.Random(5)
+    base = [gated_run(rng, per_round=0.30, label=f"b{i}") for i in range(5)]
+    med = [stats.round_profile(stats.gate_round_values(r.summary)[("float", "sum", -1)]) for r in base]
+    for r, m in zip(base, med):  # pull each run's rounds so their medians agree exactly
+        s = r.summary.gate_latency["series"][0]
+        for rnd in s["out_of_place"]:
+            for i, size in enumerate(s["sizes"]):
+                rnd[i] *= med[0][size] / m[size]
+    j = latency(gate(gated_run(rng, per_round=0.30, label="c"), base[-1], history=base[:-1]))
+    assert "rounds' spread within runs, more than the runs moved" in j.noise.source
+    per_run = 0.30 * math.sqrt(noise.median_variance(GATE_ROUNDS))
+    assert j.noise.sigma > 0.5 * per_run
+
+
+def test_a_baseline_measured_without_gate_keeps_table_times_and_says_why():
+    rng = random.Random(7)
+    base = [gated_run(rng, per_round=0.05, label=f"b{i}") for i in range(3)]
+    base[0].summary.gate_latency = None
+    j = latency(gate(gated_run(rng, per_round=0.05, label="c"), base[-1], max_rise_pct=30, history=base[:-1]))
+    assert j.how.startswith("table times:") and "measured without --gate" in j.how
+    assert "--gate" in (j.not_judged or "")
+    assert gate_to_dict(gate(base[1], base[-1]))["judgements"][1]["measured"].startswith("gate rounds")
+
+
+def test_one_rule_for_the_multiple_a_rough_baseline_never_narrows_the_limit():
+    """The issue-31 mismatch: a one-run baseline whose roughness was a little above the prior was judged
+    with 2.576 while the prior it replaced was judged with t on its dof, so the limit NARROWED as the
+    baseline got rougher.  Now the roughness updates the prior on its effective dof: the limit grows
+    with the roughness, and the multiple is t at the pooled dof."""
+    p = noise.prior_for("mpi", "bandwidth", "one host")  # 5 % per run on 9 dof
+    limits = []
+    for r in (0.04, 0.051, 0.06, 0.10, 0.30, 1.0):
+        nz = noise.assumed_noise("mpi", "bandwidth", noise.Spread(r, 4, "size-to-size roughness"), "one host")
+        assert nz.dof is not None and nz.multiple == noise.noise_multiple(nz.dof)
+        limits.append(nz.multiple * (nz.sigma or 0))
+    prior = noise.prior_noise("mpi", "bandwidth", system="one host")
+    assert limits[0] == pytest.approx(prior.multiple * (prior.sigma or 0))
+    assert limits == sorted(limits) and limits[1] >= limits[0]
+    assert noise.roughness_dof(noise.Spread(0.1, 4, "x"), "bandwidth") < 1 < noise.roughness_dof(
+        noise.Spread(0.1, 6, "x"), "latency")
+    assert p.dof == 9
+
+
+def test_projected_limit_is_the_gates_own_noise_path():
+    """`baseline set`'s projections and `check`'s limit are one computation: a baseline of n runs moving
+    by sigma gets the limit `gate` gives it (posterior, combine, t)."""
+    rng = random.Random(2)
+    base = [gated_run(rng, per_round=0.05, label=f"b{i}") for i in range(5)]
+    j = latency(gate(base[-1], base[-1], history=base[:-1]))
+    per_run = j.noise.sigma / math.sqrt(1 + noise.median_variance(5))
+    want = projected_limit(5, "nccl-tests", "NVIDIA H200", noise.GATED_LATENCY, "time", per_run)
+    assert j.detectable_pct == pytest.approx(want)
+
+
+def test_baseline_set_says_what_it_can_see_and_suggests_runs(tmp_path, capsys):
+    """`baseline set` prints the smallest plateau drop and latency rise the baseline lets `check` see -- the
+    very figures `check` prints against it -- and, where the latency rise is more than 30 %, the runs that
+    would see it, and --gate for table times."""
+    db = str(tmp_path / "r.sqlite")
+    f = tmp_path / "run.txt"
+    f.write_text(show_text(TEMPLATE))
+    assert ncclbench_main(["import", "--db", db, str(f)]) == 0
+    capsys.readouterr()
+    assert ncclbench_main(["baseline", "set", "one", "1", "--db", db]) == 0
+    out = capsys.readouterr().out
+    j = latency(gate(load_file(f)[0], load_file(f)[0], max_rise_pct=30))
+    assert "note: this 1-run baseline can see a plateau drop of" in out
+    assert f"a latency rise of {j.detectable_pct:.1f}% or more" in out
+    assert "too few runs to see a latency rise of 30%" in out and "--gate" in out
+    assert ncclbench_main(["check", "1", "--against", "one", "--db", db, "--max-rise", "30"]) == 9
+    assert f"this 1-run baseline can see a latency rise of {j.detectable_pct:.1f}% or more" in capsys.readouterr().out
+    lines = baseline_noise_note([load_file(f)[0]], rise_pct=80)
+    assert not any("latency rise of 80" in x for x in lines)  # 80 % it can see: nothing suggested
+
+
+def test_gate_options():
+    assert parse_bench_args("all_reduce", ["-b", "8"]).gate_rounds == 0
+    assert parse_bench_args("all_reduce", ["--gate"]).gate_rounds == GATE_ROUNDS
+    assert parse_bench_args("all_reduce", ["--gate-rounds", "4", "--gate"]).gate_rounds == 4
+    assert parse_bench_args("all_reduce", ["--baseline", "nightly"]).gate_rounds == GATE_ROUNDS
+    assert parse_bench_args("all_reduce", ["--baseline", "nightly", "--gate-rounds", "0"]).gate_rounds == 0
+    with pytest.raises(ArgumentError, match="--gate-rounds"):
+        parse_bench_args("all_reduce", ["--gate-rounds", "many"])
+    # a measured option: runs with and without rounds are not one experiment (a baseline's history)
+    assert "gate_rounds" in parse_bench_args("all_reduce", ["--gate"]).measured()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the CPU backend's ranks")
+def test_a_gated_cpu_run_records_its_rounds_and_leaves_the_table_alone(tmp_path):
+    """A real run of two CPU ranks with --gate-rounds 3: the table has the rows a plain run has, one line
+    after it says what the rounds did (a duplicated MPI communicator per round), and the store keeps the
+    rounds the gate reads; a plain run has no such line and no rounds."""
+    env = {**os.environ, "NCCLBENCH_DB": str(tmp_path / "r.sqlite"), "PYTHONPATH": str(ROOT / "src"),
+           "NCCLBENCH_EXPLAIN": "0"}
+    args = [sys.executable, "-m", "ncclbench", "all_reduce_perf", "-b", "8", "-e", "128K", "-f", "4", "-n", "5",
+            "-w", "1", "-c", "0", "--backend", "mpi", "--nprocs", "2"]
+    plain = subprocess.run(args, capture_output=True, text=True, env=env, timeout=240)
+    gated = subprocess.run([*args, "--gate-rounds", "3", "-J", str(tmp_path / "g.json")], capture_output=True,
+                           text=True, env=env, timeout=240)
+    assert plain.returncode == 0 and gated.returncode == 0, gated.stderr[-2000:]
+    rows = [[ln.split()[0] for ln in p.stdout.splitlines() if ln.strip() and not ln.startswith("#")]
+            for p in (plain, gated)]
+    assert rows[0] == rows[1] and len(rows[0]) == 8
+    assert "# gate latency" not in plain.stdout
+    line = next(ln for ln in gated.stdout.splitlines() if ln.startswith("# gate latency (float sum)"))
+    assert "3 rounds, each in a duplicated MPI communicator, of 7 sizes 8 B..32 KiB" in line
+    c = sqlite3.connect(tmp_path / "r.sqlite")
+    sums = [json.loads(x[0]) for x in c.execute("SELECT summary FROM runs ORDER BY id")]
+    assert sums[0]["gate_latency"] is None
+    g = sums[1]["gate_latency"]
+    assert g["rounds"] == 3 and len(g["series"][0]["out_of_place"]) == 3
+    assert g["series"][0]["sizes"] == [8, 32, 128, 512, 2048, 8192, 32768]
+    assert json.loads((tmp_path / "g.json").read_text())["ncclbench"]["gate_latency"]["rounds"] == 3
+
+
+class _Lib:
+    """Just enough libnccl for NcclWorker.fresh_communicators."""
+
+    def __init__(self):
+        from ncclbench.nccl.binding import Capabilities
+
+        self.caps = Capabilities(*([True] * len(Capabilities.__dataclass_fields__)))
+        self.made, self.destroyed, self.groups = [], [], 0
+
+    def get_unique_id(self):
+        return b"u" * 128
+
+    def make_config(self, **values):
+        return values
+
+    def group_start(self):
+        self.groups += 1
+
+    def group_end(self):
+        pass
+
+    def comm_init_rank(self, nranks, uid, rank, config=None):
+        self.made.append((nranks, rank, config))
+        return 900 + len(self.made)
+
+    def comm_destroy(self, h):
+        self.destroyed.append(h)
+
+
+def test_nccl_rounds_run_on_fresh_communicators_and_give_the_runs_back():
+    """Each round's communicators are new ones of the same ranks, made with the run's own config in one
+    group; after the round the run's own are back and the fresh ones destroyed.  -t > 1 or -R: the run's."""
+    from test_nccl_worker_cpu import FakeCuda, make_worker
+
+    from ncclbench.config import BenchOptions
+
+    lib = _Lib()
+    w = make_worker(FakeCuda(), lib, BenchOptions(ngpus=2))
+    w.setup.config_values = {"cgaClusterSize": 2}
+    before = [(s.handle, s.comm) for s in w.slots]
+    with w.fresh_communicators() as how:
+        assert how == "in a fresh NCCL communicator"
+        assert [s.handle for s in w.slots] == [901, 902] and all(s.comm.handle == s.handle for s in w.slots)
+    assert [(s.handle, s.comm) for s in w.slots] == before
+    assert lib.destroyed == [901, 902] and lib.groups == 1
+    assert [(n, r, c) for n, r, c in lib.made] == [(2, 0, {"cgaClusterSize": 2}), (2, 1, {"cgaClusterSize": 2})]
+    w.setup.register_mode = 1
+    with w.fresh_communicators() as how:
+        assert how.startswith("on the run's communicator (-R")
+    assert len(lib.made) == 2
