@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, cast
 
 from ..collectives.base import Collective
@@ -31,6 +32,7 @@ from ..fills import Fill
 from ..launch.hostcomm import HostComm
 from ..nccl import runmodel
 from ..nccl.binding import NcclError, NcclLibrary
+from ..nccl.communicator import NcclCommunicator
 from ..nccl.native_loop import NativeLoop
 from ..nccl.version import version_text
 from ..results import DeviceInfo
@@ -267,7 +269,7 @@ class NcclWorker(Worker):
     # -- the gate's rounds ------------------------------------------------------------------
     @contextlib.contextmanager
     def fresh_communicators(self) -> Iterator[str]:
-        """New NCCL communicators of the same ranks for the body of the `with` (nccl_setup.fresh_handles:
+        """New NCCL communicators of the same ranks for the body of the `with` (fresh_handles:
         new channels, buffers and connections), destroyed after it; the run's own are untouched.  Where a
         fresh one cannot stand in (-t > 1: several threads would have to make theirs together; -R: the
         buffers are registered with the run's), the run's own is used and the line says so."""
@@ -276,8 +278,6 @@ class NcclWorker(Worker):
         if why:
             yield f"on the run's communicator ({why})"
             return
-        from .nccl_setup import communicator_for, fresh_handles
-
         self._bind()
         saved = [(slot.handle, slot.comm) for slot in self.slots]
         handles = fresh_handles(self.setup, self.slots)
@@ -602,3 +602,29 @@ def _free_buffers(lib: NcclLibrary, cuda: CudaRuntime, slot: NcclSlot) -> None:
             setattr(slot, attr, 0)
 
 
+def communicator_for(worker: NcclWorker, slot: NcclSlot) -> NcclCommunicator:
+    """The `Communicator` the harness calls for `slot` (its handle, stream and device)."""
+    return NcclCommunicator(worker.lib, slot.handle, slot.rank, worker.setup.nranks, slot.stream, slot.device,
+                            copy=partial(worker.copy_async, device=slot.device), on_error=worker.abort,
+                            bind_copy=partial(worker.bind_copy, device=slot.device))
+
+
+def fresh_handles(setup: ProcessSetup, slots: Sequence[NcclSlot]) -> list[int]:
+    """New communicators of the same ranks as `slots` (the gate's rounds, NcclWorker.fresh_communicators):
+    a unique id from the group's first process over the host channel, then ncclCommInitRankConfig with
+    the run's own config for every slot in one group, as the set-up made the run's.  Collective over
+    the world; one thread per process (the caller checks)."""
+    lib, cuda = setup.lib, setup.cuda
+    leader = runmodel.group_layout(setup.colors, setup.world_rank)[2]
+    uid = lib.get_unique_id() if setup.world_rank == leader else None
+    uid = setup.host.allgather(uid)[leader]
+    config = lib.make_config(**(setup.config_values or {})) if lib.caps.config_init else None
+    handles: list[int] = []
+    lib.group_start()
+    try:
+        for slot in slots:
+            cuda.set_device(slot.device)
+            handles.append(lib.comm_init_rank(setup.nranks, uid, slot.rank, config))
+    finally:
+        lib.group_end()
+    return handles

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Sequence
-from functools import partial
 
 from ..collectives.base import Collective
 from ..config import BenchOptions
@@ -25,9 +24,8 @@ from ..launch.hostcomm import HostComm
 from ..nccl import runmodel
 from ..nccl.binding import NCCL_WIN_COLL_SYMMETRIC, NcclError, get_library, short_hostname
 from ..nccl.callpath import CALL_PATH_ENV, timed_call_path, timed_calls_text
-from ..nccl.communicator import NcclCommunicator
 from ..nccl.native_loop import NATIVE_ENV
-from .nccl_gpu import NcclSlot, NcclWorker, ProcessSetup, release_memory
+from .nccl_gpu import NcclSlot, NcclWorker, ProcessSetup, communicator_for, release_memory
 from .nccl_native import open_native_loop
 from .threads import ThreadTeam
 
@@ -180,34 +178,6 @@ def _init_comms(setup: ProcessSetup, slots: Sequence[NcclSlot], uid: bytes, conf
             slot.handle = lib.comm_init_rank(setup.nranks, uid, slot.rank, config)
     finally:
         lib.group_end()
-
-
-def communicator_for(worker: NcclWorker, slot: NcclSlot) -> NcclCommunicator:
-    """The `Communicator` the harness calls for `slot` (its handle, stream and device)."""
-    return NcclCommunicator(worker.lib, slot.handle, slot.rank, worker.setup.nranks, slot.stream, slot.device,
-                            copy=partial(worker.copy_async, device=slot.device), on_error=worker.abort,
-                            bind_copy=partial(worker.bind_copy, device=slot.device))
-
-
-def fresh_handles(setup: ProcessSetup, slots: Sequence[NcclSlot]) -> list[int]:
-    """New communicators of the same ranks as `slots` (the gate's rounds, NcclWorker.fresh_communicators):
-    a unique id from the group's first process over the host channel, then ncclCommInitRankConfig with
-    the run's own config for every slot in one group, as the set-up made the run's.  Collective over
-    the world; one thread per process (the caller checks)."""
-    lib, cuda = setup.lib, setup.cuda
-    leader = runmodel.group_layout(setup.colors, setup.world_rank)[2]
-    uid = lib.get_unique_id() if setup.world_rank == leader else None
-    uid = setup.host.allgather(uid)[leader]
-    config = lib.make_config(**(setup.config_values or {})) if lib.caps.config_init else None
-    handles: list[int] = []
-    lib.group_start()
-    try:
-        for slot in slots:
-            cuda.set_device(slot.device)
-            handles.append(lib.comm_init_rank(setup.nranks, uid, slot.rank, config))
-    finally:
-        lib.group_end()
-    return handles
 
 
 def _register(setup: ProcessSetup, slots: Sequence[NcclSlot]) -> None:

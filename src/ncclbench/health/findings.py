@@ -9,13 +9,16 @@ evidence that points at it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+
+from ..output.health_fields import GPU_COMPONENT, finding_slot, where_text
+
+__all__ = ["finding_slot", "where_text"]  # read by output/, defined there (a lower layer)
 
 # components
 GPU, NODE_INTRA, NODE_NIC, LINK, RAIL, NO_ANSWER_C, FLEET = (
-    "gpu", "node intra", "node nic", "link", "rail", "no answer", "fleet")
+    GPU_COMPONENT, "node intra", "node nic", "link", "rail", "no answer", "fleet")
 NODE_COMPONENTS = (GPU, NODE_INTRA, NODE_NIC, NO_ANSWER_C)
 
 # verdicts
@@ -61,26 +64,6 @@ class Finding:
                 "expected": self.expected, "z": self.z, "unit": self.unit,
                 "pct_expected": self.pct_expected, "evidence": list(self.evidence), "cause": list(self.cause),
                 "setting": self.setting, "slot": self.slot}
-
-
-def finding_slot(f: Mapping[str, Any]) -> int | None:
-    """The slot a GPU finding of a scan document names (`Finding.slot`).  Documents written
-    before the field existed carry the label only, which was always "gpu N" then: read once
-    here for those, so stored scans keep their per-GPU verdicts."""
-    if f.get("component") != GPU:
-        return None
-    if "slot" in f:
-        return None if f["slot"] is None else int(f["slot"])
-    word, _, num = str(f.get("detail") or "").partition(" ")
-    return int(num) if word == GPU and num.isdigit() else None
-
-
-def where_text(component: str, detail: str) -> str:
-    """What a finding names, for a line: a GPU finding's label alone ("gpu 3", "rank 3"),
-    else the component and its detail ("node nic rail 1", "link")."""
-    if component == GPU and detail:
-        return detail
-    return " ".join(x for x in (component, detail) if x)
 
 
 def drain_hosts(findings: Iterable[Finding]) -> list[str]:

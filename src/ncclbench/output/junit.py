@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..health.findings import where_text
+from .health_fields import where_text
 
 NOT_JUDGED = "not judged"
 

@@ -34,8 +34,8 @@ from typing import Any
 
 from ..atomic_file import check_output_path, write_atomically
 from ..config import BenchOptions
-from ..health.findings import finding_slot
 from ..results import ResultRow, RunInfo, RunSummary
+from .health_fields import finding_slot
 
 GB = 1e9
 US = 1e-6
