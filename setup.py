@@ -16,7 +16,7 @@ LIMITED_API = [("Py_LIMITED_API", "0x030A0000")]  # 3.10: the oldest Python nccl
 setup(
     ext_modules=[
         # The timed loop's calls issued from C (ncclbench/nccl/native_loop.py).
-        Extension("ncclbench._timedloop", ["src/ncclbench/_timedloop.c"], optional=True,
+        Extension("ncclbench.nccl._timedloop", ["src/ncclbench/nccl/_timedloop.c"], optional=True,
                   extra_compile_args=["-O2"], define_macros=LIMITED_API, py_limited_api=True),
         # NCCL profiler plugin (a plain shared object NCCL dlopens via NCCL_PROFILER_PLUGIN; never
         # imported by Python, so it uses no Python API at all): NCCL's algorithm/protocol/channels

@@ -69,10 +69,10 @@ def breakdown() -> list[str]:
     sys.path.insert(0, str(ROOT / "src"))
     import numpy as np
 
-    from ncclbench import verifiable as v
     from ncclbench.backends.mpi_cpu import HostMemoryWorker
-    from ncclbench.datatypes import DATATYPE_BY_NAME, REDOP_BY_NAME
-    from ncclbench.fills import reduce_input, reduce_result
+    from ncclbench.core import verifiable as v
+    from ncclbench.core.datatypes import DATATYPE_BY_NAME, REDOP_BY_NAME
+    from ncclbench.core.fills import reduce_input, reduce_result
 
     dt, op, n = DATATYPE_BY_NAME["float"], REDOP_BY_NAME["sum"], 2
     lines = []

@@ -39,8 +39,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from provenance import commit  # noqa: E402  (bench/: the one answer to 'which commit is this tree')
 
 from ncclbench.explain.ceiling import expected_ceiling  # noqa: E402
-from ncclbench.explain.gather import gather_host_topology  # noqa: E402
-from ncclbench.explain.verdict import Plateau, judge  # noqa: E402
+from ncclbench.explain.gather_topology import gather_host_topology  # noqa: E402
+from ncclbench.explain.plateau_verdict import Plateau, judge  # noqa: E402
 from ncclbench.simulation import hosts as S  # noqa: E402
 
 MISS = 0.10

@@ -18,7 +18,7 @@ Two phases, so the (slow) measurements are taken once and kept:
               bandwidth loss, which the gate must catch.  -I alternates by round.
             Before the pairs, SEEDS identical runs of every variant: the history a
             user would have stored before the first check.
-  judge     runs the gate (ncclbench.store.compare.gate, the code behind `check`;
+  judge     runs the gate (ncclbench.store.comparison.gate, the code behind `check`;
             default limits, --max-drop 5%) on every pair twice: against the pair's
             first run alone (noise of whole runs unknown), and against a baseline of
             the 10 newest good runs of the same command up to that first run (what
@@ -236,7 +236,7 @@ def _judgement(g) -> dict:
 
 def judge(args) -> int:
     from ncclbench.store import ResultStore
-    from ncclbench.store.compare import gate
+    from ncclbench.store.comparison import gate
 
     out = Path(args.out)
     meta = json.loads((out / "pairs.json").read_text())

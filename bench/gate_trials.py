@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The regression gate's figures (issue 31): trials of `ncclbench check` (the code behind it,
-ncclbench.store.compare.gate) with slowdowns that are calibrated and measured, not assumed.
+ncclbench.store.comparison.gate) with slowdowns that are calibrated and measured, not assumed.
 
 Cases (each judged with the default --max-drop 5 %, latency against its noise alone):
 
@@ -12,7 +12,7 @@ Cases (each judged with the default --max-drop 5 %, latency against its noise al
                                     `check --max-rise 15` (LATENCY_ASKED): caught = the latency figure's exit 7
   50 % drop, 1-run baseline         plateau busbw injected about half: never "ok" (exit 7 or 9)
 
-Every run is measured for the gate (`--gate-rounds R`, harness/gate_rounds.py: the sizes <= 64 KiB again
+Every run is measured for the gate (`--gate-rounds R`, run/gate_rounds.py: the sizes <= 64 KiB again
 in R rounds on fresh communicators; the gate's latency figure is their median).  `--gate-rounds auto`
 (the default) runs one pilot first and takes the most rounds, up to the product's default, with which
 every run the collection needs fits the budget; the pilot is not used otherwise.
@@ -314,7 +314,8 @@ def figure_change(store, run_id: int, base_ids: list[int], figure: str) -> float
     """How much worse `figure` of run_id is than the per-size median of base_ids (% worse:
     a busbw drop or a time rise), the gate's own median log ratio over the figure's sizes; the
     latency figure from the gate rounds where every run carries them (what the gate reads)."""
-    from ncclbench.store import noise, stats
+    from ncclbench.store import noise
+    from ncclbench.store import summary_stats as stats
 
     stored = [store.get_run(r) for r in base_ids]
     me = store.get_run(run_id)
@@ -435,7 +436,7 @@ def collect(setup, out: Path, trials: int, clock: Clock, checkpoint=None, only: 
     `checkpoint(runs, calibration)` after the calibration and every round (a cut loses no run).
     Every run measured for the gate with `gate_rounds` rounds (None: a pilot run first, then as many
     rounds, up to the product's default, as let the collection fit its budget: `fit_rounds`)."""
-    from ncclbench.config import GATE_ROUNDS
+    from ncclbench.core.config import GATE_ROUNDS
     from ncclbench.store import ResultStore
 
     db = out / "runs.sqlite"
@@ -509,7 +510,7 @@ def cases_of(only: str | None) -> tuple:
 def judge(out: Path, trials: int, runs: dict, only: str | None = None, quiet: bool = False) -> dict:
     """Every trial of every case judged with this tree's gate; a line per trial as it is judged."""
     from ncclbench.store import ResultStore
-    from ncclbench.store.compare import gate
+    from ncclbench.store.comparison import gate
 
     ids = {k: {int(r): v["run"] for r, v in d.items()} for k, d in runs.items()}
     found: list[dict] = []
@@ -560,7 +561,8 @@ def _figure_of(kind: str) -> str:
 def good_run_shifts(out: Path, runs: dict) -> dict:
     """Whole-run shift of each figure over the good runs (noise.shift_sigma, leave one out, one
     standard deviation per run, %) and its dof: what a prior for this machine would carry."""
-    from ncclbench.store import ResultStore, noise, stats
+    from ncclbench.store import ResultStore, noise
+    from ncclbench.store import summary_stats as stats
 
     ids = [v["run"] for _, v in sorted(runs.get("good", {}).items(), key=lambda kv: int(kv[0]))]
     if len(ids) < 3:
@@ -617,7 +619,8 @@ def latency_noise(out: Path, runs: dict) -> dict:
     figure (the median of R rounds), what the gated figure would move by if every round renewed the
     whole per-process draw (a round's spread x sqrt(median variance of R)), and the part the rounds
     do not renew (the rest of the gated figure's variance)."""
-    from ncclbench.store import ResultStore, noise, stats
+    from ncclbench.store import ResultStore, noise
+    from ncclbench.store import summary_stats as stats
 
     ids = [v["run"] for _, v in sorted(runs.get("good", {}).items(), key=lambda kv: int(kv[0]))]
     if len(ids) < 3:
@@ -724,7 +727,7 @@ def machine_facts(setup_name: str, out: Path, runs: dict) -> dict:
     facts["gpus"] = f"{len(names)} x " + ", ".join(sorted(set(names)))
     first = next((v["run"] for d in runs.values() for v in d.values()), None)
     if first is not None:
-        from ncclbench.nccl.version import version_text
+        from ncclbench.nccl.version_text import version_text
         from ncclbench.store import ResultStore
 
         with ResultStore(out / "runs.sqlite", create=False) as st:

@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.seconds <= 0 or args.mib < 1 or args.device < 0 or not 0 < args.duty <= 1:
         ap.error("--seconds must be > 0, --mib >= 1, --device >= 0, 0 < --duty <= 1")
-    from ncclbench.errors import BenchError
+    from ncclbench.core.errors import BenchError
 
     try:
         print(json.dumps(hog(args.device, args.seconds, args.mib, args.duty)), flush=True)

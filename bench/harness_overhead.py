@@ -51,9 +51,9 @@ class Capture:
 def ncclbench_time(size: int, iters: int) -> float:
     from ncclbench.backends.mpi_cpu import MpiWorker
     from ncclbench.collectives import COLLECTIVES
-    from ncclbench.config import Backend, BenchOptions
-    from ncclbench.harness.runner import run_workers
-    from ncclbench.plan import make_plan
+    from ncclbench.core.config import Backend, BenchOptions
+    from ncclbench.run.plan import make_plan
+    from ncclbench.run.plan_runner import run_workers
 
     opts = BenchOptions(collective="all_reduce", min_bytes=size, max_bytes=size, iters=iters,
                         warmup_iters=1, check=0)

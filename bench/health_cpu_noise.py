@@ -4,7 +4,7 @@ Runs `ncclbench health` N times on one machine with no fault (ranks told apart a
 NCCLBENCH_HEALTH_HOST_MAP, as in tests/test_health_runtime.py) and collects, per phase, each
 fleet-round figure's deviation from its round's median.  The tails of that distribution are
 what a health verdict must not mistake for a fault: the CPU backend's spread floors
-(`health.judge.CPU_BW_FLOOR`, `CPU_LAT_FLOOR`) are set from them (floor = the 1 % tail /
+(`health.core.round_judge.CPU_BW_FLOOR`, `CPU_LAT_FLOOR`) are set from them (floor = the 1 % tail /
 the z limit), and the scans' exit codes count false alarms (8: a fault confirmed on healthy
 hosts).
 

@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from health_gpu import checks_table, machine, run_scan_command, scan_outputs, start_hog, stop_hog  # noqa: E402  (bench/ is not a package)
 from provenance import commit  # noqa: E402
 
-from ncclbench.health.findings import finding_slot  # noqa: E402
+from ncclbench.health.core.findings import finding_slot  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -178,7 +178,7 @@ def gpus_for(nhosts: int, ngpus: int | None) -> int | None:
     every host, so each GPU as many ranks), one for an odd fleet.  An odd fleet leaves one host out
     of each pair round; spread over 2 GPUs, its rounds alternate between 2 and 3 ranks on GPU 0
     (5 hosts: pairs 3 % slower at 3), which ncclbench health rightly refuses to compare
-    (health/sharing.py); on one GPU every round runs as many ranks as the next, as on a fleet
+    (health/core/sharing.py); on one GPU every round runs as many ranks as the next, as on a fleet
     where each rank has its own GPU."""
     if ngpus is None or nhosts % 2 == 0:
         return ngpus

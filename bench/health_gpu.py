@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 from provenance import commit  # noqa: E402  (bench/: the one answer to 'which commit is this tree')
 
-from ncclbench.health.findings import finding_slot  # noqa: E402
+from ncclbench.health.core.findings import finding_slot  # noqa: E402
 
 SCAN_ARGS: list[str] = []  # --scan-args: options every scan gets (e.g. --bw-size 256M)
 
@@ -159,7 +159,7 @@ def machine() -> str:
     return f"{platform.node()}: {gpus}"
 
 
-BASELINE_SCANS = 3  # N = 1: healthy scans saved to one baseline (health/baseline.py LONE_MIN_SCANS)
+BASELINE_SCANS = 3  # N = 1: healthy scans saved to one baseline (health/outputs/baseline_file.py LONE_MIN_SCANS)
 
 
 def judge(ngpus: int, hog_device: int, healthy: dict, slowed: dict,

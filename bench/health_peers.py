@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ncclbench.health.schedule import round_robin
+from ncclbench.health.core.scan_schedule import round_robin
 from ncclbench.simulation.fabric import SimFabric, TimeModel
 
 JOB_START_S = 5.0  # Slurm/mpirun step start on idle nodes: an assumption, the same for both peers

@@ -42,9 +42,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 from health_peers import JOB_START_S, POLL_S, superbench_scan, together_scan, tournament_pairs, trimmed_baseline  # noqa: E402
 from provenance import commit as provenance_commit  # noqa: E402
 
-from ncclbench.health.fleet import Fleet  # noqa: E402
-from ncclbench.health.scan import ScanConfig, run_scan  # noqa: E402
-from ncclbench.health.schedule import disjoint_pairs  # noqa: E402
+from ncclbench.health.core.fleet import Fleet  # noqa: E402
+from ncclbench.health.core.scan import ScanConfig, run_scan  # noqa: E402
+from ncclbench.health.core.scan_schedule import disjoint_pairs  # noqa: E402
 from ncclbench.simulation.fabric import FabricSpec, SimFabric, TimeModel, fault_scenario  # noqa: E402
 
 OURS_KINDS = ("healthy", "nic-node", "nic-rail", "link-r1", "link-random", "dead", "gpu", "intra")

@@ -1,6 +1,6 @@
 """Detection by fleet size, slowdown and fault kind, on the simulated fabric.
 
-The whole scan (`ncclbench.health.scan.run_scan`, every phase, default
+The whole scan (`ncclbench.health.core.scan.run_scan`, every phase, default
 configuration) runs against `SimFabric` (8 GPUs a host, the measured noise of
 simulation/fabric.py) with one injected fault: a GPU, a host's NICs (all
 rails), a host pair's link, or NVLink within a node ("intra"), slowed by 10,
@@ -47,8 +47,8 @@ def trials_for(nhosts: int, trials: int) -> int:
 
 def cell(nhosts: int, kind: str, slowdown: float, trials: int, seed: int) -> dict:
     """One (size, kind, slowdown) cell: found, false alarms, median scan time."""
-    from ncclbench.health.fleet import Fleet
-    from ncclbench.health.scan import ScanConfig, run_scan
+    from ncclbench.health.core.fleet import Fleet
+    from ncclbench.health.core.scan import ScanConfig, run_scan
     from ncclbench.simulation.fabric import SimFabric, fault_scenario
 
     fleet = Fleet.uniform(nhosts, 8)

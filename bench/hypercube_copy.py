@@ -44,12 +44,12 @@ from copy_cost import real_libcudart  # bench/ is this script's directory
 
 from ncclbench.backends.nccl_setup import create_nccl_workers
 from ncclbench.collectives import COLLECTIVES
-from ncclbench.config import BenchOptions
-from ncclbench.datatypes import DATATYPE_BY_NAME, NO_OP
-from ncclbench.harness.timing import Placement
+from ncclbench.core.config import BenchOptions
+from ncclbench.core.datatypes import DATATYPE_BY_NAME, NO_OP
 from ncclbench.launch.hostcomm import MpiHostComm
 from ncclbench.nccl.callpath import timed_call_path
 from ncclbench.nccl.communicator import NcclCommunicator
+from ncclbench.run.timing import Placement
 
 ITERS = 20  # nccl-tests' default -n
 

@@ -99,7 +99,7 @@ class Scored:
 
 def score_entry(entry: dict, corpus: Path) -> Scored:
     """One manifest entry judged as `ncclbench explain LOG` judges it."""
-    from ncclbench.errors import BenchError
+    from ncclbench.core.errors import BenchError
     from ncclbench.explain.run_explain import explain_run
     from ncclbench.explain.stored import run_facts
     from ncclbench.explain.traps import ERROR, cause_of

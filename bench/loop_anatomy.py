@@ -26,11 +26,11 @@ import time
 
 from ncclbench.backends.nccl_setup import create_nccl_workers
 from ncclbench.collectives import COLLECTIVES
-from ncclbench.config import BenchOptions
-from ncclbench.datatypes import DATATYPE_BY_NAME, NO_OP, REDOP_BY_NAME
-from ncclbench.harness.timing import Placement
+from ncclbench.core.config import BenchOptions
+from ncclbench.core.datatypes import DATATYPE_BY_NAME, NO_OP, REDOP_BY_NAME
 from ncclbench.launch.hostcomm import MpiHostComm
 from ncclbench.nccl.callpath import timed_call_path
+from ncclbench.run.timing import Placement
 
 
 def main() -> int:

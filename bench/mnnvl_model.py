@@ -34,10 +34,10 @@ from ncclbench.explain.ceiling import (  # noqa: E402
     fmt_gbps,
     nvls_model,
 )
-from ncclbench.explain.gather import gather_host_topology  # noqa: E402
+from ncclbench.explain.gather_topology import gather_host_topology  # noqa: E402
 from ncclbench.explain.nccl_log import parse_nccl_log  # noqa: E402
+from ncclbench.explain.plateau_verdict import judge, plateau_busbw  # noqa: E402
 from ncclbench.explain.topology import HostTopology  # noqa: E402
-from ncclbench.explain.verdict import judge, plateau_busbw  # noqa: E402
 from ncclbench.simulation import hosts as S  # noqa: E402
 
 GiB = 2**30

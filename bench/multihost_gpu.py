@@ -126,7 +126,7 @@ def _choice_lines(text: str) -> list[str]:
 # -- 1. explain --------------------------------------------------------------------------------------
 
 def step_explain(run: Run, tools: fakehosts.Tools, nccl_tests: str | None) -> Callable[[Path], dict]:
-    # to 256 MiB: below 64 MiB the plateau is latency-bound and not judged (explain/verdict.py); sockets
+    # to 256 MiB: below 64 MiB the plateau is latency-bound and not judged (explain/plateau_verdict.py); sockets
     # move ~4 GB/s, so 256 MiB costs ~0.1 s an op (13 sizes, factor 4 from 16 B)
     args = ["all_reduce", "--backend", "nccl", "-b", "16", "-e", "256M", "-f", "4", "-n", "10", "-w", "3"]
 

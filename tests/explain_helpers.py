@@ -3,7 +3,7 @@
 import tempfile
 from pathlib import Path
 
-from ncclbench.explain.gather import gather_host_topology
+from ncclbench.explain.gather_topology import gather_host_topology
 from ncclbench.explain.nccl_log import parse_nccl_log
 from ncclbench.simulation import hosts as S
 

@@ -3,7 +3,7 @@ slower machine would have measured it, and the smallest drop a one-run GPU basel
 
 import math
 
-from ncclbench.results import ResultRow
+from ncclbench.core.results import ResultRow
 from ncclbench.store import noise
 
 

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ncclbench import verifiable
+from ncclbench.core import verifiable
+from ncclbench.core.datatypes import DATATYPES
 from ncclbench.cuda.runtime import DeviceProps
-from ncclbench.datatypes import DATATYPES
 from ncclbench.nccl import config_struct
 from ncclbench.nccl.binding import Capabilities, NcclError
 
@@ -146,7 +146,7 @@ class FakeCuda:
 
 
 class FakeKernels:
-    """The fill/check kernels, on host memory (the numpy reference of verifiable.py)."""
+    """The fill/check kernels, on host memory (the numpy reference of core/verifiable.py)."""
 
     def fill(self, ptr, fills, dtype, op, nranks, stream) -> None:
         span = max((f.offset + f.count for f in fills), default=0) * dtype.itemsize
@@ -364,7 +364,7 @@ class FakeNccl:
 
 def gpu_rank_opener(lib: FakeNccl):
     """GpuRankService's opener: a GpuRank on the fake library, runtime and kernels."""
-    from ncclbench.health.nccl_group import GpuRank
+    from ncclbench.health.runtime.nccl_group import GpuRank
 
     def open_rank(world_rank: int, hostname: str) -> GpuRank:
         lib.cuda._tls.host = hostname

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import zlib
 
-from ncclbench.health.judge import RoundResult
+from ncclbench.health.core.round_judge import RoundResult
 
 NOMINAL = {"local": 2000.0, "intra": 360.0, "rail": 48.0, "pairs": 48.0}
 

@@ -3,8 +3,8 @@
 import json
 from pathlib import Path
 
-from ncclbench.config import BenchOptions
-from ncclbench.results import DeviceInfo, HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
+from ncclbench.core.config import BenchOptions
+from ncclbench.core.results import DeviceInfo, HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "nccl_tests_output"
 TEXT_FIXTURES = sorted(p.name for p in FIXTURES.glob("*.txt"))

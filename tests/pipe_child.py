@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from ncclbench.errors import BenchError
+from ncclbench.core.errors import BenchError
 from ncclbench.launch import detect_launch, make_host_comm
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ncclbench.backends.base import RankSlot, Worker
+from ncclbench.backends.worker import RankSlot, Worker
 
 SEND, RECV = 1 << 44, 1 << 45  # fake device addresses, far apart
 

@@ -9,7 +9,7 @@ import os
 import sys
 import time
 
-from ncclbench.errors import BenchError
+from ncclbench.core.errors import BenchError
 from ncclbench.launch.rendezvous import TcpHostComm
 
 

@@ -1,7 +1,7 @@
 """A rank for the signal tests (`python -m signal_rank DB MODE`), for the paths a
 CPU machine cannot run the real benchmark on: the TCP rendezvous (ncclbench's
 GPU path: `--nprocs` / one process per GPU without MPI) and a main thread stuck
-in an MPI call.  It does what `ncclbench.benchmark.run_here` does around a run --
+in an MPI call.  It does what `ncclbench.benchmark.orchestrate.run_here` does around a run --
 the same RankSignals, StoreReporter and `end_run` -- with host operations
 standing in for the measurements: every round is a barrier and an allreduce
 across the ranks, and rank 0 stores one row per round.
@@ -19,11 +19,11 @@ import os
 import sys
 import time
 
-from ncclbench.config import BenchOptions
-from ncclbench.errors import BenchError
+from ncclbench.core.config import BenchOptions
+from ncclbench.core.errors import BenchError
+from ncclbench.core.results import DeviceInfo, HalfResult, ResultRow, RunInfo
 from ncclbench.launch import detect_launch, make_host_comm
 from ncclbench.launch.shutdown import LAUNCHER_PID_ENV, JobInterrupted, RankSignals, end_run, rank_identity
-from ncclbench.results import DeviceInfo, HalfResult, ResultRow, RunInfo
 from ncclbench.store import StoreReporter
 
 

@@ -10,7 +10,7 @@ import os
 import sys
 import time
 
-from ncclbench.errors import BenchError
+from ncclbench.core.errors import BenchError
 from ncclbench.launch import detect_launch, host_comm_name, make_host_comm
 
 

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from ncclbench.errors import ArgumentError
+from ncclbench.core.errors import ArgumentError
 from ncclbench.launch.affinity import bind_to_gpu, format_cpus, gpu_local_cpus, parse_cpulist
-from ncclbench.options import parse_bench_args
+from ncclbench.run.bench_args import parse_bench_args
 
 
 def fake_sysfs(tmp_path, bdf: str, text: str) -> str:

@@ -9,8 +9,8 @@ import stat
 
 import pytest
 
-from ncclbench import atomic_file
-from ncclbench.atomic_file import write_atomically
+from ncclbench.core import atomic_file
+from ncclbench.core.atomic_file import write_atomically
 
 
 def mode_of(path) -> int:
@@ -50,8 +50,8 @@ def test_a_failed_write_keeps_the_old_file_and_no_temporary(tmp_path, monkeypatc
 
 
 def test_output_path_checked_before_any_work(tmp_path):
-    from ncclbench.atomic_file import check_output_path
-    from ncclbench.errors import ArgumentError, ExitCode
+    from ncclbench.core.atomic_file import check_output_path
+    from ncclbench.core.errors import ArgumentError, ExitCode
 
     check_output_path(tmp_path / "ok.prom", "--metrics")  # a new file in a writable directory
     with pytest.raises(ArgumentError, match=r"^report -o .*: is a directory; give a file name like r\.html$") as e:

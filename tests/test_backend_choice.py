@@ -1,4 +1,4 @@
-"""`--backend`: one typed notion (config.Backend), resolved in one place
+"""`--backend`: one typed notion (core.config.Backend), resolved in one place
 (backends.select), read by every command: the benchmark's options, preflight,
 and health, including `health --serve`, whose coordinator runs no collective
 and so learns the ranks' backend from the ranks."""
@@ -14,12 +14,12 @@ import threading
 import pytest
 
 from ncclbench.backends.select import BACKEND_ENV, choose_backend, requested_backend
-from ncclbench.config import BACKEND_CHOICES, Backend
-from ncclbench.errors import ArgumentError
-from ncclbench.health.control import RankInfo, RankLink
-from ncclbench.health.group import BW_SIZE, default_bw_bytes
-from ncclbench.health.runtime import serve_rank
-from ncclbench.options import parse_size
+from ncclbench.core.config import BACKEND_CHOICES, Backend
+from ncclbench.core.errors import ArgumentError
+from ncclbench.health.runtime.control_channel import RankInfo, RankLink
+from ncclbench.health.runtime.group_measure import BW_SIZE, default_bw_bytes
+from ncclbench.health.runtime.live_rounds import serve_rank
+from ncclbench.run.bench_args import parse_size
 
 
 def test_requested_backend_is_typed_and_auto_is_none():
@@ -96,7 +96,7 @@ def test_preflight_takes_the_typed_backend(capsys):
     (None) only where some rank has one."""
     from ncclbench.backends.select import gpu_count
     from ncclbench.launch.detect import detect_launch
-    from ncclbench.launch.preflight import run_checks
+    from ncclbench.launch.preflight_checks import run_checks
 
     if gpu_count() > 0:
         pytest.skip("a GPU is visible here: the NCCL backend's requirement is met")

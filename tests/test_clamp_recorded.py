@@ -10,14 +10,14 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from ncclbench.benchmark import run_info
+from ncclbench.benchmark.orchestrate import run_info
 from ncclbench.collectives import COLLECTIVES
-from ncclbench.config import Backend, BenchOptions
-from ncclbench.options import parse_bench_args
+from ncclbench.core.config import Backend, BenchOptions
+from ncclbench.core.results import RECORDED_REDUCED_MAX_BYTES, RunInfo
 from ncclbench.output.jsonout import JsonReporter
 from ncclbench.output.text import render_run
-from ncclbench.plan import make_plan
-from ncclbench.results import RECORDED_REDUCED_MAX_BYTES, RunInfo
+from ncclbench.run.bench_args import parse_bench_args
+from ncclbench.run.plan import make_plan
 from ncclbench.store.db import ResultStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -88,9 +88,9 @@ def test_negative_cycle_count_is_refused(ncclbench_env):
 
 def test_started_ranks_inherit_the_backend_through_the_environment(monkeypatch):
     """The parent's choice reaches the children without editing their command line."""
-    from ncclbench import benchmark as bench
     from ncclbench.backends.select import BACKEND_ENV
-    from ncclbench.config import Backend
+    from ncclbench.benchmark import orchestrate as bench
+    from ncclbench.core.config import Backend
 
     seen = {}
 

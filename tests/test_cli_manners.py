@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from ncclbench.config import BenchOptions
-from ncclbench.results import RunInfo
+from ncclbench.core.config import BenchOptions
+from ncclbench.core.results import RunInfo
 from ncclbench.store.db import TUNE_SOURCE, ResultStore
 
 SMALL = ["-b", "8", "-e", "64", "-f", "2", "--backend", "mpi"]

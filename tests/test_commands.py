@@ -11,7 +11,7 @@ import pytest
 
 from ncclbench import commands
 from ncclbench.commands.base import CommandParser, make_parser
-from ncclbench.errors import ArgumentError
+from ncclbench.core.errors import ArgumentError
 
 STORE_AND_TOOLS = {"history", "show", "import", "compare", "check", "baseline", "report", "list",
                    "preflight", "version", "explain", "topo"}

@@ -13,9 +13,10 @@ from gate_helpers import one_run_limit_pct, slow_down
 
 from ncclbench.commands import main as run_store_command
 from ncclbench.commands.show import show_text
-from ncclbench.errors import ArgumentError
-from ncclbench.store import noise, stats
-from ncclbench.store.compare import compare_runs, format_comparison, format_gate, gate
+from ncclbench.core.errors import ArgumentError
+from ncclbench.store import noise
+from ncclbench.store import summary_stats as stats
+from ncclbench.store.comparison import compare_runs, format_comparison, format_gate, gate
 from ncclbench.store.importers import load_file
 
 FIX = Path(__file__).parent / "fixtures" / "nccl_tests_output"
@@ -60,8 +61,8 @@ def test_plateau_and_latency_definitions():
 def test_one_plateau_definition_everywhere():
     """Issue 32 item 2: the banner/explain, --metrics and history/compare/check printed two plateaus
     for one run (0.43 GB/s over 32-64 MiB, 0.72 GB/s over the top quarter).  One definition,
-    results.plateau_sizes, and every summary computes the same figure from it."""
-    from ncclbench.explain.verdict import plateau_busbw as explain_plateau
+    core.results.plateau_sizes, and every summary computes the same figure from it."""
+    from ncclbench.explain.plateau_verdict import plateau_busbw as explain_plateau
     from ncclbench.output.metrics import plateau_sizes as metrics_plateau_sizes
 
     for sweep in ([1 << k for k in range(3, 27)], [8 * 8 ** k for k in range(9)], [1 << k for k in range(20, 34, 3)]):

@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from ncclbench.backends.select import gpu_count  # noqa: E402
+from ncclbench.core.errors import ExitCode
 from ncclbench.cuda import runtime as cr
-from ncclbench.errors import ExitCode
 
 
 def _gpu_present() -> bool:
@@ -56,8 +56,8 @@ def test_create_workers_without_gpu_fails_cleanly():
     if _gpu_present():
         pytest.skip("a GPU is present")
     from ncclbench.backends.nccl_setup import create_nccl_workers
-    from ncclbench.config import BenchOptions
-    from ncclbench.errors import BenchError
+    from ncclbench.core.config import BenchOptions
+    from ncclbench.core.errors import BenchError
     from ncclbench.launch.hostcomm import SingleHostComm
 
     with pytest.raises(BenchError) as info:
@@ -67,8 +67,8 @@ def test_create_workers_without_gpu_fails_cleanly():
 
 def test_device_api_kernels_are_refused_first():
     from ncclbench.backends.nccl_setup import create_nccl_workers
-    from ncclbench.config import BenchOptions
-    from ncclbench.errors import UnsupportedError
+    from ncclbench.core.config import BenchOptions
+    from ncclbench.core.errors import UnsupportedError
     from ncclbench.launch.hostcomm import SingleHostComm
 
     with pytest.raises(UnsupportedError) as info:

@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from ncclbench.core.errors import BenchError
 from ncclbench.cuda import kernels
 from ncclbench.cuda.runtime import cuda_version_text
-from ncclbench.errors import BenchError
 from ncclbench.launch import facts
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "ncclbench"

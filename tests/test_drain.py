@@ -1,4 +1,4 @@
-"""health/drain.py: the commands built for Slurm and Kubernetes, the dry run, and the
+"""health/outputs/drain.py: the commands built for Slurm and Kubernetes, the dry run, and the
 executor's handling of a failing or missing program.  Kubernetes is exercised with a
 recording stand-in for kubectl (a script first on PATH that writes its argv down):
 no cluster here.  The real Slurm path is tests/test_slurm.py."""
@@ -14,7 +14,10 @@ import sys
 import pytest
 from health_helpers import FakeFabric
 
-from ncclbench.health.drain import (
+from ncclbench.health.core.findings import Finding
+from ncclbench.health.core.fleet import Fleet
+from ncclbench.health.core.scan import ScanConfig, run_scan
+from ncclbench.health.outputs.drain import (
     MAX_REASON,
     TAINT_KEY,
     drain,
@@ -24,9 +27,6 @@ from ncclbench.health.drain import (
     resume_commands,
     slurm_commands,
 )
-from ncclbench.health.findings import Finding
-from ncclbench.health.fleet import Fleet
-from ncclbench.health.scan import ScanConfig, run_scan
 
 
 def report(**faults):

@@ -216,9 +216,9 @@ def test_report_draws_the_ceiling_and_shows_the_judgement(tmp_path):
     """An imported 4-GPU log given the topology of 4 GPUs of an HGX H200 (as a live run stores it):
     the report command judges it (Ring from NCCL's lines, NVLink ceiling) and the report draws it."""
     from ncclbench.commands.report import judged_runs
+    from ncclbench.core.results import EXPLAIN_KEY
     from ncclbench.report import plots
     from ncclbench.report.html import build_report
-    from ncclbench.results import EXPLAIN_KEY
     from ncclbench.store.importers import load_file
 
     run, = load_file(CORPUS / "nccl_coll_inside_rows_all_reduce_1proc_4gpu.log")

@@ -4,7 +4,7 @@ import json
 
 from explain_helpers import H200, facts, log
 
-from ncclbench.explain.judgement import JSON_KEY, RunJudgement, judge_run
+from ncclbench.explain.run_judgement import JSON_KEY, RunJudgement, judge_run
 from ncclbench.explain.topology import hosts_in_use
 from ncclbench.launch.facts import GpuFact, RankFacts
 from ncclbench.simulation import hosts as S

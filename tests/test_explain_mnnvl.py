@@ -11,8 +11,8 @@ from explain_helpers import H100, facts
 from ncclbench.explain.ceiling import Ceiling, expected_ceiling, nvls_model
 from ncclbench.explain.mnnvl import find_domain
 from ncclbench.explain.nccl_log import merge_facts, parse_nccl_log
+from ncclbench.explain.plateau_verdict import Plateau, judge
 from ncclbench.explain.topology import HostTopology, format_topology_lines, format_topology_report
-from ncclbench.explain.verdict import Plateau, judge
 from ncclbench.simulation import hosts as S
 
 GiB = 2**30

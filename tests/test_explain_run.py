@@ -18,14 +18,14 @@ from types import SimpleNamespace
 from explain_helpers import H200, LOGS, facts, log
 from output_helpers import half
 
-from ncclbench.config import Backend, BenchOptions
-from ncclbench.datatypes import DATATYPE_BY_NAME, REDOP_BY_NAME
+from ncclbench.core.config import Backend, BenchOptions
+from ncclbench.core.datatypes import DATATYPE_BY_NAME, REDOP_BY_NAME
+from ncclbench.core.results import ResultRow, RunInfo, RunSummary
 from ncclbench.explain.live import ENV_SWITCH, LiveExplain, TopologyReader, wanted
 from ncclbench.explain.nccl_capture import NcclRunCapture, RankCapture, choices_from, version_pair
 from ncclbench.explain.nccl_log import CallChoice, NcclLogFacts, parse_nccl_log
 from ncclbench.explain.run_explain import RunFacts, explain_run, nccl_path_line
 from ncclbench.explain.run_explain import tests_of as distinct_tests
-from ncclbench.results import ResultRow, RunInfo, RunSummary
 from ncclbench.simulation import hosts as S
 
 MiB, GiB = 2**20, 2**30
@@ -365,8 +365,8 @@ def test_ranks_gpus_matched_to_the_hosts_facts_or_the_whole_host_said():
 def test_a_judged_run_round_trips_through_the_store(tmp_path):
     """What a live GPU run stores (topology at start, NCCL's facts and the probe at the end) judges the
     same when read back: `ncclbench explain RUN` on it prints what the run printed."""
+    from ncclbench.core.results import EXPLAIN_KEY
     from ncclbench.explain.stored import run_facts
-    from ncclbench.results import EXPLAIN_KEY
     from ncclbench.store.db import ResultStore
 
     t = facts(S.hgx_host("n1", *H200, ngpus=8))

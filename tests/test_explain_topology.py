@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ncclbench.explain.gather import gather_host_topology
+from ncclbench.explain.gather_topology import gather_host_topology
 from ncclbench.explain.nvml_reader import read_gpus
 from ncclbench.explain.sysfs_reader import pci_locality, read_nics
 from ncclbench.explain.topology import (

@@ -5,7 +5,7 @@ import pytest
 from explain_helpers import H100, H200, facts
 
 from ncclbench.explain.ceiling import Ceiling, expected_ceiling
-from ncclbench.explain.verdict import Plateau, Verdict, judge, plateau_busbw, summary_line
+from ncclbench.explain.plateau_verdict import Plateau, Verdict, judge, plateau_busbw, summary_line
 from ncclbench.simulation import hosts as S
 
 MiB, GiB = 2**20, 2**30
@@ -120,7 +120,7 @@ def _flat(busbw):
 def test_above_the_model_is_its_own_band_never_as_expected():
     """117 % of the ceiling and under the line rate (issue 22): "above the model" with the likely
     reason, not "as expected"; within the 5 % tolerance it stays "as expected"."""
-    from ncclbench.explain.verdict import ABOVE_MODEL_TOLERANCE
+    from ncclbench.explain.plateau_verdict import ABOVE_MODEL_TOLERANCE
 
     c = Ceiling("all_reduce", 4, 1, algorithm="Ring", algorithm_source="predicted", bound="NVLink",
                 line_rate=450.0, ceiling=370.8)

@@ -22,12 +22,13 @@ import pytest
 
 from ncclbench.commands import main as ncclbench_main
 from ncclbench.commands.show import show_text
-from ncclbench.config import GATE_ROUNDS
-from ncclbench.errors import ArgumentError
-from ncclbench.options import parse_bench_args
-from ncclbench.results import RunSummary
-from ncclbench.store import noise, stats
-from ncclbench.store.compare import baseline_noise_note, format_gate, gate, gate_to_dict, projected_limit
+from ncclbench.core.config import GATE_ROUNDS
+from ncclbench.core.errors import ArgumentError
+from ncclbench.core.results import RunSummary
+from ncclbench.run.bench_args import parse_bench_args
+from ncclbench.store import noise
+from ncclbench.store import summary_stats as stats
+from ncclbench.store.comparison import baseline_noise_note, format_gate, gate, gate_to_dict, projected_limit
 from ncclbench.store.importers import load_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -256,7 +257,7 @@ def test_nccl_rounds_run_on_fresh_communicators_and_give_the_runs_back():
     group; after the round the run's own are back and the fresh ones destroyed.  -t > 1 or -R: the run's."""
     from test_nccl_worker_cpu import FakeCuda, make_worker
 
-    from ncclbench.config import BenchOptions
+    from ncclbench.core.config import BenchOptions
 
     lib = _Lib()
     w = make_worker(FakeCuda(), lib, BenchOptions(ngpus=2))

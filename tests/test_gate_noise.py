@@ -16,8 +16,9 @@ from gate_helpers import slow_down
 
 from ncclbench.commands import main as ncclbench_main
 from ncclbench.commands.show import show_text
-from ncclbench.store import noise, stats
-from ncclbench.store.compare import gate
+from ncclbench.store import noise
+from ncclbench.store import summary_stats as stats
+from ncclbench.store.comparison import gate
 from ncclbench.store.importers import load_file
 
 FIX = Path(__file__).parent / "fixtures" / "nccl_tests_output"
@@ -289,7 +290,7 @@ def test_baseline_set_states_what_the_baseline_can_detect(tmp_path, capsys):
     capsys.readouterr()
     assert ncclbench_main(["baseline", "set", "one", "1", "--db", db]) == 0
     out = capsys.readouterr().out
-    from ncclbench.store.compare import detectable
+    from ncclbench.store.comparison import detectable
 
     d1 = detectable(1, "nccl-tests", "NVIDIA H200", "bandwidth")
     d3 = detectable(3, "nccl-tests", "NVIDIA H200", "bandwidth")

@@ -16,10 +16,11 @@ import pytest
 from gate_helpers import slow_down
 
 from ncclbench.commands import main as ncclbench_main
-from ncclbench.errors import ArgumentError
-from ncclbench.results import DeviceInfo
-from ncclbench.store import ResultStore, noise, stats
-from ncclbench.store.compare import compare_runs, format_gate, gate, gate_to_dict
+from ncclbench.core.errors import ArgumentError
+from ncclbench.core.results import DeviceInfo
+from ncclbench.store import ResultStore, noise
+from ncclbench.store import summary_stats as stats
+from ncclbench.store.comparison import compare_runs, format_gate, gate, gate_to_dict
 from ncclbench.store.importers import load_file
 
 AR = Path(__file__).parent / "fixtures" / "nccl_tests_output" / "all_reduce_1proc_4gpu.txt"

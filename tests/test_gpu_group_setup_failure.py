@@ -12,8 +12,8 @@ import time
 import pytest
 from health_fake_nccl import FakeNccl, gpu_rank_opener
 
-from ncclbench.health.group import GroupSpec
-from ncclbench.health.nccl_group import GroupNcclHost
+from ncclbench.health.runtime.group_measure import GroupSpec
+from ncclbench.health.runtime.nccl_group import GroupNcclHost
 from ncclbench.nccl.binding import NcclError
 
 

@@ -6,9 +6,9 @@ import math
 import pytest
 
 from ncclbench.collectives import COLLECTIVES, lookup
-from ncclbench.harness.stats import bandwidths, elementwise_max, per_iter_stats
-from ncclbench.harness.timing import rotation_steps
-from ncclbench.plan import sweep_sizes, warmup_sizes
+from ncclbench.run.iteration_stats import bandwidths, elementwise_max, per_iter_stats
+from ncclbench.run.plan import sweep_sizes, warmup_sizes
+from ncclbench.run.timing import rotation_steps
 
 
 def test_factor_sweep_includes_both_ends():
@@ -119,8 +119,8 @@ def test_alltoallv_pattern_is_balanced_and_16_byte_aligned():
 
 
 def test_expected_fills_cover_the_receive_count():
-    from ncclbench.collectives.base import CallArgs
-    from ncclbench.datatypes import DATATYPE_BY_NAME, NO_OP, REDOP_BY_NAME
+    from ncclbench.collectives.collective import CallArgs
+    from ncclbench.core.datatypes import DATATYPE_BY_NAME, NO_OP, REDOP_BY_NAME
 
     f = DATATYPE_BY_NAME["float"]
     for name, coll in COLLECTIVES.items():

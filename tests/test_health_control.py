@@ -1,4 +1,4 @@
-"""health.control: the coordinator's TCP channel - token handshake both ways, a
+"""health.runtime.control_channel: the coordinator's TCP channel - token handshake both ways, a
 missing rank named at join, a dead rank seen at once as a closed connection."""
 
 import threading
@@ -7,8 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from ncclbench.errors import BenchError
-from ncclbench.health.control import Coordinator, RankInfo, RankLink
+from ncclbench.core.errors import BenchError
+from ncclbench.health.runtime.control_channel import Coordinator, RankInfo, RankLink
 
 
 def test_ranks_join_and_exchange_messages():
@@ -91,7 +91,7 @@ def test_deaths_are_dated_by_the_kernel_not_by_when_a_thread_noticed():
 
 
 def test_a_median_backed_by_most_cycles_is_judged_and_one_without_is_not():
-    from ncclbench.health.runtime import _uncorroborated
+    from ncclbench.health.runtime.live_rounds import _uncorroborated
 
     assert not _uncorroborated(np.array([100.0, 104.0, 260.0]), 1.5)  # one starved cycle: the median stands
     assert _uncorroborated(np.array([100.0, 160.0, 260.0]), 1.5)  # no two cycles agree
@@ -106,7 +106,7 @@ def test_close_order_is_the_order_the_hang_ups_arrived_in_however_late_it_is_rea
     import socket
     import time
 
-    from ncclbench.health.control import CloseOrder
+    from ncclbench.health.runtime.control_channel import CloseOrder
 
     server = socket.socket()
     server.bind(("127.0.0.1", 0))

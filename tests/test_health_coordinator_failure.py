@@ -8,10 +8,11 @@ import time
 
 import pytest
 
-from ncclbench.errors import ExitCode
-from ncclbench.health import pairs, service
-from ncclbench.health.group import GroupSpec
-from ncclbench.health.scan import ScanConfig
+from ncclbench.core.errors import ExitCode
+from ncclbench.health.core import pair_phase as pairs
+from ncclbench.health.core.scan import ScanConfig
+from ncclbench.health.runtime import scan_service as service
+from ncclbench.health.runtime.group_measure import GroupSpec
 
 NRANKS = 4
 SPEC = GroupSpec(bw_bytes=1 << 20)

@@ -1,10 +1,10 @@
-"""health.crowding: ranks that outnumber their machine's CPUs get latency measured, not judged."""
+"""health.core.crowding: ranks that outnumber their machine's CPUs get latency measured, not judged."""
 
-from ncclbench.health.coordinate import apply_facts
-from ncclbench.health.crowding import crowded_machines, latency_note, machine_facts
-from ncclbench.health.fleet import Fleet
-from ncclbench.health.judge import thresholds_for
-from ncclbench.health.scan import ScanConfig
+from ncclbench.health.core.crowding import crowded_machines, latency_note, machine_facts
+from ncclbench.health.core.fleet import Fleet
+from ncclbench.health.core.round_judge import thresholds_for
+from ncclbench.health.core.scan import ScanConfig
+from ncclbench.health.runtime.coordinate import apply_facts
 
 
 def _answers(n, machine="m1", cpus=(0, 1)):

@@ -1,9 +1,9 @@
-"""health.judge: robust fleet references, the spread floor, scoring each group."""
+"""health.core.round_judge: robust fleet references, the spread floor, scoring each group."""
 
 import numpy as np
 import pytest
 
-from ncclbench.health.judge import (
+from ncclbench.health.core.round_judge import (
     MAD_SE,
     MAD_TO_SIGMA,
     NO_ANSWER,

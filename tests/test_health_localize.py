@@ -1,15 +1,15 @@
-"""health.localize and health.scan on a deterministic fake fabric: each kind of
+"""health.core.localize and health.core.scan on a deterministic fake fabric: each kind of
 fault is named exactly, with its evidence, in a bounded number of rounds, and a
 healthy fleet or a one-off dip produces no finding."""
 
 import pytest
 from health_helpers import FakeFabric
 
-from ncclbench.health.findings import GPU, LINK, NO_ANSWER_C, NODE_INTRA, NODE_NIC, RAIL, SUSPECT_V, drain_hosts
-from ncclbench.health.fleet import Fleet
-from ncclbench.health.judge import Baseline
-from ncclbench.health.scan import ScanConfig, run_scan
-from ncclbench.health.schedule import ALL_PAIRS_MAX_HOSTS
+from ncclbench.health.core.findings import GPU, LINK, NO_ANSWER_C, NODE_INTRA, NODE_NIC, RAIL, SUSPECT_V, drain_hosts
+from ncclbench.health.core.fleet import Fleet
+from ncclbench.health.core.round_judge import Baseline
+from ncclbench.health.core.scan import ScanConfig, run_scan
+from ncclbench.health.core.scan_schedule import ALL_PAIRS_MAX_HOSTS
 
 
 def scan(fleet, fabric, **cfg):
@@ -338,7 +338,7 @@ def test_a_slow_link_is_still_confirmed_when_its_round_is_slowed_as_a_whole():
 def test_without_room_for_a_control_the_whole_phase_model_compares_rounds_as_the_fleet_rounds_are():
     """Three hosts: every round holds one pair, so no round of the phase can have a control; the
     round-by-round judgement leaves the slow re-run "not judged" (said so in the evidence), and the
-    whole-phase model (health/model.py) compares it with the other rounds as it compares the fleet
+    whole-phase model (health/core/pair_model.py) compares it with the other rounds as it compares the fleet
     rounds: the link, slow in its round and its re-run while both hosts were fast with the third,
     is named; with six hosts (controls possible) an uncontrolled round would be left out."""
     fleet = Fleet.uniform(3, 1)
@@ -350,7 +350,7 @@ def test_without_room_for_a_control_the_whole_phase_model_compares_rounds_as_the
     link = [f for f in rep.findings if f.component == LINK]
     assert any("no control ran beside it" in e for e in link[0].evidence), link[0].evidence
     assert any("whole-phase model" in e for e in link[0].evidence), link[0].evidence
-    from ncclbench.health.output import exit_code
+    from ncclbench.health.outputs.scan_output import exit_code
 
     assert exit_code(rep) == 8 and rep.drain == []
 

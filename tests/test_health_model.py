@@ -1,16 +1,16 @@
-"""The whole-phase model (health/model.py): a slow host or link among few hosts, where
+"""The whole-phase model (health/core/pair_model.py): a slow host or link among few hosts, where
 one component sits in a large share of the pairs and the round's median cannot see it."""
 
 import numpy as np
 import pytest
 from health_helpers import FakeFabric
 
-from ncclbench.health.findings import LINK, NODE_NIC
-from ncclbench.health.fleet import Fleet
-from ncclbench.health.judge import thresholds_for
-from ncclbench.health.model import HOST, Measurement, judge_pairs
-from ncclbench.health.output import exit_code
-from ncclbench.health.scan import ScanConfig, run_scan
+from ncclbench.health.core.findings import LINK, NODE_NIC
+from ncclbench.health.core.fleet import Fleet
+from ncclbench.health.core.pair_model import HOST, Measurement, judge_pairs
+from ncclbench.health.core.round_judge import thresholds_for
+from ncclbench.health.core.scan import ScanConfig, run_scan
+from ncclbench.health.outputs.scan_output import exit_code
 from ncclbench.simulation.fabric import SimFabric, fault_scenario
 
 NAMES = [f"node{i}" for i in range(8)]
@@ -132,7 +132,7 @@ def test_two_hosts_say_which_reference_judged_them():
     """Two hosts: not judged without a reference (and the report says what would judge them);
     with a stored scan of these hosts, judged against it: a pair at half of it is slow, and with
     one pair nothing says which side, so both hosts are suspects (exit 9), never healthy."""
-    from ncclbench.health.judge import Baseline
+    from ncclbench.health.core.round_judge import Baseline
 
     fleet = Fleet.uniform(2, 1)
     rep = scan(fleet, FakeFabric(nic={(1, None): 0.5}))
@@ -148,9 +148,9 @@ def test_two_hosts_say_which_reference_judged_them():
 def test_a_baseline_of_another_shape_is_one_line_and_judges_nothing():
     """A baseline saved on 8-GPU hosts used on 4-GPU hosts of the same names: one line naming
     both shapes (ArgumentError: exit 255); on 8-GPU hosts, or one-GPU shapes only, it is used."""
-    from ncclbench.errors import ArgumentError
-    from ncclbench.health.baseline import check_baseline_hosts
-    from ncclbench.health.judge import Baseline
+    from ncclbench.core.errors import ArgumentError
+    from ncclbench.health.core.round_judge import Baseline
+    from ncclbench.health.outputs.baseline_file import check_baseline_hosts
 
     base = Baseline({"intra:1x8": (300.0, 3.0), "pairs:2x8": (40.0, 0.4)}, name="b8", hosts=("node0", "node1"))
     with pytest.raises(ArgumentError, match=r"^health: baseline b8 was saved on hosts of 8 GPU\(s\), this scan's "
@@ -191,7 +191,7 @@ class _Bounded:
 def test_a_round_result_bound_reaches_the_model_as_censored():
     """RoundResult.upper_bound (a group past its round's deadline) enters the model as an upper bound,
     and a host whose every pair is bounded below the others is named with that said."""
-    from ncclbench.health.pairs import PairScan
+    from ncclbench.health.core.pair_phase import PairScan
 
     fleet = Fleet.uniform(4, 1)
     ps = PairScan(fleet, thresholds_for(True))

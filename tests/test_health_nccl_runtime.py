@@ -1,5 +1,5 @@
 """The GPU (NCCL) health runtime without a GPU: the real coordinator over TCP, real rank
-loops (threads), the real group code (`health/nccl_group.py`: non-blocking init, split,
+loops (threads), the real group code (`health/runtime/nccl_group.py`: non-blocking init, split,
 NcclWorker, harness timing and bit-exact check) on a simulated libnccl/CUDA
 (`health_fake_nccl.py`).  What a GPU adds is in tests/gpu/test_health_gpu.py."""
 
@@ -14,18 +14,18 @@ import time
 import pytest
 from health_fake_nccl import FakeNccl, gpu_rank_opener
 
-from ncclbench.errors import BenchError, ExitCode
-from ncclbench.health import runtime
-from ncclbench.health.baseline import LONE_BW_SPREAD
-from ncclbench.health.baseline import load_baseline as _load_baseline
-from ncclbench.health.baseline import save_baseline as _save_baseline
-from ncclbench.health.control import Coordinator, RankInfo, RankLink
-from ncclbench.health.coordinate import Outputs, coordinate
-from ncclbench.health.group import GroupSpec, GroupTimeout
-from ncclbench.health.judge import Thresholds
-from ncclbench.health.nccl_group import GpuRankService, form_group_comm, robust_init
-from ncclbench.health.runtime import serve_rank
-from ncclbench.health.scan import ScanConfig
+from ncclbench.core.errors import BenchError, ExitCode
+from ncclbench.health.core.round_judge import Thresholds
+from ncclbench.health.core.scan import ScanConfig
+from ncclbench.health.outputs.baseline_file import LONE_BW_SPREAD
+from ncclbench.health.outputs.baseline_file import load_baseline as _load_baseline
+from ncclbench.health.outputs.baseline_file import save_baseline as _save_baseline
+from ncclbench.health.runtime import live_rounds as runtime
+from ncclbench.health.runtime.control_channel import Coordinator, RankInfo, RankLink
+from ncclbench.health.runtime.coordinate import Outputs, coordinate
+from ncclbench.health.runtime.group_measure import GroupSpec, GroupTimeout
+from ncclbench.health.runtime.live_rounds import serve_rank
+from ncclbench.health.runtime.nccl_group import GpuRankService, form_group_comm, robust_init
 
 SPEC = GroupSpec(bw_bytes=256 << 10, lat_bytes=8, iters=10, warmup=1, cycles=3)
 
@@ -263,7 +263,7 @@ def test_form_group_comm_error_is_raised_and_nothing_is_left():
 def test_group_host_channel_carries_numbers_only():
     """barrier and sum/min/max go over the group's NCCL communicator; objects are not part
     of a group's measurement, and asking for them is a clear internal error, not a stub."""
-    from ncclbench.health.nccl_group import GroupNcclHost
+    from ncclbench.health.runtime.nccl_group import GroupNcclHost
 
     lib = FakeNccl()
     host = GroupNcclHost(lib, lib.cuda, 0, 2, time.monotonic() + 5)

@@ -240,8 +240,8 @@ def test_killed_host_is_named_and_what_was_measured_is_kept(tmp_path):
 
 _COORD = """
 import sys
-from ncclbench.health.control import Coordinator
-from ncclbench.health.runtime import advertised_address
+from ncclbench.health.runtime.control_channel import Coordinator
+from ncclbench.health.runtime.live_rounds import advertised_address
 c = Coordinator(1, "tok")
 print(f"{advertised_address()}:{c.port}", flush=True)
 c.wait_joined(30)
@@ -249,8 +249,8 @@ print("joined", c.ranks[0].host, flush=True)
 """
 _RANK = """
 import os, sys
-from ncclbench.health.control import RankLink
-from ncclbench.health.runtime import rank_info
+from ncclbench.health.runtime.control_channel import RankLink
+from ncclbench.health.runtime.live_rounds import rank_info
 addr, _, port = sys.argv[1].rpartition(":")
 RankLink(addr, int(port), "tok", rank_info(0), timeout_s=10).close()
 """

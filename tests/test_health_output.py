@@ -1,16 +1,16 @@
-"""health.output and the command's baseline files: the verdict table, JSON, drain list, exit code."""
+"""health.outputs.scan_output and the command's baseline files: the verdict table, JSON, drain list, exit code."""
 
 import json
 
 import pytest
 from health_helpers import FakeFabric
 
-from ncclbench.errors import ArgumentError
-from ncclbench.health.baseline import load_baseline as _load_baseline
-from ncclbench.health.baseline import save_baseline as _save_baseline
-from ncclbench.health.fleet import Fleet
-from ncclbench.health.output import FAULTS_FOUND, emit, exit_code, verdict_table
-from ncclbench.health.scan import ScanConfig, run_scan
+from ncclbench.core.errors import ArgumentError
+from ncclbench.health.core.fleet import Fleet
+from ncclbench.health.core.scan import ScanConfig, run_scan
+from ncclbench.health.outputs.baseline_file import load_baseline as _load_baseline
+from ncclbench.health.outputs.baseline_file import save_baseline as _save_baseline
+from ncclbench.health.outputs.scan_output import FAULTS_FOUND, emit, exit_code, verdict_table
 
 
 def report(**faults):  # the re-pairing (the default above 16 hosts): evidence from rounds 1-3
@@ -79,8 +79,8 @@ def test_one_host_with_nothing_to_judge_against_is_not_judged_exit_9_unless_acce
     """Issue 22: one host, its intra group alone of its shape, no baseline, no ceiling: the summary
     counts it "not judged" (never healthy), the exit is 9, --accept-not-judged makes it 0, and the
     JSON, drain file and a report read back say the same."""
-    from ncclbench.health.output import NOT_JUDGED, drain_text, outcome
-    from ncclbench.health.scan import report_from_json
+    from ncclbench.health.core.scan import report_from_json
+    from ncclbench.health.outputs.scan_output import NOT_JUDGED, drain_text, outcome
 
     rep = run_scan(Fleet.uniform(1, 4), ScanConfig(), FakeFabric())
     assert rep.host_status == {"node0": "not judged"} and rep.unresolved == ["node0"]
@@ -115,8 +115,8 @@ def test_a_baseline_of_other_hosts_is_refused_in_one_line(tmp_path):
     """Issue 22's bad input: a health baseline saved on other hosts is not this fleet's reference -
     one clear line (exit 255), nothing judged against it; a subset of its hosts, or an older file
     that names no hosts, is used."""
-    from ncclbench.health.baseline import check_baseline_hosts
-    from ncclbench.health.judge import Baseline
+    from ncclbench.health.core.round_judge import Baseline
+    from ncclbench.health.outputs.baseline_file import check_baseline_hosts
 
     js, base = tmp_path / "r.json", tmp_path / "base.json"
     with open(tmp_path / "o", "w") as out:
@@ -136,8 +136,8 @@ def test_a_baseline_from_another_version_is_refused_in_one_line(tmp_path):
     (exit 255), nothing judged against it; one saved by this version, or a file that records no
     version (an older one), is used."""
     import ncclbench
-    from ncclbench.health.baseline import check_baseline_version
-    from ncclbench.health.judge import Baseline
+    from ncclbench.health.core.round_judge import Baseline
+    from ncclbench.health.outputs.baseline_file import check_baseline_version
 
     js, base = tmp_path / "r.json", tmp_path / "base.json"
     with open(tmp_path / "o", "w") as out:
@@ -177,7 +177,7 @@ def test_two_hosts_are_judged_against_a_saved_healthy_scan_of_themselves(tmp_pat
 def test_a_pairs_slow_rails_judged_by_the_line_rate_alone_show_the_ceiling_not_nan():
     """Two hosts with only the line rate to judge them (no fleet, no baseline: z is undefined):
     the evidence of their slow rails says the ceiling they fell under, never 'z +nan..+nan'."""
-    from ncclbench.health.physics import physics_reference
+    from ncclbench.health.core.physics import physics_reference
 
     cfg = ScanConfig(physics={"pairs:2x1": physics_reference("pairs:2x1", 50.0, "NIC", 2, 256 << 20)})
     rep = run_scan(Fleet.uniform(2, 8), cfg, FakeFabric(nic={(1, None): 0.5}))

@@ -10,13 +10,13 @@ import pytest
 from explain_helpers import H100, facts
 from health_helpers import FakeFabric
 
-from ncclbench.health.causes import HostCauses, attach_causes, host_causes, nccl_settings
-from ncclbench.health.coordinate import apply_facts
-from ncclbench.health.expected import representative_groups, shape_ceilings
-from ncclbench.health.fleet import Fleet
-from ncclbench.health.output import exit_code, verdict_table
-from ncclbench.health.physics import MARGIN, physics_reference
-from ncclbench.health.scan import ScanConfig, run_scan
+from ncclbench.health.core.causes import HostCauses, attach_causes, host_causes, nccl_settings
+from ncclbench.health.core.expected_ceilings import representative_groups, shape_ceilings
+from ncclbench.health.core.fleet import Fleet
+from ncclbench.health.core.physics import MARGIN, physics_reference
+from ncclbench.health.core.scan import ScanConfig, run_scan
+from ncclbench.health.outputs.scan_output import exit_code, verdict_table
+from ncclbench.health.runtime.coordinate import apply_facts
 from ncclbench.simulation import hosts as S
 
 MiB = 1 << 20
@@ -123,7 +123,7 @@ def test_trap_names_the_cause_and_a_setting_is_not_drained():
 
 
 def test_a_slow_lone_gpu_with_no_trap_says_none_explains_it():
-    from ncclbench.health.findings import Finding
+    from ncclbench.health.core.findings import Finding
 
     f = Finding("gpu", ("node0",), "slow", "gpu 0")
     attach_causes([f], {"node0": HostCauses("node0", (), frozenset())})

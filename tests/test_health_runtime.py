@@ -90,7 +90,7 @@ def test_a_stopped_rank_is_named_and_no_other_host_blamed(ncclbench_env, tmp_pat
     drained = (tmp_path / "drain.txt").read_text().splitlines()
     assert doc["drain"] == ["h3"] and [h for h in drained if not h.startswith("#")] == ["h3"]
     # six ranks on this machine's cores: a host measured slow beside the stalled pair may stay an
-    # unconfirmed suspect (pairs at other loads are not comparable, health/sharing.py), never faulty
+    # unconfirmed suspect (pairs at other loads are not comparable, health/core/sharing.py), never faulty
     assert all(s in ("healthy", "partly tested", "suspect", "not judged") for h, s in doc["host_status"].items()
                if h != "h3")
     assert elapsed < 60  # one 5 s round timeout (+ grace) where the stopped rank was due, not a hang

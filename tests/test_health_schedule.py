@@ -1,11 +1,11 @@
-"""health.fleet and health.schedule: hosts from rank host names, phases as disjoint groups."""
+"""health.core.fleet and health.core.scan_schedule: hosts from rank host names, phases as disjoint groups."""
 
 import itertools
 
 import pytest
 
-from ncclbench.health.fleet import Fleet
-from ncclbench.health.schedule import (
+from ncclbench.health.core.fleet import Fleet
+from ncclbench.health.core.scan_schedule import (
     Group,
     disjoint_pairs,
     intra_groups,

@@ -1,13 +1,13 @@
-"""Ranks sharing a device (health/sharing.py) and the whole-phase model's load classes and
-consistency check (health/model.py): the two false alarms of 2026-11-28 and a real fault beside them."""
+"""Ranks sharing a device (health/core/sharing.py) and the whole-phase model's load classes and
+consistency check (health/core/pair_model.py): the two false alarms of 2026-11-28 and a real fault beside them."""
 
 import numpy as np
 import pytest
 
-from ncclbench.health.fleet import Fleet
-from ncclbench.health.model import HOST, LINK, Measurement, judge_pairs
-from ncclbench.health.schedule import Group, Round
-from ncclbench.health.sharing import round_loads, shared_devices
+from ncclbench.health.core.fleet import Fleet
+from ncclbench.health.core.pair_model import HOST, LINK, Measurement, judge_pairs
+from ncclbench.health.core.scan_schedule import Group, Round
+from ncclbench.health.core.sharing import round_loads, shared_devices
 
 NAMES = [f"node{i}" for i in range(8)]
 FLOOR, Z = 0.01, 3.5

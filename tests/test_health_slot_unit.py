@@ -13,11 +13,11 @@ import dataclasses
 import pytest
 from health_helpers import FakeFabric
 
-from ncclbench.health.drain import host_reasons
-from ncclbench.health.findings import GPU, NODE_INTRA, finding_slot
-from ncclbench.health.fleet import Fleet
-from ncclbench.health.output import scan_document
-from ncclbench.health.scan import ScanConfig, report_from_json, run_scan
+from ncclbench.health.core.findings import GPU, NODE_INTRA, finding_slot
+from ncclbench.health.core.fleet import Fleet
+from ncclbench.health.core.scan import ScanConfig, report_from_json, run_scan
+from ncclbench.health.outputs.drain import host_reasons
+from ncclbench.health.outputs.scan_output import scan_document
 from ncclbench.output.junit import health_cases
 from ncclbench.output.metrics import component_verdicts
 

@@ -16,13 +16,13 @@ from browser_helpers import screenshot
 from health_helpers import FakeFabric
 
 from ncclbench.commands import main as command
-from ncclbench.errors import ArgumentError, ExitCode
-from ncclbench.health.fleet import Fleet
-from ncclbench.health.output import scan_document, verdict_table
-from ncclbench.health.scan import ScanConfig, report_from_json, run_scan
+from ncclbench.core.errors import ArgumentError, ExitCode
+from ncclbench.health.core.fleet import Fleet
+from ncclbench.health.core.scan import ScanConfig, report_from_json, run_scan
+from ncclbench.health.outputs.scan_output import scan_document, verdict_table
 from ncclbench.report.health_html import BAD, GOOD, build_health_page, ratio_color, write_health_page
 from ncclbench.store.db import ResultStore
-from ncclbench.store.health import add_scan, is_scan_ref, list_scans, load_scan, resolve_scan, save_scan
+from ncclbench.store.health_scans import add_scan, is_scan_ref, list_scans, load_scan, resolve_scan, save_scan
 
 ROOT = Path(__file__).resolve().parents[1]
 META = {"backend": "simulated", "argv": ["health", "--json", "h.json"], "start_time": "2026-11-24T06:00:00+00:00"}
@@ -265,8 +265,8 @@ def test_a_store_made_before_outcomes_gets_the_new_columns(tmp_path):
 
 def test_the_page_shows_thresholds_traps_and_each_groups_verdict_against_its_ceiling():
     from ncclbench.explain.traps import Trap
-    from ncclbench.health.causes import HostCauses
-    from ncclbench.health.physics import physics_reference
+    from ncclbench.health.core.causes import HostCauses
+    from ncclbench.health.core.physics import physics_reference
 
     ref = physics_reference("intra:1x4", 370.8, "NVLink", 4, 256 << 20, "Ring", "predicted")
     trap = Trap("p2p-disabled", "NCCL_P2P_DISABLE=1 on node0", "unset it", "error")

@@ -16,13 +16,13 @@ import pytest
 import test_health_netns as netns
 from netns_hosts import netns_hosts
 
-from ncclbench.health.control import RankInfo
-from ncclbench.health.fleet import Fleet
-from ncclbench.health.group import GroupSpec, Progress
-from ncclbench.health.judge import NO_ANSWER, OK, SLOW, UNJUDGED, RoundResult
-from ncclbench.health.localize import _bounded
-from ncclbench.health.runtime import MIN_DEADLINE_S, STRAGGLER_K, LiveRounds, progressing, upper_bound_gbs
-from ncclbench.health.schedule import Round
+from ncclbench.health.core.fleet import Fleet
+from ncclbench.health.core.localize import _bounded
+from ncclbench.health.core.round_judge import NO_ANSWER, OK, SLOW, UNJUDGED, RoundResult
+from ncclbench.health.core.scan_schedule import Round
+from ncclbench.health.runtime.control_channel import RankInfo
+from ncclbench.health.runtime.group_measure import GroupSpec, Progress
+from ncclbench.health.runtime.live_rounds import MIN_DEADLINE_S, STRAGGLER_K, LiveRounds, progressing, upper_bound_gbs
 
 # 2 MiB pairs x (1 warm-up + 3 cycles x (5 + 1)) ops: ~3 s a healthy pair at 100 Mbit/s, ~4x that
 # with a host at 25 Mbit/s, so a 12 s round deadline (and 3x the typical time after round 1) cuts

@@ -4,7 +4,7 @@ from ncclbench.explain.topology import GpuTopology, HostTopology, hosts_in_use
 from ncclbench.launch.address import advertised_address
 from ncclbench.launch.facts import GpuFact, RankFacts, facts_from_dict
 from ncclbench.launch.hostid import distinct_hosts, host_label, local_ranks_by_host, nccl_host_key
-from ncclbench.launch.preflight import local_ranks
+from ncclbench.launch.preflight_checks import local_ranks
 
 
 def test_nccl_key_is_hostid_when_set_else_full_name_and_boot_id():
@@ -93,7 +93,7 @@ def _net_root(tmp_path, ifaces):
 
 def test_the_veth_nccl_uses_is_the_nic_named_virtual_with_its_speed_unknown(tmp_path):
     from ncclbench.explain.ceiling import inter_bound
-    from ncclbench.explain.gather import gather_host_topology
+    from ncclbench.explain.gather_topology import gather_host_topology
     from ncclbench.explain.topology import format_topology_lines
 
     root = _net_root(tmp_path, {"lo": "unknown", "fhv1": "up", "docker0": "up"})
@@ -110,7 +110,7 @@ def test_the_veth_nccl_uses_is_the_nic_named_virtual_with_its_speed_unknown(tmp_
 
 
 def test_a_host_with_a_physical_nic_lists_no_virtual_one_unless_asked(tmp_path):
-    from ncclbench.explain.gather import socket_virtual_nics
+    from ncclbench.explain.gather_topology import socket_virtual_nics
     from ncclbench.explain.topology import NicPort
 
     eth = NicPort(name="eth0", kind="ethernet", state="up", rate_gbps=100.0, netdev="eth0")
@@ -121,7 +121,7 @@ def test_a_host_with_a_physical_nic_lists_no_virtual_one_unless_asked(tmp_path):
 
 
 def test_preflight_lets_per_host_settings_differ_between_hosts_only():
-    from ncclbench.launch.preflight import check_facts
+    from ncclbench.launch.preflight_checks import check_facts
 
     def fact(rank, hostid, ifname):
         env = {"NCCL_SOCKET_IFNAME": ifname}
@@ -166,7 +166,7 @@ def test_two_fake_hosts_on_one_box_are_judged_as_two_hosts_over_sockets():
 
 
 def test_one_gpu_shared_by_two_nccl_hosts_is_a_warning_within_one_host_an_error():
-    from ncclbench.launch.preflight import check_facts
+    from ncclbench.launch.preflight_checks import check_facts
 
     def fact(rank, hostid):
         env = {"NCCL_TESTS_DEVICE": "0", **({"NCCL_HOSTID": hostid} if hostid else {})}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ncclbench.commands.show import show_text
-from ncclbench.errors import BenchError, ExitCode
+from ncclbench.core.errors import BenchError, ExitCode
 from ncclbench.output.jsonout import repair_json
 from ncclbench.store import ResultStore, store_imported
 from ncclbench.store.importers import load_file, parse_text_log

@@ -6,6 +6,7 @@ and the module graph must have no cycle."""
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from pathlib import Path
 
 from source_helpers import import_from_module
@@ -90,7 +91,7 @@ def describe(graph: dict[str, set[str]], component: list[str]) -> str:
 
 def test_the_package_has_no_import_circle():
     graph = import_graph(PACKAGE)
-    assert len(graph) > 50 and graph["ncclbench.benchmark"]  # the walk really read the package
+    assert len(graph) > 50 and graph["ncclbench.benchmark.orchestrate"]  # the walk really read the package
     found = cycles(graph)
     assert not found, "import circles:\n" + "\n".join(describe(graph, c) for c in found)
 
@@ -121,18 +122,23 @@ def test_no_runtime_module_imports_the_simulators():
     assert not runtime_users, f"runtime modules importing the simulators: {runtime_users}"
 
 
-# The layers of docs/architecture.md, top to bottom. A package (or top-level module) may import
-# packages of its own layer (as long as the packages form no circle) and of the layers below it,
-# never of a layer above. `simulation` is test and bench support: nothing at runtime imports it
-# (test_no_runtime_module_imports_the_simulators), so it sits on top.
+# The layers of docs/architecture.md, top to bottom, each with its folders (top-level packages):
+# every folder is in exactly one layer (test_every_folder_is_in_one_layer). A folder may import the
+# folders of its own layer (as long as they form no circle) and of the layers below it, never of a
+# layer above. `simulation` is test and bench support: nothing at runtime imports it
+# (test_no_runtime_module_imports_the_simulators), so it sits on top. `__main__` and `cli` are the
+# package's two entry modules (`python -m ncclbench`, the console script), `__init__` its version.
 LAYERS: list[tuple[str, set[str]]] = [
     ("support", {"simulation"}),
     ("entry", {"__main__", "cli", "commands"}),
-    ("tools", {"explain", "health", "tune", "benchmark"}),  # benchmark: the run orchestration tools reuse
-    ("harness", {"harness", "plan", "options"}),
-    ("services", {"backends", "launch", "output", "store", "report"}),
+    ("tools", {"benchmark", "explain", "health", "tune"}),
+    ("run", {"run"}),
+    ("backends", {"backends"}),
+    ("launch", {"launch"}),
+    ("outputs", {"output", "store", "report"}),
+    ("platform", {"collectives", "cuda", "nccl"}),
+    ("core", {"core", "__init__"}),
 ]
-BASE = "base"  # everything else: collectives, cuda, nccl, config, datatypes, errors, results, ...
 
 
 def package_of(module: str) -> str:
@@ -184,7 +190,58 @@ def test_packages_form_no_circle():
 
 
 def test_the_layer_checks_catch_an_upward_import_and_a_package_circle():
-    graph = {"ncclbench.store.db": {"ncclbench.launch.spawn"}, "ncclbench.launch.spawn": {"ncclbench.store.db"},
-             "ncclbench.errors": {"ncclbench.commands.check"}, "ncclbench.commands.check": set()}
-    assert upward_imports(graph) == ["ncclbench.errors -> ncclbench.commands.check"]
-    assert cycles(package_graph(graph)) == [["launch", "store"]]
+    graph = {"ncclbench.store.db": {"ncclbench.report.html"}, "ncclbench.report.html": {"ncclbench.store.db"},
+             "ncclbench.core.errors": {"ncclbench.commands.check"}, "ncclbench.commands.check": set()}
+    assert upward_imports(graph) == ["ncclbench.core.errors -> ncclbench.commands.check"]
+    assert cycles(package_graph(graph)) == [["report", "store"]]
+
+
+def test_every_folder_is_in_one_layer():
+    """The layer table maps one-to-one onto the folders: a new folder (or a module at the top of the
+    package) is given its layer here and in docs/architecture.md's table."""
+    named = [p for _, members in LAYERS for p in members]
+    assert len(named) == len(set(named)), "a folder is in two layers"
+    found = {package_of(m) for m in import_graph(PACKAGE)}
+    assert found == set(named), (f"folders in no layer: {sorted(found - set(named))}; "
+                                 f"layers naming no folder: {sorted(set(named) - found)}")
+
+
+def child_folder_graph(graph: dict[str, set[str]], folder: str) -> dict[str, set[str]]:
+    """The folders directly inside `folder` (a dotted package): which imports which."""
+    def child(module: str) -> str | None:
+        if not module.startswith(folder + "."):
+            return None
+        name = module[len(folder) + 1:].split(".")[0]
+        return name if (PACKAGE.parent / folder.replace(".", "/") / name).is_dir() else None
+
+    children: dict[str, set[str]] = {}
+    for mod, deps in graph.items():
+        a = child(mod)
+        if a is None:
+            continue
+        children.setdefault(a, set())
+        for d in deps:
+            b = child(d)
+            if b is not None and b != a:
+                children[a].add(b)
+    return children
+
+
+def test_the_folders_inside_a_folder_form_no_circle():
+    """health/ is its core, its outputs and its runtime: the runtime imports the other two, the outputs
+    the core, and the core neither; so for every folder that holds folders."""
+    graph = import_graph(PACKAGE)
+    folders = sorted({m.rpartition(".")[0] for m in graph if m.count(".") >= 2})
+    found = []
+    for folder in folders:
+        inner = child_folder_graph(graph, folder)
+        found += [f"{folder}: " + describe(inner, c) for c in cycles(inner)]
+    assert "ncclbench.health" in folders  # the walk saw the folders inside a folder
+    assert not found, "circles between the folders of one folder:\n" + "\n".join(found)
+
+
+def test_file_names_are_unique():
+    """A file's name says what it holds, once in the package: no two modules share a file name, so
+    a name in a traceback, a review or a search is one module."""
+    names = Counter(p.name for p in PACKAGE.rglob("*.py") if p.name != "__init__.py")
+    assert not sorted(n for n, count in names.items() if count > 1)

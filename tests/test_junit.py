@@ -14,11 +14,11 @@ import pytest
 from gate_helpers import one_run_limit_pct, slow_down
 from health_helpers import FakeFabric
 
-from ncclbench.health.fleet import Fleet
-from ncclbench.health.output import scan_document
-from ncclbench.health.scan import ScanConfig, run_scan
+from ncclbench.health.core.fleet import Fleet
+from ncclbench.health.core.scan import ScanConfig, run_scan
+from ncclbench.health.outputs.scan_output import scan_document
 from ncclbench.output.junit import check_junit, health_junit
-from ncclbench.store.compare import gate, gate_to_dict
+from ncclbench.store.comparison import gate, gate_to_dict
 from ncclbench.store.importers import load_file
 
 junitparser = pytest.importorskip("junitparser", reason="the test extra installs junitparser")

@@ -16,12 +16,12 @@ import subprocess
 import numpy as np
 import pytest
 
+from ncclbench.core.datatypes import DATATYPES, NO_OP, REDOPS
+from ncclbench.core.errors import BenchError, ExitCode
+from ncclbench.core.fills import Fill, reduce_input, reduce_result
+from ncclbench.core.verifiable import PARAM_NAMES, fill_constants, generate_plan_bits, plan_vector
 from ncclbench.cuda import kernels as kmod
 from ncclbench.cuda.kernel_source import generator_source, kernel_names, kernel_source
-from ncclbench.datatypes import DATATYPES, NO_OP, REDOPS
-from ncclbench.errors import BenchError, ExitCode
-from ncclbench.fills import Fill, reduce_input, reduce_result
-from ncclbench.verifiable import PARAM_NAMES, fill_constants, generate_plan_bits, plan_vector
 
 _SHIM = r"""
 #include <cstdio>

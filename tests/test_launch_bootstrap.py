@@ -3,7 +3,7 @@ test_launch_spawn, test_preflight and test_netns)."""
 
 import pytest
 
-from ncclbench.errors import BenchError
+from ncclbench.core.errors import BenchError
 from ncclbench.launch.bootstrap import make_host_comm, mpi_impossible_reason
 from ncclbench.launch.detect import detect_launch
 from ncclbench.launch.hostcomm import SingleHostComm

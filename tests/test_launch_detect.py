@@ -2,7 +2,7 @@
 
 import pytest
 
-from ncclbench.errors import BenchError
+from ncclbench.core.errors import BenchError
 from ncclbench.launch.detect import _slurm_local_size, derive_token, detect_launch, expand_hostlist, slurm_port
 
 

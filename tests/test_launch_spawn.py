@@ -49,7 +49,7 @@ def test_spawn_mpiexec_runs_an_mpi_job():
 
 
 def test_spawn_mpiexec_without_mpiexec_is_a_clear_error():
-    script = ("import sys\nfrom ncclbench.errors import BenchError\nfrom ncclbench.launch import spawn\n"
+    script = ("import sys\nfrom ncclbench.core.errors import BenchError\nfrom ncclbench.launch import spawn\n"
               "spawn.find_mpiexec = lambda: None\n"
               "try:\n    spawn.spawn_mpiexec(2, ['ok'])\nexcept BenchError as e:\n"
               "    print(int(e.code), e.message)\n")

@@ -301,9 +301,9 @@ def test_an_unknown_nccl_version_marks_its_lines_unknown_not_guessed(tmp_path):
 def _live_facts(env, log_text="", probe=None):
     from explain_helpers import H100, facts
 
+    from ncclbench.core.results import HalfResult, ResultRow
     from ncclbench.explain.nccl_log import CallChoice
     from ncclbench.explain.run_explain import RunFacts
-    from ncclbench.results import HalfResult, ResultRow
     from ncclbench.simulation import hosts as S
 
     host = facts(S.hgx_host("n1", *H100, ngpus=4, nic_kind=None))

@@ -16,13 +16,14 @@ import pytest
 from health_helpers import FakeFabric
 from output_helpers import half, make_info, make_row
 
-from ncclbench.config import BenchOptions
-from ncclbench.errors import ArgumentError
+from ncclbench.core.config import BenchOptions
+from ncclbench.core.errors import ArgumentError
+from ncclbench.core.results import RunSummary
 from ncclbench.explain.ceiling import Ceiling
-from ncclbench.explain.verdict import judge, plateau_busbw
-from ncclbench.health.fleet import Fleet
-from ncclbench.health.output import scan_document
-from ncclbench.health.scan import ScanConfig, run_scan
+from ncclbench.explain.plateau_verdict import judge, plateau_busbw
+from ncclbench.health.core.fleet import Fleet
+from ncclbench.health.core.scan import ScanConfig, run_scan
+from ncclbench.health.outputs.scan_output import scan_document
 from ncclbench.output.csvout import HEADER, rows_csv
 from ncclbench.output.metrics import (
     MetricsReporter,
@@ -32,7 +33,6 @@ from ncclbench.output.metrics import (
     size_classes,
     write_textfile,
 )
-from ncclbench.results import RunSummary
 
 parser = pytest.importorskip("prometheus_client.parser", reason="the test extra installs prometheus-client")
 
@@ -60,7 +60,7 @@ def sweep(sizes, busbw):
 
 
 def judged_summary(rows, ceiling_gbs):
-    """A summary carrying a real explain judgement (explain.verdict.judge on these rows)."""
+    """A summary carrying a real explain judgement (explain.plateau_verdict.judge on these rows)."""
     plateau = plateau_busbw([(r.size, r.out_of_place.busbw) for r in rows])
     ceiling = Ceiling("all_reduce", 8, 1, bound="NVLink", line_rate=450.0, ceiling=ceiling_gbs)
     verdict = judge(plateau, ceiling)
@@ -74,7 +74,7 @@ BUSBW = [0.01, 1.0, 30.0, 150.0, 300.0, 340.0, 352.0, 356.0]
 
 def test_size_classes_follow_the_gate_and_explain():
     from ncclbench.output.metrics import SMALL_MAX_BYTES
-    from ncclbench.store.stats import LATENCY_MAX_SIZE
+    from ncclbench.store.summary_stats import LATENCY_MAX_SIZE
 
     assert SMALL_MAX_BYTES == LATENCY_MAX_SIZE  # one threshold, held equal across the layers
     c = size_classes(SIZES)
@@ -319,7 +319,7 @@ def test_show_writes_a_stored_runs_and_scans_metrics(tmp_path, ncclbench_env):
 
 def test_host_verdicts_agree_with_the_scans_own_classification():
     """output/ sits below health/ and cannot import its statuses: this holds the two equal."""
-    from ncclbench.health.scan import HOST_STATUSES, UNRESOLVED
+    from ncclbench.health.core.scan import HOST_STATUSES, UNRESOLVED
     from ncclbench.output.metrics import HOST_STATUS_LABELS, host_verdict
 
     assert HOST_STATUS_LABELS == HOST_STATUSES

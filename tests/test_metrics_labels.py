@@ -16,12 +16,12 @@ import pytest
 from health_helpers import FakeFabric
 from output_helpers import half, make_info, make_row
 
-from ncclbench.config import BenchOptions
-from ncclbench.health.fleet import Fleet
-from ncclbench.health.output import scan_document
-from ncclbench.health.scan import HOST_STATUSES, ScanConfig, run_scan
+from ncclbench.core.config import BenchOptions
+from ncclbench.core.results import RunSummary
+from ncclbench.health.core.fleet import Fleet
+from ncclbench.health.core.scan import HOST_STATUSES, ScanConfig, run_scan
+from ncclbench.health.outputs.scan_output import scan_document
 from ncclbench.output.metrics import CHECK_STATUSES, VERDICT_WHY, check_metrics, health_metrics, run_metrics
-from ncclbench.results import RunSummary
 
 parser = pytest.importorskip("prometheus_client.parser", reason="the test extra installs prometheus-client")
 MiB = 1 << 20

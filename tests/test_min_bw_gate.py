@@ -5,9 +5,9 @@ import math
 
 import pytest
 
+from ncclbench.core.results import MIN_BW_FACTOR, RunSummary, min_bw_verdict
 from ncclbench.output.jsonout import summary_json
 from ncclbench.output.text import footer_lines
-from ncclbench.results import MIN_BW_FACTOR, RunSummary, min_bw_verdict
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The C timed loop (ncclbench._timedloop via nccl/native_loop.py), without a GPU.
+"""The C timed loop (ncclbench.nccl._timedloop via nccl/native_loop.py), without a GPU.
 
 Calls go to ctypes callbacks standing in for libnccl/libcuda functions (each
 records the arguments it received, as the C loop passed them), and to the

@@ -13,8 +13,8 @@ import re
 import numpy as np
 import pytest
 
-from ncclbench.datatypes import DATATYPE_BY_NAME, REDOP_BY_NAME
-from ncclbench.errors import ExitCode
+from ncclbench.core.datatypes import DATATYPE_BY_NAME, REDOP_BY_NAME
+from ncclbench.core.errors import ExitCode
 from ncclbench.nccl import config_struct
 from ncclbench.nccl.binding import NCCL_UNIQUE_ID_BYTES, NcclError, NcclLibrary, scalar_bytes
 from ncclbench.nccl.communicator import NcclCommunicator
@@ -293,12 +293,12 @@ def test_config_struct_sizes_and_initializer():
 
 
 def test_every_reader_decodes_version_codes_alike():
-    """One decoding (nccl.version.version_text) behind the banner, the store's imports,
+    """One decoding (nccl.version_text.version_text) behind the banner, the store's imports,
     explain, preflight's facts and tune's rules, old layout included."""
     from ncclbench.backends import nccl_gpu
     from ncclbench.explain import live, stored
     from ncclbench.launch import facts
-    from ncclbench.nccl import version
+    from ncclbench.nccl import version_text as version
     from ncclbench.store import imported
     from ncclbench.tune import nccl_rules
 

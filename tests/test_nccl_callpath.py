@@ -10,7 +10,7 @@ import ctypes
 
 import pytest
 
-from ncclbench.errors import ArgumentError, BenchError
+from ncclbench.core.errors import ArgumentError, BenchError
 from ncclbench.nccl.binding import NcclError, NcclLibrary
 from ncclbench.nccl.callpath import CtypesCallPath, Nccl4pyCallPath, choose_call_path, timed_call_path
 from ncclbench.nccl.loader import wheel_library_path

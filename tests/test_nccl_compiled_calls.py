@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from ncclbench.collectives import COLLECTIVES
-from ncclbench.collectives.base import CallArgs
-from ncclbench.datatypes import DATATYPE_BY_NAME, NO_OP, REDOP_BY_NAME
-from ncclbench.harness.recording import CallRecorder
+from ncclbench.collectives.collective import CallArgs
+from ncclbench.core.datatypes import DATATYPE_BY_NAME, NO_OP, REDOP_BY_NAME
 from ncclbench.nccl.binding import Capabilities, NcclError, NcclLibrary
 from ncclbench.nccl.communicator import NcclCommunicator
+from ncclbench.run.recording import CallRecorder
 
 RAW = {"_allreduce": "ncclAllReduce", "_bcast": "ncclBroadcast", "_reduce": "ncclReduce",
        "_allgather": "ncclAllGather", "_reducescatter": "ncclReduceScatter", "_gstart": "ncclGroupStart",
@@ -153,7 +153,7 @@ class GroupWorker:
 def test_several_ranks_per_worker_compile_into_one_group(name):
     """-g 4 (4 local ranks of an 8-rank job): the prepared op makes the calls of
     Placement.issue, in the same order, through the compiled path."""
-    from ncclbench.harness.timing import Placement
+    from ncclbench.run.timing import Placement
 
     coll = COLLECTIVES[name]
     f32 = DATATYPE_BY_NAME["float"]
@@ -202,7 +202,7 @@ def _outer_groups(log) -> int:
 def test_compiled_group_reports_the_failing_rank():
     """An NCCL failure inside a compiled -g group names the rank whose call failed
     and aborts (the worker aborts all its communicators)."""
-    from ncclbench.harness.timing import Placement
+    from ncclbench.run.timing import Placement
 
     log: list = []
     aborted: list = []

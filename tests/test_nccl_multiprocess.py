@@ -18,8 +18,8 @@ MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shuti
 
 SCRIPT = textwrap.dedent("""
     from ncclbench.backends.nccl_setup import create_nccl_workers
-    from ncclbench.config import BenchOptions
-    from ncclbench.errors import BenchError
+    from ncclbench.core.config import BenchOptions
+    from ncclbench.core.errors import BenchError
     from ncclbench.launch.hostcomm import MpiHostComm
     import sys
     host = MpiHostComm()

@@ -12,10 +12,10 @@ import pytest
 from test_nccl_worker_cpu import FakeCuda, FakeLib, make_worker
 
 from ncclbench.backends.nccl_native import build_native_batch
-from ncclbench.config import BenchOptions
+from ncclbench.core.config import BenchOptions
+from ncclbench.core.datatypes import DATATYPE_BY_NAME, REDOP_BY_NAME
+from ncclbench.core.errors import BenchError, ExitCode
 from ncclbench.cuda.runtime import CudaError
-from ncclbench.datatypes import DATATYPE_BY_NAME, REDOP_BY_NAME
-from ncclbench.errors import BenchError, ExitCode
 from ncclbench.nccl import native_loop as nl
 from ncclbench.nccl.binding import NcclError
 from ncclbench.nccl.communicator import NcclCommunicator

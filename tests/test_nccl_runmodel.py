@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ncclbench.errors import ArgumentError, BenchError, ExitCode
+from ncclbench.core.errors import ArgumentError, BenchError, ExitCode
 from ncclbench.nccl import runmodel as rm
 
 GiB = 1 << 30

@@ -11,9 +11,9 @@ import pytest
 
 from ncclbench.backends.nccl_gpu import NcclSlot, NcclWorker, ProcessSetup
 from ncclbench.backends.threads import ThreadTeam
-from ncclbench.config import BenchOptions
+from ncclbench.core.config import BenchOptions
+from ncclbench.core.errors import BenchError, ExitCode
 from ncclbench.cuda.runtime import DeviceProps
-from ncclbench.errors import BenchError, ExitCode
 from ncclbench.launch.hostcomm import SingleHostComm
 from ncclbench.nccl.binding import Capabilities, NcclError
 

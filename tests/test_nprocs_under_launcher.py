@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from ncclbench.errors import BenchError, ExitCode
+from ncclbench.core.errors import BenchError, ExitCode
 from ncclbench.launch.bootstrap import mpi_impossible_reason
 from ncclbench.launch.detect import check_nprocs, detect_launch
 

@@ -13,8 +13,8 @@ import pytest
 from launch_helpers import PY, child_env
 
 from ncclbench.backends.select import CPU_RANKS_MAX, default_cpu_ranks, default_cpu_ranks_note
+from ncclbench.core.results import ONE_RANK_NOTE
 from ncclbench.launch.spawn import find_mpiexec
-from ncclbench.results import ONE_RANK_NOTE
 
 needs_mpiexec = pytest.mark.skipif(find_mpiexec() is None, reason="needs mpiexec (mpich wheel)")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from ncclbench.collectives import COLLECTIVES
-from ncclbench.config import BenchOptions
-from ncclbench.datatypes import DATATYPES, REDOPS
-from ncclbench.errors import ArgumentError, BenchError, ExitCode
-from ncclbench.options import HelpRequested, parse_bench_args, parse_size, strtol, usage_text
+from ncclbench.core.config import BenchOptions
+from ncclbench.core.datatypes import DATATYPES, REDOPS
+from ncclbench.core.errors import ArgumentError, BenchError, ExitCode
+from ncclbench.run.bench_args import HelpRequested, parse_bench_args, parse_size, strtol, usage_text
 
 
 def parse(*args: str) -> BenchOptions:
@@ -556,7 +556,7 @@ def test_unique_prefixes_stay_getopts():
 
 
 def test_unknown_collective_suggests_the_close_one():
-    from ncclbench.options import did_you_mean
+    from ncclbench.run.bench_args import did_you_mean
 
     with pytest.raises(ArgumentError) as info:
         parse_bench_args("allreduce", [])
@@ -576,6 +576,6 @@ def test_unknown_collective_suggests_the_close_one():
     (["--", "all_reduce"], None),
 ])
 def test_options_may_come_before_the_collective(argv, found):
-    from ncclbench.options import split_leading_options
+    from ncclbench.run.bench_args import split_leading_options
 
     assert split_leading_options(argv) == found

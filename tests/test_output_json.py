@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ncclbench.config import BenchOptions
-from ncclbench.errors import ArgumentError, ExitCode
+from ncclbench.core.config import BenchOptions
+from ncclbench.core.errors import ArgumentError, ExitCode
+from ncclbench.core.results import PerIterStats, RunSummary
 from ncclbench.output.jsonout import JsonReporter, json_double, json_str, recover_json, redact_env
-from ncclbench.results import PerIterStats, RunSummary
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from output_helpers import h200, half, make_info, make_row, read_fixture, run_from_json_fixture  # noqa: E402

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ncclbench.config import BenchOptions
-from ncclbench.errors import BenchError
+from ncclbench.core.config import BenchOptions
+from ncclbench.core.errors import BenchError
+from ncclbench.core.results import DeviceInfo, PerIterStats, ResultRow, RunSummary
 from ncclbench.output import MultiReporter, Reporter, open_output_reporters
 from ncclbench.output.jsonout import JsonReporter
 from ncclbench.output.parse import parse_row, parse_text
@@ -23,7 +24,6 @@ from ncclbench.output.text import (
     render_run,
     row_line,
 )
-from ncclbench.results import DeviceInfo, PerIterStats, ResultRow, RunSummary
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from output_helpers import (  # noqa: E402

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from ncclbench.backends.base import Worker
+from ncclbench.backends.worker import Worker
 from ncclbench.collectives import COLLECTIVES
-from ncclbench.config import Backend
-from ncclbench.datatypes import DATATYPE_BY_NAME
-from ncclbench.errors import BenchError, ExitCode
-from ncclbench.harness.runner import run_workers
-from ncclbench.options import parse_bench_args
+from ncclbench.core.config import Backend
+from ncclbench.core.datatypes import DATATYPE_BY_NAME
+from ncclbench.core.errors import BenchError, ExitCode
 from ncclbench.output.text import row_line
-from ncclbench.plan import clamp_sizes, make_plan
+from ncclbench.run.bench_args import parse_bench_args
+from ncclbench.run.plan import clamp_sizes, make_plan
+from ncclbench.run.plan_runner import run_workers
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from plan_helpers import Rows, SmallBuffersWorker  # noqa: E402

@@ -9,7 +9,7 @@ import pytest
 from launch_helpers import PY, child_env, finish, free_port, start
 
 from ncclbench.launch.facts import GpuFact, RankFacts, collect_rank_facts, facts_from_dict
-from ncclbench.launch.preflight import assigned_gpus, check_facts, format_rank_table, local_ranks
+from ncclbench.launch.preflight_checks import assigned_gpus, check_facts, format_rank_table, local_ranks
 
 GIB = 2**30
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from ncclbench.processes import pid_alive
+from ncclbench.core.processes import pid_alive
 
 
 def test_a_running_process_is_alive_and_an_ended_one_is_not():

@@ -1,4 +1,4 @@
-"""Where a run or a tune happens (benchmark.local_ranks_to_start, read by both commands):
+"""Where a run or a tune happens (benchmark.orchestrate.local_ranks_to_start, read by both commands):
 --nprocs N starts N ranks here, a GPU host without a launcher one per visible GPU,
 a launcher's rank starts nothing."""
 
@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from ncclbench import benchmark
-from ncclbench.benchmark import local_ranks_to_start
-from ncclbench.config import Backend
+from ncclbench.benchmark import orchestrate as benchmark
+from ncclbench.benchmark.orchestrate import local_ranks_to_start
+from ncclbench.core.config import Backend
 from ncclbench.launch.detect import LaunchInfo
-from ncclbench.options import parse_bench_args
+from ncclbench.run.bench_args import parse_bench_args
 
 SINGLE, MPIRUN = LaunchInfo("single"), LaunchInfo("mpi", rank=0, size=4)
 

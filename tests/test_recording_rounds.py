@@ -1,4 +1,4 @@
-"""harness/recording.py: the order in which one thread issues several local
+"""run/recording.py: the order in which one thread issues several local
 ranks' calls (-g/-t), the one place where hypercube's rounds must not merge,
 and the banner note that says so."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from ncclbench.collectives import COLLECTIVES
-from ncclbench.collectives.base import CallArgs
-from ncclbench.datatypes import DATATYPE_BY_NAME, NO_OP, REDOP_BY_NAME
-from ncclbench.harness.recording import CallRecorder, rounds_across_ranks
+from ncclbench.collectives.collective import CallArgs
+from ncclbench.core.datatypes import DATATYPE_BY_NAME, NO_OP, REDOP_BY_NAME
+from ncclbench.run.recording import CallRecorder, rounds_across_ranks
 
 
 def recorded(name: str, rank: int, nranks: int) -> list:
@@ -68,7 +68,7 @@ def test_unbalanced_or_empty_recordings():
 
 
 def test_banner_note_only_where_rounds_would_merge():
-    from ncclbench.harness.recording import rounds_note
+    from ncclbench.run.recording import rounds_note
 
     hc = COLLECTIVES["hypercube"]
     (note,) = rounds_note(hc, 8, 4)

@@ -10,7 +10,7 @@ import time
 import pytest
 from launch_helpers import TESTS, finish, free_port, start
 
-from ncclbench.errors import BenchError
+from ncclbench.core.errors import BenchError
 from ncclbench.launch.rendezvous import TcpHostComm, format_ranks
 
 WORKER = str(TESTS / "rdzv_worker.py")

@@ -12,8 +12,8 @@ import pytest
 from browser_helpers import screenshot
 
 from ncclbench.commands import main as run_store_command
-from ncclbench.config import BenchOptions
-from ncclbench.errors import UnsupportedError
+from ncclbench.core.config import BenchOptions
+from ncclbench.core.errors import UnsupportedError
 from ncclbench.report import plots
 from ncclbench.report.html import build_report, write_report
 from ncclbench.report.progress import ProgressReporter
@@ -179,13 +179,13 @@ def test_blank_page_fails_the_pixel_check(tmp_path):
 # ---------------------------------------------------------------- progress bar
 
 def _row(size):
-    from ncclbench.results import HalfResult, ResultRow
+    from ncclbench.core.results import HalfResult, ResultRow
     h = HalfResult(1.0, 1.0, 1.0, 1.0, 0)
     return ResultRow(size, size // 4, "float", "sum", -1, h, h)
 
 
 def test_progress_bar_only_on_a_terminal():
-    from ncclbench.results import RunInfo, RunSummary
+    from ncclbench.core.results import RunInfo, RunSummary
     info = RunInfo("all_reduce_perf", [], "nccl", "0", None, None, "", nranks=2)
     opts = BenchOptions(min_bytes=8, max_bytes=64, step_factor=2)
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ncclbench.health.fleet import Fleet
-from ncclbench.health.scan import ScanConfig, run_scan
-from ncclbench.health.schedule import make_round, pair_groups, rail_groups
+from ncclbench.health.core.fleet import Fleet
+from ncclbench.health.core.scan import ScanConfig, run_scan
+from ncclbench.health.core.scan_schedule import make_round, pair_groups, rail_groups
 from ncclbench.simulation.fabric import FabricSpec, Faults, SimFabric, TimeModel, fault_scenario
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))

@@ -12,7 +12,7 @@ import sys
 import pytest
 import slurm_cluster
 
-from ncclbench.health.drain import resume_commands
+from ncclbench.health.outputs.drain import resume_commands
 
 pytestmark = pytest.mark.mpi
 PY = sys.executable

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from gate_helpers import one_run_limit_pct
 
-from ncclbench.config import BenchOptions
-from ncclbench.errors import ArgumentError, BenchError, ExitCode
-from ncclbench.results import DeviceInfo, HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
+from ncclbench.core.config import BenchOptions
+from ncclbench.core.errors import ArgumentError, BenchError, ExitCode
+from ncclbench.core.results import DeviceInfo, HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
 from ncclbench.store import ResultStore, StoreReporter, default_db_path, env_that_matters
 from ncclbench.store.db import SCHEMA_VERSION
 

@@ -11,16 +11,16 @@ import textwrap
 from pathlib import Path
 
 import ncclbench
-from ncclbench.config import BenchOptions
-from ncclbench.results import RunInfo
+from ncclbench.core.config import BenchOptions
+from ncclbench.core.results import RunInfo
 from ncclbench.store import ResultStore
 
 SRC = str(Path(ncclbench.__file__).resolve().parents[1])
 
 _COMMON = """
 import math, sys
-from ncclbench.config import BenchOptions
-from ncclbench.results import DeviceInfo, HalfResult, ResultRow, RunInfo
+from ncclbench.core.config import BenchOptions
+from ncclbench.core.results import DeviceInfo, HalfResult, ResultRow, RunInfo
 from ncclbench.store import ResultStore, StoreReporter
 info = RunInfo(program="all_reduce_perf", argv=["x"], backend="nccl", version="0",
                nccl_version_code=22809, nccl_headers_code=22803, library="nccl",

@@ -13,9 +13,9 @@ import threading
 import pytest
 from test_store_db import make_info, make_row
 
-from ncclbench.config import BenchOptions
+from ncclbench.core.config import BenchOptions
+from ncclbench.core.results import RunSummary
 from ncclbench.launch.shutdown import run_last_words
-from ncclbench.results import RunSummary
 from ncclbench.store import ResultStore, StoreReporter
 from ncclbench.store.db import SCHEMA_VERSION
 

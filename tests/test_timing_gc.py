@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 
 from ncclbench.collectives import COLLECTIVES
-from ncclbench.config import BenchOptions
-from ncclbench.datatypes import DATATYPE_BY_NAME, REDOP_BY_NAME
-from ncclbench.harness.timing import Placement, measure
+from ncclbench.core.config import BenchOptions
+from ncclbench.core.datatypes import DATATYPE_BY_NAME, REDOP_BY_NAME
+from ncclbench.run.timing import Placement, measure
 
 
 class ProbeComm:

@@ -3,7 +3,7 @@ the user's typos and own settings."""
 
 import pytest
 
-from ncclbench.errors import ArgumentError, UnsupportedError
+from ncclbench.core.errors import ArgumentError, UnsupportedError
 from ncclbench.tune import nccl_rules
 from ncclbench.tune.candidates import (
     DEFAULT,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ncclbench.tune.judge import Series, bands, judge_size, paired_wins, plugin_ranges, relative_spread, sign_test_p
+from ncclbench.tune.candidate_judge import Series, bands, judge_size, paired_wins, plugin_ranges, relative_spread, sign_test_p
 
 
 def S(*t):

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
+from ncclbench.tune.candidate_runner import captured_fd2, mpich_refusal
 from ncclbench.tune.mpich import description_choices
-from ncclbench.tune.runner import captured_fd2, mpich_refusal
 
 pytestmark = pytest.mark.mpi
 

@@ -74,7 +74,7 @@ def test_user_nccl_algo_is_refused_before_anything_starts(ncclbench_env):
 
 def test_config_fields_reach_the_real_library_object():
     """The override works on the NcclLibrary the set-up uses (loaded without a GPU)."""
-    from ncclbench.errors import BenchError
+    from ncclbench.core.errors import BenchError
     from ncclbench.nccl.binding import get_library
 
     try:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from ncclbench.collectives import COLLECTIVES
-from ncclbench.config import Backend
-from ncclbench.errors import ArgumentError
-from ncclbench.plan import make_plan
+from ncclbench.core.config import Backend
+from ncclbench.core.errors import ArgumentError
+from ncclbench.run.plan import make_plan
 from ncclbench.tune.candidates import DEFAULT, Candidate, CandidateSet
 from ncclbench.tune.job import check_environment, measure_and_report
 from ncclbench.tune.options import parse_tune_args

@@ -4,7 +4,7 @@ from collections import Counter
 
 import pytest
 
-from ncclbench.tune.schedule import default_rounds, interleaved, iterations_per_round, round_order
+from ncclbench.tune.round_order import default_rounds, interleaved, iterations_per_round, round_order
 
 
 def test_every_round_measures_every_candidate_once_default_included():
@@ -40,8 +40,8 @@ def test_iterations_are_split_not_multiplied():
 
 
 def test_default_rounds_are_enough_to_claim_a_gain():
-    from ncclbench.tune.judge import SIGN_TEST_LEVEL, sign_test_p
-    from ncclbench.tune.schedule import few_rounds_note
+    from ncclbench.tune.candidate_judge import SIGN_TEST_LEVEL, sign_test_p
+    from ncclbench.tune.round_order import few_rounds_note
 
     for n in (20, 2):
         r = default_rounds(n)

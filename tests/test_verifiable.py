@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ncclbench.datatypes import DATATYPE_BY_NAME, DATATYPES, NO_OP, REDOP_BY_NAME, REDOPS, premulsum_scalar
-from ncclbench.errors import UnsupportedError
-from ncclbench.fills import Fill, plain, reduce_input, reduce_result, zeros
-from ncclbench.verifiable import (
+from ncclbench.core.datatypes import DATATYPE_BY_NAME, DATATYPES, NO_OP, REDOP_BY_NAME, REDOPS, premulsum_scalar
+from ncclbench.core.errors import UnsupportedError
+from ncclbench.core.fills import Fill, plain, reduce_input, reduce_result, zeros
+from ncclbench.core.verifiable import (
     bits_dtype,
     bits_to_float64,
     count_wrong_bits,
@@ -322,7 +322,7 @@ def test_host_fill_and_count_wrong_with_gaps():
 
 
 def test_host_fill_chunks_large_fills(monkeypatch):
-    import ncclbench.verifiable as v
+    import ncclbench.core.verifiable as v
 
     monkeypatch.setattr(v, "_CHUNK", 64)
     dt, op = DATATYPE_BY_NAME["uint64"], REDOP_BY_NAME["mulsum"]
@@ -419,7 +419,7 @@ def test_fused_sum_generator_equals_the_general_one(name):
     """The fused float sum/mulsum way (straight into the element type) gives the general
     way's bits (generate_plan_bits: uint64 words, the per-pass generator), across its pass
     boundaries, for the clamped (a < n) and unclamped positions and odd mulsum ranks."""
-    import ncclbench.verifiable as v
+    import ncclbench.core.verifiable as v
 
     dt = DATATYPE_BY_NAME[name]
     count, index = v.SUM_CHUNK + 3000, v.SUM_CHUNK - 1000
@@ -437,7 +437,7 @@ def test_fused_sum_generator_equals_the_general_one(name):
 def test_float_encoder_equals_the_integer_one_at_the_edges(name):
     """k * 2^q through the FPU gives the integer encoder's bits for every |k| <= 2^p,
     both signs and zero, over the whole exponent window the plans use."""
-    import ncclbench.verifiable as v
+    import ncclbench.core.verifiable as v
 
     dt = DATATYPE_BY_NAME[name]
     lay = v.float_layout(dt)
@@ -451,7 +451,7 @@ def test_float_encoder_equals_the_integer_one_at_the_edges(name):
 
 
 def test_bitlen_fast_and_wide_agree():
-    import ncclbench.verifiable as v
+    import ncclbench.core.verifiable as v
 
     small = np.array([0, 1, 2, 3, 4, 255, 256, (1 << 53) - 1], dtype=np.uint64)
     assert v._bitlen(small).tolist() == [0, 1, 2, 2, 3, 8, 9, 53]
@@ -460,7 +460,7 @@ def test_bitlen_fast_and_wide_agree():
 
 
 def test_fill_cache_serves_growing_sweeps_from_one_generation():
-    from ncclbench.verifiable import FillCache
+    from ncclbench.core.verifiable import FillCache
 
     dt, op, n = DATATYPE_BY_NAME["float"], REDOP_BY_NAME["sum"], 2
     cache = FillCache(1 << 20)
@@ -480,7 +480,7 @@ def test_fill_cache_serves_growing_sweeps_from_one_generation():
 def test_fill_cache_grows_a_stream_in_place_within_its_room():
     """A size that fits the room left past a stream's held elements is generated there:
     the earlier views stay valid and unchanged, and the budget counts elements written."""
-    from ncclbench.verifiable import FillCache
+    from ncclbench.core.verifiable import FillCache
 
     dt, op, n = DATATYPE_BY_NAME["float"], REDOP_BY_NAME["sum"], 2
     cache = FillCache(1 << 20)
@@ -496,7 +496,7 @@ def test_fill_cache_grows_a_stream_in_place_within_its_room():
 
 
 def test_fill_cache_keeps_to_its_budget():
-    from ncclbench.verifiable import FillCache
+    from ncclbench.core.verifiable import FillCache
 
     dt, op, n = DATATYPE_BY_NAME["int32"], REDOP_BY_NAME["sum"], 4
     cache = FillCache(3000 * 4)  # room for 3000 int32 elements
@@ -514,7 +514,7 @@ def test_fill_cache_keeps_to_its_budget():
 @pytest.mark.parametrize("name,op", [("float", "sum"), ("int8", "max"), ("half", "avg"), ("uint64", "prod")])
 def test_host_fill_and_check_with_a_cache_match_without(name, op):
     """Every element is still compared, bit for bit (avg: its 2-ULP tolerance), with the cache."""
-    from ncclbench.verifiable import FillCache
+    from ncclbench.core.verifiable import FillCache
 
     dt, rop, n = DATATYPE_BY_NAME[name], REDOP_BY_NAME[op], 3
     cache = FillCache(1 << 20)

@@ -1,6 +1,6 @@
 """One wheel for every CPython >= 3.10: built here, installed into another Python minor version.
 
-Why: the optional C parts (`ncclbench._timedloop`, the NCCL profiler plugin) made `pip wheel`
+Why: the optional C parts (`ncclbench.nccl._timedloop`, the NCCL profiler plugin) made `pip wheel`
 give a cp311-cp311 wheel that a 3.12 venv refuses, while the README says the wheel installs
 wherever it is copied.  Built on the stable ABI (limited API of 3.10) the wheel is tagged
 cp310-abi3; this builds it, installs it into a venv of a different minor version and runs
@@ -56,7 +56,7 @@ def wheel(tmp_path_factory) -> Path:
 def test_the_wheel_is_tagged_for_every_cpython_from_3_10(wheel: Path) -> None:
     assert wheel.name.endswith("-cp310-abi3-linux_x86_64.whl") or "-cp310-abi3-" in wheel.name, wheel.name
     names = zipfile.ZipFile(wheel).namelist()
-    assert "ncclbench/_timedloop.abi3.so" in names, names
+    assert "ncclbench/nccl/_timedloop.abi3.so" in names, names
     assert "ncclbench/explain/_ncclbench_profiler.abi3.so" in names
 
 
@@ -73,7 +73,7 @@ def test_the_wheel_runs_under_another_minor_version(wheel: Path, tmp_path: Path)
     v = subprocess.run([str(venv / "bin" / "ncclbench"), "--version"], capture_output=True, text=True,
                        timeout=120, cwd=tmp_path, env=_clean_env())
     assert v.returncode == 0 and v.stdout.startswith("ncclbench "), v.stdout + v.stderr
-    code = ("import ncclbench._timedloop as m, ncclbench.nccl.native_loop as n; "
+    code = ("import ncclbench.nccl._timedloop as m, ncclbench.nccl.native_loop as n; "
             "assert m.CALL_SIZE > 0; print(n.__name__)")
     c = subprocess.run([str(py), "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path,
                        env=_clean_env())

@@ -35,7 +35,7 @@ def smi(*args: str) -> str:
 
 
 def read_facts():
-    from ncclbench.explain.gather import gather_host_topology
+    from ncclbench.explain.gather_topology import gather_host_topology
 
     return gather_host_topology()
 

@@ -1,4 +1,4 @@
-"""`ncclbench health` on GPUs (the NCCL runtime, health/nccl_group.py) and the slow-GPU hog.
+"""`ncclbench health` on GPUs (the NCCL runtime, health/runtime/nccl_group.py) and the slow-GPU hog.
 
     PYTHONPATH=src NCCL_NVLS_ENABLE=0 python -m pytest tests/gpu/test_health_gpu.py -v
 
@@ -80,8 +80,8 @@ def test_a_member_that_never_joins_is_given_up_on_with_the_real_library(tmp_path
     hang cannot take the test run with it)."""
     code = textwrap.dedent("""
         import time
-        from ncclbench.health.group import GroupTimeout
-        from ncclbench.health.nccl_group import form_group_comm, open_gpu_rank
+        from ncclbench.health.runtime.group_measure import GroupTimeout
+        from ncclbench.health.runtime.nccl_group import form_group_comm, open_gpu_rank
         gpu = open_gpu_rank(0, "here")
         gpu.choose_device(0)
         uid = gpu.lib.get_unique_id()

@@ -12,9 +12,9 @@ import time
 import numpy as np
 import pytest
 
-from ncclbench.datatypes import DATATYPE_BY_NAME, DATATYPES, NO_OP, REDOP_BY_NAME, REDOPS
-from ncclbench.fills import Fill, plain, reduce_result, zeros
-from ncclbench.verifiable import bits_dtype, count_wrong_bits, generate_bits
+from ncclbench.core.datatypes import DATATYPE_BY_NAME, DATATYPES, NO_OP, REDOP_BY_NAME, REDOPS
+from ncclbench.core.fills import Fill, plain, reduce_result, zeros
+from ncclbench.core.verifiable import bits_dtype, count_wrong_bits, generate_bits
 
 pytestmark = pytest.mark.gpu
 

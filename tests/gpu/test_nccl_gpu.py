@@ -31,15 +31,15 @@ os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 
 from ncclbench.backends.nccl_setup import create_nccl_workers  # noqa: E402
 from ncclbench.collectives import COLLECTIVES  # noqa: E402
-from ncclbench.collectives.base import CallArgs  # noqa: E402
-from ncclbench.config import Backend, BenchOptions  # noqa: E402
-from ncclbench.datatypes import DATATYPE_BY_NAME, NO_OP, REDOP_BY_NAME  # noqa: E402
-from ncclbench.errors import BenchError, ExitCode  # noqa: E402
+from ncclbench.collectives.collective import CallArgs  # noqa: E402
+from ncclbench.core.config import Backend, BenchOptions  # noqa: E402
+from ncclbench.core.datatypes import DATATYPE_BY_NAME, NO_OP, REDOP_BY_NAME  # noqa: E402
+from ncclbench.core.errors import BenchError, ExitCode  # noqa: E402
 from ncclbench.launch.hostcomm import SingleHostComm  # noqa: E402
 from ncclbench.nccl import runmodel  # noqa: E402
 from ncclbench.nccl.binding import NcclError, scalar_bytes  # noqa: E402
 from ncclbench.nccl.communicator import NcclCommunicator  # noqa: E402
-from ncclbench.plan import make_plan  # noqa: E402
+from ncclbench.run.plan import make_plan  # noqa: E402
 
 MAX_BYTES = 4 << 20
 F32 = DATATYPE_BY_NAME["float"]
@@ -334,7 +334,7 @@ def test_nccl_tests_clamp_is_reported():
 def test_fill_and_check_kernels_when_available(worker):
     kernels = pytest.importorskip("ncclbench.cuda.kernels")
     assert kernels.DeviceKernels
-    from ncclbench.fills import plain
+    from ncclbench.core.fills import plain
 
     slot = worker.slots[0]
     fills = [plain(0, 1000, seed=3)]

@@ -32,7 +32,7 @@ def smi(*args: str) -> str:
 def facts():
     if gpu_count() < 1:
         pytest.skip("needs a GPU")
-    from ncclbench.explain.gather import gather_host_topology
+    from ncclbench.explain.gather_topology import gather_host_topology
 
     t = gather_host_topology()
     if t.unknown.get("nvml"):

@@ -200,7 +200,7 @@ def largest_fitting(rooms: Iterable[MemoryRoom], nranks: int, unalign: int) -> t
 
 
 def fill_cache_budget(rooms: Iterable[MemoryRoom], max_bytes: int, nranks: int, unalign: int) -> int:
-    """Bytes a rank may keep of generated check data (verifiable.FillCache): what
+    """Bytes a rank may keep of generated check data (core.verifiable.FillCache): what
     its share of the room holds beyond its buffers for -e max_bytes, up to the
     three streams a sweep reuses (the timed loop's inputs, the check's inputs and
     its expected result, each at most one buffer).  Never what the buffers need:

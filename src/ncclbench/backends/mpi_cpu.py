@@ -26,18 +26,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..collectives.base import Collective
-from ..config import BenchOptions
-from ..datatypes import DataType, RedOp
-from ..errors import BenchError, ExitCode, UnsupportedError
-from ..fills import Fill
+from ..collectives.collective import Collective
+from ..core.config import BenchOptions
+from ..core.datatypes import DataType, RedOp
+from ..core.errors import BenchError, ExitCode, UnsupportedError
+from ..core.fills import Fill
+from ..core.results import DeviceInfo
 from ..launch.hostcomm import HostComm, MpiHostComm
 from ..launch.shutdown import note_for_launcher, run_last_words
-from ..results import DeviceInfo
-from .base import IterationTimer, RankSlot, Worker
+from .worker import IterationTimer, RankSlot, Worker
 
 if TYPE_CHECKING:  # the generator (and its cache) is imported when a run first fills
-    from ..verifiable import FillCache
+    from ..core.verifiable import FillCache
 
 _REDUCE_TYPES = {
     "int8": "INT8_T", "uint8": "UINT8_T", "int32": "INT32_T", "uint32": "UINT32_T",
@@ -209,7 +209,7 @@ class MpiCommunicator:
         return None
 
     def compile(self, calls: list[tuple[str, tuple]]):
-        """Pre-bind recorded primitive calls (see harness.timing.CallRecorder):
+        """Pre-bind recorded primitive calls (see run.timing.CallRecorder):
         a lone out-of-place or in-place all_reduce becomes a closure over the
         ready mpi4py arguments; anything else is replayed through the methods
         (still skipping the collective and placement layers)."""
@@ -248,7 +248,7 @@ class HostMemoryWorker(Worker):
     zeroing, the verifiable fill and the bit-exact check on the CPU.  The CPU backend's
     MpiWorker and health's per-group worker share it."""
 
-    # Bytes of generated fill/check data kept between calls (verifiable.FillCache): the
+    # Bytes of generated fill/check data kept between calls (core.verifiable.FillCache): the
     # MPI worker sizes it from the host's memory room; elsewhere (health's groups) it is
     # what one check needs, its inputs and its expected result at the largest size.
     fill_cache_budget: int | None = None
@@ -263,7 +263,7 @@ class HostMemoryWorker(Worker):
 
     def _cache(self) -> FillCache:
         if self._fill_cache is None:
-            from ..verifiable import FillCache
+            from ..core.verifiable import FillCache
 
             budget = self.fill_cache_budget
             self._fill_cache = FillCache(2 * (self.max_bytes + ALIGN) if budget is None else budget)
@@ -274,14 +274,14 @@ class HostMemoryWorker(Worker):
             ctypes.memset(ptr, 0, nbytes)
 
     def fill(self, slot: RankSlot, ptr: int, fills: Sequence[Fill], dtype: DataType, op: RedOp) -> None:
-        from .. import verifiable
+        from ..core import verifiable
 
         span = max((f.offset + f.count for f in fills), default=0) * dtype.itemsize
         verifiable.host_fill(host_view(ptr, span), fills, dtype, op, self.nranks, self._cache())
 
     def count_wrong(self, slot: RankSlot, ptr: int, count: int, fills: Sequence[Fill],
                     dtype: DataType, op: RedOp) -> int:
-        from .. import verifiable
+        from ..core import verifiable
 
         return verifiable.host_count_wrong(host_view(ptr, count * dtype.itemsize), count, fills,
                                            dtype, op, self.nranks, self._cache())

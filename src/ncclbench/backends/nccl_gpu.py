@@ -23,22 +23,22 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, cast
 
-from ..collectives.base import Collective
-from ..config import BenchOptions
+from ..collectives.collective import Collective
+from ..core.config import BenchOptions
+from ..core.datatypes import DataType, RedOp
+from ..core.errors import BenchError, ExitCode
+from ..core.fills import Fill
+from ..core.results import DeviceInfo
 from ..cuda.runtime import NULL_STREAM, CudaError, CudaRuntime, DeviceProps
-from ..datatypes import DataType, RedOp
-from ..errors import BenchError, ExitCode
-from ..fills import Fill
 from ..launch.hostcomm import HostComm
 from ..nccl import runmodel
 from ..nccl.binding import NcclError, NcclLibrary
 from ..nccl.communicator import NcclCommunicator
 from ..nccl.native_loop import NativeLoop
-from ..nccl.version import version_text
-from ..results import DeviceInfo
-from .base import IterationTimer, RankSlot, TimedBatch, Worker
+from ..nccl.version_text import version_text
 from .nccl_native import build_native_batch
 from .threads import ThreadTeam, merge_threads
+from .worker import IterationTimer, RankSlot, TimedBatch, Worker
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The NCCL worker's timed loop in C (when `ncclbench._timedloop` is built).
+"""The NCCL worker's timed loop in C (when `ncclbench.nccl._timedloop` is built).
 
 `build_native_batch(worker, ops)` turns the timed ops of one measurement --
 each a list of (communicator, primitive call, args) in issue order, exactly
@@ -21,10 +21,10 @@ import ctypes
 from collections.abc import Sequence
 from typing import Any, Protocol, cast
 
-from ..errors import BenchError, ExitCode
+from ..core.errors import BenchError, ExitCode
 from ..nccl import native_loop as nl
 from ..nccl.communicator import NcclCommunicator
-from .base import TimedBatch
+from .worker import TimedBatch
 
 
 class NativeWorker(Protocol):

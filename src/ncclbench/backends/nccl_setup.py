@@ -15,10 +15,10 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 
-from ..collectives.base import Collective
-from ..config import BenchOptions
+from ..collectives.collective import Collective
+from ..core.config import BenchOptions
+from ..core.errors import BenchError, ExitCode, UnsupportedError
 from ..cuda.runtime import NULL_STREAM, CudaError, CudaRuntime, DeviceProps, get_runtime
-from ..errors import BenchError, ExitCode, UnsupportedError
 from ..launch.affinity import bind_to_gpu
 from ..launch.hostcomm import HostComm
 from ..nccl import runmodel
@@ -109,7 +109,7 @@ def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Collecti
     if native is not None:
         # nccl4py is imported only if a loop outside the C loop's reach needs it
         # (~0.35 s of start-up on an H100 host: bench/results/stability-h100-*).
-        calls = ("C loop (ncclbench._timedloop) for -z 0 -m 1 without -I/-G on one GPU per thread; "
+        calls = ("C loop (ncclbench.nccl._timedloop) for -z 0 -m 1 without -I/-G on one GPU per thread; "
                  "other loops through nccl4py or ctypes (`ncclbench list` says which)")
     else:
         calls = timed_calls_text(lib)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import importlib.util
 import os
 
-from ..config import BACKEND_CHOICES, Backend
-from ..errors import ArgumentError, BenchError
+from ..core.config import BACKEND_CHOICES, Backend
+from ..core.errors import ArgumentError, BenchError
 
 # Set by a parent that starts ranks: the backend it chose, used for `--backend auto`.
 BACKEND_ENV = "NCCLBENCH_BACKEND"

@@ -15,7 +15,7 @@ from . import (
     scatter,
     sendrecv,
 )
-from .base import CallArgs, Collective, Communicator, Counts
+from .collective import CallArgs, Collective, Communicator, Counts
 
 COLLECTIVES: dict[str, Collective] = {
     m.COLLECTIVE.name: m.COLLECTIVE

@@ -3,8 +3,8 @@ Count per rank is rounded down to 16 bytes; busbw factor (n-1)/n."""
 
 from __future__ import annotations
 
-from ..fills import plain
-from .base import CallArgs, Collective, Communicator, Counts, per_rank_base
+from ..core.fills import plain
+from .collective import CallArgs, Collective, Communicator, Counts, per_rank_base
 
 
 def block_seed(seed: int, rank: int) -> int:

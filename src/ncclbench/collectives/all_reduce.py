@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from ..fills import reduce_input, reduce_result
-from .base import CallArgs, Collective, Communicator, Counts
+from ..core.fills import reduce_input, reduce_result
+from .collective import CallArgs, Collective, Communicator, Counts
 
 
 class AllReduce(Collective):

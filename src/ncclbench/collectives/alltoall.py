@@ -4,9 +4,9 @@ in-place result is not checked (as nccl-tests)."""
 
 from __future__ import annotations
 
-from ..fills import plain
+from ..core.fills import plain
 from .all_gather import block_seed
-from .base import CallArgs, Collective, Communicator, Counts, per_rank_base
+from .collective import CallArgs, Collective, Communicator, Counts, per_rank_base
 
 
 class AllToAll(Collective):

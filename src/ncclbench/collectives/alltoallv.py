@@ -13,10 +13,10 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 
-from ..errors import BenchError, ExitCode
-from ..fills import plain
+from ..core.errors import BenchError, ExitCode
+from ..core.fills import plain
 from .all_gather import block_seed
-from .base import CallArgs, Collective, Communicator, Counts, per_rank_base
+from .collective import CallArgs, Collective, Communicator, Counts, per_rank_base
 
 
 def spread_from_env() -> float:

@@ -3,8 +3,8 @@ outgoing link is the bottleneck)."""
 
 from __future__ import annotations
 
-from ..fills import plain
-from .base import CallArgs, Collective, Communicator, Counts
+from ..core.fills import plain
+from .collective import CallArgs, Collective, Communicator, Counts
 
 
 class Broadcast(Collective):

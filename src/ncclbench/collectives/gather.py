@@ -3,8 +3,8 @@ busbw factor (n-1)/n; non-root receive buffers stay untouched."""
 
 from __future__ import annotations
 
-from ..fills import plain, zeros
-from .base import CallArgs, Collective, Communicator, Counts, per_rank_base
+from ..core.fills import plain, zeros
+from .collective import CallArgs, Collective, Communicator, Counts, per_rank_base
 
 
 class Gather(Collective):

@@ -5,9 +5,9 @@ c*(n-1); busbw = algbw."""
 
 from __future__ import annotations
 
-from ..fills import plain
+from ..core.fills import plain
 from .all_gather import block_seed
-from .base import CallArgs, Collective, Communicator, Counts, per_rank_base
+from .collective import CallArgs, Collective, Communicator, Counts, per_rank_base
 
 
 class Hypercube(Collective):

@@ -3,8 +3,8 @@ buffers stay untouched.  busbw = algbw."""
 
 from __future__ import annotations
 
-from ..fills import reduce_input, reduce_result, zeros
-from .base import CallArgs, Collective, Communicator, Counts
+from ..core.fills import reduce_input, reduce_result, zeros
+from .collective import CallArgs, Collective, Communicator, Counts
 
 
 class Reduce(Collective):

@@ -3,8 +3,8 @@ busbw factor (n-1)/n."""
 
 from __future__ import annotations
 
-from ..fills import reduce_input, reduce_result
-from .base import CallArgs, Collective, Communicator, Counts, per_rank_base
+from ..core.fills import reduce_input, reduce_result
+from .collective import CallArgs, Collective, Communicator, Counts, per_rank_base
 
 
 class ReduceScatter(Collective):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..fills import plain
-from .base import CallArgs, Collective, Communicator, Counts, per_rank_base
+from ..core.fills import plain
+from .collective import CallArgs, Collective, Communicator, Counts, per_rank_base
 
 
 class Scatter(Collective):

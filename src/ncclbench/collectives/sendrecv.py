@@ -4,8 +4,8 @@ the in-place result is not checked."""
 
 from __future__ import annotations
 
-from ..fills import plain
-from .base import CallArgs, Collective, Communicator, Counts
+from ..core.fills import plain
+from .collective import CallArgs, Collective, Communicator, Counts
 
 
 class SendRecv(Collective):

@@ -20,9 +20,9 @@ keyword or builtin gets a trailing underscore, which the command drops:
 Nothing else registers it: the dispatcher finds the module by its file name
 (modules starting with `_`, and `base`, are helpers, not commands).  Rules:
 
-* Anticipated failures raise `BenchError`/`ArgumentError` (`ncclbench.errors`)
+* Anticipated failures raise `BenchError`/`ArgumentError` (`ncclbench.core.errors`)
   with nccl-tests' exit code; the dispatcher prints them as one line
-  (`errors.print_error`).  Usage errors from the parser exit 255.
+  (`core.errors.print_error`).  Usage errors from the parser exit 255.
 * Import what the command needs inside `run()` (or keep module-level imports
   light): `ncclbench --help` imports every command module.
 * Machine output on stdout (or a file), progress on stderr only on a terminal.
@@ -42,7 +42,7 @@ from types import ModuleType
 from typing import cast
 
 from .. import __version__
-from ..errors import BenchError, ExitCode, print_error
+from ..core.errors import BenchError, ExitCode, print_error
 from .base import PROGRAM, Command, make_parser
 
 _HELPERS = frozenset({"base"})
@@ -119,8 +119,8 @@ def _collective_first(argv: list[str]) -> list[str]:
     (`ncclbench --nprocs 8 all_reduce_perf ...`).  A first word that names neither a
     command nor a collective is one line, with the likely name (exit 255)."""
     from ..collectives import COLLECTIVES, lookup
-    from ..errors import ArgumentError
-    from ..options import did_you_mean, split_leading_options
+    from ..core.errors import ArgumentError
+    from ..run.bench_args import did_you_mean, split_leading_options
 
     if argv[0].startswith("-"):
         found = split_leading_options(argv)

@@ -1,11 +1,11 @@
 """`ncclbench <collective> [nccl-tests options]`: the benchmark command.
 
 Not an argparse command: the command line is nccl-tests' (getopt quirks
-included, `ncclbench.options`).  This module decides *where* the run happens:
+included, `ncclbench.run.bench_args`).  This module decides *where* the run happens:
 started here by `--nprocs N`, one process per visible GPU, or (the CPU backend
 chosen because there is no GPU) enough CPU ranks to move data (the children run
-this same command line, `ncclbench.benchmark.spawn`), or in this process
-(`ncclbench.benchmark.run_here`).
+this same command line, `ncclbench.benchmark.orchestrate.spawn`), or in this process
+(`ncclbench.benchmark.orchestrate.run_here`).
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import os
 import sys
 
 from ..backends.select import choose_backend, default_cpu_ranks, default_cpu_ranks_note
-from ..benchmark import COMMAND_LINE_ENV, local_ranks_to_start, run_here, spawn
-from ..config import Backend, BenchOptions
+from ..benchmark.orchestrate import COMMAND_LINE_ENV, local_ranks_to_start, run_here, spawn
+from ..core.config import Backend, BenchOptions
 from ..launch.shutdown import LAUNCHER_PID_ENV
 from ..launch.spawn import find_mpiexec, strip_nprocs
-from ..options import HelpRequested, parse_bench_args
+from ..run.bench_args import HelpRequested, parse_bench_args
 
 
 def before_run_notes(opts: BenchOptions) -> list[str]:

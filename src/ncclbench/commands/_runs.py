@@ -12,7 +12,7 @@ import argparse
 import os
 from pathlib import Path
 
-from ..errors import ArgumentError
+from ..core.errors import ArgumentError
 from ..store.db import ResultStore, StoredRun, default_db_path
 from ..store.importers import ImportedRun, load_file
 from .base import CommandParser

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn, Protocol
 
-from ..errors import ArgumentError
+from ..core.errors import ArgumentError
 
 PROGRAM = "ncclbench"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import ArgumentError
+from ..core.errors import ArgumentError
 from ._runs import add_db_option, db_path, open_store
 from .base import CommandParser
 
@@ -40,7 +40,7 @@ def add_arguments(parser: CommandParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..store.compare import DROP_TO_SEE, RISE_TO_SEE, baseline_noise_note, refuse_as_baseline
+    from ..store.comparison import DROP_TO_SEE, RISE_TO_SEE, baseline_noise_note, refuse_as_baseline
     from ..store.db import ResultStore
     from .check import parse_pct
 

@@ -9,7 +9,7 @@ import math
 import os
 import sys
 
-from ..errors import ArgumentError
+from ..core.errors import ArgumentError
 from ._runs import REF_HELP, RunRefs, add_db_option, add_in_place_option, placement
 from .base import CommandParser
 
@@ -18,7 +18,7 @@ HELP = "regression gate: exit 7 when RUN is worse than a baseline"
 
 
 def add_arguments(parser: CommandParser) -> None:
-    from ..store.compare import GATE_DEFINITION
+    from ..store.comparison import GATE_DEFINITION
 
     parser.epilog = ("What is judged: " + GATE_DEFINITION.replace("%", "%%") + ".  Exit status: 0 ok, 7 regression, "
                      "9 not judged (an unstable candidate: re-run; or cannot confirm: the baseline's noise is wider than the "
@@ -62,7 +62,7 @@ def parse_pct(text: str, what: str = "limit") -> float:
 
 def run(args: argparse.Namespace) -> int:
     from ..output.metrics import check_writable
-    from ..store.compare import baseline_history, format_gate, gate, gate_to_dict
+    from ..store.comparison import baseline_history, format_gate, gate, gate_to_dict
 
     for path, option in ((args.junit, "--junit"), (args.metrics, "--metrics")):
         if path:

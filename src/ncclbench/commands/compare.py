@@ -22,7 +22,7 @@ def add_arguments(parser: CommandParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..store.compare import compare_runs, comparison_to_dict, format_comparison
+    from ..store.comparison import compare_runs, comparison_to_dict, format_comparison
 
     with RunRefs(args) as refs:
         a, b = refs.get(args.a), refs.get(args.b)

@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from ..errors import BenchError, ExitCode
+from ..core.errors import BenchError, ExitCode
 from ._runs import REF_HELP, RunRefs, add_db_option
 from .base import CommandParser
 from .import_ import add_collective_option

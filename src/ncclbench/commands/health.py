@@ -10,7 +10,7 @@ launcher that ends the whole job when one rank dies.  `--nprocs` runs the
 coordinator in the starting process for that reason.
 
 Output: the verdict table on stdout, `--json FILE`, `--drain FILE` (one host
-per line), `--metrics FILE`, `--junit FILE`, `--drain-action` (health/actions.py);
+per line), `--metrics FILE`, `--junit FILE`, `--drain-action` (health/runtime/after_scan.py);
 exit 8 (faults found), 9 (no fault confirmed, but some host not judged healthy;
 0 with --accept-not-judged) or 0 (every host judged healthy).
 """
@@ -21,8 +21,8 @@ import argparse
 import os
 import sys
 
-from ..config import BACKEND_CHOICES, Backend
-from ..errors import ArgumentError
+from ..core.config import BACKEND_CHOICES, Backend
+from ..core.errors import ArgumentError
 from .base import CommandParser
 
 NAME = "health"
@@ -30,9 +30,9 @@ HELP = "find the slow GPU, node, NIC rail or link: one job, phases as concurrent
 
 
 def add_arguments(parser: CommandParser) -> None:
-    from ..health.group import BW_SIZE
-    from ..health.schedule import ALL_PAIRS_MAX_HOSTS, PAIR_SHAPES, PHASES
-    from ..health.service import TOKEN_ENV
+    from ..health.core.scan_schedule import ALL_PAIRS_MAX_HOSTS, PAIR_SHAPES, PHASES
+    from ..health.runtime.group_measure import BW_SIZE
+    from ..health.runtime.scan_service import TOKEN_ENV
 
     parser.description = __doc__.split("\n\n")[0].split(": ", 1)[1]
     parser.add_argument("--phases", default=",".join(PHASES),
@@ -96,7 +96,7 @@ def add_arguments(parser: CommandParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..backends.select import choose_backend, requested_backend
-    from ..health import service
+    from ..health.runtime import scan_service as service
 
     opts = _service_options(args)
     if args.serve is not None:
@@ -145,12 +145,12 @@ def _default_cpu_ranks(opts, note: str):
 def _config(args: argparse.Namespace, gpus: bool = False):
     """The scan's configuration and each group's spec; `gpus` (the NCCL backend) gives
     --bw-size's default."""
-    from ..health.baseline import load_baseline
-    from ..health.group import BW_SIZE
-    from ..health.judge import thresholds_for
-    from ..health.mpi_group import GroupSpec
-    from ..health.scan import ScanConfig
-    from ..options import parse_size
+    from ..health.core.round_judge import thresholds_for
+    from ..health.core.scan import ScanConfig
+    from ..health.outputs.baseline_file import load_baseline
+    from ..health.runtime.group_measure import BW_SIZE
+    from ..health.runtime.mpi_group import GroupSpec
+    from ..run.bench_args import parse_size
 
     phases = tuple(p.strip() for p in args.phases.split(",") if p.strip())
     for value, name in ((args.iters, "--iters"), (args.cycles, "--cycles")):
@@ -175,8 +175,8 @@ def _config(args: argparse.Namespace, gpus: bool = False):
 
 
 def _service_options(args: argparse.Namespace):
-    from ..health.actions import AfterScan
-    from ..health.service import ServiceOptions
+    from ..health.runtime.after_scan import AfterScan
+    from ..health.runtime.scan_service import ServiceOptions
 
     hosts = [h.strip() for h in args.hosts.split(",") if h.strip()] if args.hosts else None
     after = AfterScan(args.metrics, args.junit, args.drain_action, args.dry_run)

@@ -25,7 +25,7 @@ def add_arguments(parser: CommandParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..store import stats
+    from ..store import summary_stats as stats
     from ..store.db import TUNE_SOURCE, ResultStore
 
     path = db_path(args)
@@ -96,7 +96,7 @@ def _note_tune(hidden: int, stream=None) -> None:
 def _note_scans(path, stream=None) -> None:
     """One line pointing at the health scans kept in the same store, if any."""
     from ..store.db import ResultStore
-    from ..store.health import list_scans
+    from ..store.health_scans import list_scans
 
     with ResultStore(path, create=False) as store:
         scans = list_scans(store, limit=1)
@@ -108,7 +108,7 @@ def _note_scans(path, stream=None) -> None:
 def _health_history(path, args: argparse.Namespace) -> int:
     """The stored health scans, newest first."""
     from ..store.db import ResultStore
-    from ..store.health import list_scans
+    from ..store.health_scans import list_scans
 
     scans = []
     if path.exists():

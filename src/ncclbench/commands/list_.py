@@ -17,7 +17,7 @@ def add_arguments(parser: CommandParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..backends.select import describe_backends
     from ..collectives import COLLECTIVES
-    from ..datatypes import DATATYPES, REDOPS
+    from ..core.datatypes import DATATYPES, REDOPS
 
     print("collectives:")
     for name, c in COLLECTIVES.items():

@@ -1,5 +1,5 @@
 """`ncclbench preflight`: the launch check, the "MPI hello world" maintainers
-ask for.  The checks themselves are `ncclbench.launch.preflight`; this module
+ask for.  The checks themselves are `ncclbench.launch.preflight_checks`; this module
 reads the command line and, with `--nprocs N` and no launcher around, starts
 N local ranks of the same command."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..config import BACKEND_CHOICES, Backend
-from ..errors import ArgumentError
+from ..core.config import BACKEND_CHOICES, Backend
+from ..core.errors import ArgumentError
 from .base import PROGRAM, CommandParser
 
 NAME = "preflight"
@@ -43,7 +43,7 @@ def child_argv(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from ..backends.select import requested_backend
     from ..launch.detect import check_nprocs, detect_launch
-    from ..launch.preflight import run_checks
+    from ..launch.preflight_checks import run_checks
 
     if args.ngpus < 1 or args.nthreads < 1:
         raise ArgumentError("preflight: -g and -t must be at least 1")
@@ -66,12 +66,12 @@ def run(args: argparse.Namespace) -> int:
 def topology_facts():
     """Each host's topology (explain/): read by its first local rank, two `#` lines per host layout
     under the rank table, and `topology` in the JSON."""
-    from ..launch.preflight import ExtraFacts
+    from ..launch.preflight_checks import ExtraFacts
 
     def collect(info):
         if info.local_rank != 0:
             return None
-        from ..explain.gather import read_topology
+        from ..explain.gather_topology import read_topology
 
         return read_topology()
 

@@ -46,7 +46,7 @@ def judged_runs(runs) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..store.health import is_scan_ref
+    from ..store.health_scans import is_scan_ref
 
     scans = [r for r in args.runs if is_scan_ref(r)]
     if scans:
@@ -64,9 +64,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _report_scan(args: argparse.Namespace, scans: list[str]) -> int:
     """`report health:N -o health.html`: the scan's page (one scan per page)."""
-    from ..errors import ArgumentError
+    from ..core.errors import ArgumentError
     from ..report.health_html import write_health_page
-    from ..store.health import load_scan
+    from ..store.health_scans import load_scan
 
     if len(scans) != len(args.runs) or len(scans) > 1:
         raise ArgumentError("report: a health scan gets a page of its own: give one health scan "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import ArgumentError
+from ..core.errors import ArgumentError
 from ..store.db import StoredRun
 from ..store.importers import ImportedRun
 from ._runs import REF_HELP, RunRefs, add_db_option
@@ -42,7 +42,7 @@ def show_text(run: StoredRun | ImportedRun) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from ..output.metrics import check_writable
-    from ..store.health import is_scan_ref
+    from ..store.health_scans import is_scan_ref
 
     for path, option in ((args.metrics, "--metrics"), (args.junit, "--junit")):
         if path:
@@ -73,9 +73,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _show_scan(args: argparse.Namespace) -> int:
     """A stored health scan (`health:N`) or its JSON file, reprinted as its verdict table."""
-    from ..health.output import verdict_table
-    from ..health.scan import report_from_json
-    from ..store.health import load_scan
+    from ..health.core.scan import report_from_json
+    from ..health.outputs.scan_output import verdict_table
+    from ..store.health_scans import load_scan
 
     scan = load_scan(args.run, getattr(args, "db", None))
     if args.metrics or args.junit:

@@ -2,7 +2,7 @@
 
 What the benchmark reads at start and judges every run against (GPUs,
 NVLink links and their rates, PCIe links, NICs from sysfs, GPUDirect RDMA,
-NUMA; `explain.gather`), shown as the banner's two lines and then device by
+NUMA; `explain.gather_topology`), shown as the banner's two lines and then device by
 device; every fact NVML or sysfs would not give is listed as unknown with
 the reason.  For every host of a job, run `ncclbench preflight` under the
 job's launcher: it prints the same banner lines per host.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..errors import BenchError, ExitCode
+from ..core.errors import BenchError, ExitCode
 from .base import CommandParser
 
 NAME = "topo"
@@ -27,7 +27,7 @@ def add_arguments(parser: CommandParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..explain.gather import gather_host_topology
+    from ..explain.gather_topology import gather_host_topology
     from ..explain.topology import format_topology_lines, format_topology_report
 
     facts = gather_host_topology(root=args.root)

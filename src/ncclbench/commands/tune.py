@@ -6,7 +6,7 @@ This module parses and decides where the job runs, like a plain benchmark
 (`commands/_benchmark.py`): under a launcher this process is one rank
 (`tune.job.run_tune_here`); otherwise the environment is checked once, then
 N ranks of `ncclbench tune ...` are started here (`--nprocs N`, or one per
-visible GPU: `benchmark.local_ranks_to_start`/`spawn`) or this process is the
+visible GPU: `benchmark.orchestrate.local_ranks_to_start`/`spawn`) or this process is the
 only rank, and after a successful job `--verify` runs ordinary runs
 (`tune.verify.verify_result_file`: they need a parent that can start jobs,
 hence not under an external launcher)."""
@@ -36,12 +36,12 @@ def add_arguments(parser: CommandParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..atomic_file import check_output_path
     from ..backends.select import choose_backend
-    from ..benchmark import local_ranks_to_start, spawn
+    from ..benchmark.orchestrate import local_ranks_to_start, spawn
+    from ..core.atomic_file import check_output_path
     from ..launch.detect import check_nprocs, detect_launch
     from ..launch.spawn import strip_nprocs
-    from ..options import HelpRequested
+    from ..run.bench_args import HelpRequested
     from ..tune.job import check_environment, run_tune_here
     from ..tune.options import TUNE_HELP, parse_tune_args
     from ..tune.verify import verify_result_file

@@ -22,7 +22,7 @@ def add_arguments(parser: CommandParser) -> None:
 
 
 def version_lines(nccl_lib: str | None = None) -> list[str]:
-    from ..errors import BenchError
+    from ..core.errors import BenchError
     from ..launch.facts import cuda_driver_version, driver_version
     from ..nccl.binding import get_library
 

@@ -1,0 +1,1 @@
+"""Platform layer: the CUDA runtime binding and the fill/check kernels the backends use."""

@@ -1,8 +1,8 @@
 """CUDA C source of the fill and compare kernels.
 
-The device functions mirror `ncclbench.verifiable` line for line (same
+The device functions mirror `ncclbench.core.verifiable` line for line (same
 constants, same integer operations, same order), so a GPU fill is bit-identical
-to `verifiable.generate_bits`; the GPU tests check exactly that.  Only
+to `core.verifiable.generate_bits`; the GPU tests check exactly that.  Only
 integer arithmetic is used, so no CUDA headers (cuda_fp16.h ...) are needed and
 NVRTC compiles the source without an include path.
 
@@ -18,7 +18,7 @@ Kernels (extern "C", one per element width W in 8, 16, 32, 64):
 
 from __future__ import annotations
 
-from ..fill_plan import MIX1, MIX2, PARAM_NAMES, PHI, PSI
+from ..core.fill_plan import MIX1, MIX2, PARAM_NAMES, PHI, PSI
 
 WIDTHS = (8, 16, 32, 64)
 

@@ -29,11 +29,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..atomic_file import write_atomically
-from ..datatypes import DataType, RedOp
-from ..errors import BenchError, ExitCode
-from ..fill_plan import PARAM_NAMES, fill_constants, plan_vector
-from ..fills import Fill
+from ..core.atomic_file import write_atomically
+from ..core.datatypes import DataType, RedOp
+from ..core.errors import BenchError, ExitCode
+from ..core.fill_plan import PARAM_NAMES, fill_constants, plan_vector
+from ..core.fills import Fill
 from .kernel_source import kernel_source
 from .runtime import cuda_version_text
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import BenchError, ExitCode
+from ..core.errors import BenchError, ExitCode
 
 NULL_STREAM = 0  # the legacy default stream (-y 1), as nccl-tests' `NULL`
 _NOT_READY = 600  # cudaErrorNotReady

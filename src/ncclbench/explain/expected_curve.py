@@ -147,7 +147,7 @@ class Expectation:
                 "bands": [[s, self.band(s)[0]] for s, _, _ in self.lowest]}
 
 
-AS_EXPECTED_BAND = 0.90  # verdict.AS_EXPECTED_FRACTION: the band where healthy machines agree
+AS_EXPECTED_BAND = 0.90  # plateau_verdict.AS_EXPECTED_FRACTION: the band where healthy machines agree
 
 
 def _fmt_size(n: int) -> str:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..results import ResultRow
+from ..core.results import ResultRow
 from .nccl_log import NcclLogFacts
 from .traps import ERROR, WARN, Trap
 

@@ -30,14 +30,14 @@ import threading
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING
 
-from ..backends.base import Worker
-from ..config import Backend, BenchOptions
-from ..errors import ExitCode
+from ..backends.worker import Worker
+from ..core.config import Backend, BenchOptions
+from ..core.errors import ExitCode
+from ..core.results import EXPLAIN_KEY, ResultRow, RunInfo, RunSummary
 from ..launch.facts import RankFacts
 from ..launch.hostcomm import HostComm
-from ..nccl.version import version_text
-from ..plan import RunPlan
-from ..results import EXPLAIN_KEY, ResultRow, RunInfo, RunSummary
+from ..nccl.version_text import version_text
+from ..run.plan import RunPlan
 
 if TYPE_CHECKING:  # the rest of explain/ is imported where it is used, off the start-up path
     from .nccl_capture import NcclRunCapture, RankCapture
@@ -63,7 +63,7 @@ class TopologyReader:
 
     def _run(self, read: Callable[[], tuple[dict | None, str]] | None, gpus: bool) -> None:
         if read is None:
-            from .gather import read_topology
+            from .gather_topology import read_topology
 
             self._result = read_topology(gpus)
         else:
@@ -157,7 +157,7 @@ class LiveExplain:
             self.reader = TopologyReader(gpus=self.backend is Backend.NCCL)
 
     def _begin_capture(self, nccl_lib: str | None) -> None:
-        from ..errors import BenchError
+        from ..core.errors import BenchError
         from ..nccl.binding import get_library
         from .nccl_capture import NcclRunCapture
 

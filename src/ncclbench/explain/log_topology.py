@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..results import DeviceInfo
+from ..core.results import DeviceInfo
 from .launch_line import LaunchFacts
 from .nccl_log import NcclLogFacts
 from .topology import GpuTopology, HostTopology, NicPort, PcieLink

@@ -4,7 +4,7 @@ Why separate ops: the timed loop must log nothing per call (see
 `log_capture`), so the algorithm, protocol and channels NCCL picks are
 taken from one more op per size, issued after every measurement of the run
 with NCCL's TUNING lines (or the profiler plugin's recording) switched on.
-They are issued exactly as the harness issues a warm-up op (`harness.timing`:
+They are issued exactly as the harness issues a warm-up op (`run.timing`:
 same placement, same buffers, out-of-place), so NCCL sees the same call.
 
 Every worker of the world takes part (one thread each, as the run itself);
@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..backends.base import Worker
 from ..backends.threads import on_each_thread
-from ..harness.timing import Placement, warm_up
-from ..plan import RunPlan
+from ..backends.worker import Worker
+from ..run.plan import RunPlan
+from ..run.timing import Placement, warm_up
 
 
 def _probe_one_worker(plan: RunPlan, worker: Worker, switch: Callable[[int], None] | None) -> None:

@@ -28,18 +28,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..datatypes import DATATYPE_BY_NAME
-from ..results import ONE_RANK_LINE, ResultRow
+from ..core.datatypes import DATATYPE_BY_NAME
+from ..core.results import ONE_RANK_LINE, ResultRow
 from .ceiling import Ceiling, expected_ceiling, fmt_gbps, network_in_use
 from .expected_curve import SHAPE_ALGOS, expected_per_size, find_expectation, healthy_floor
 from .failures import failure_traps
-from .judgement import RunJudgement, judge_run
 from .log_topology import LogTopology, assumed_hosts, is_datacenter
 from .nccl_env import NCCL_FUNC
 from .nccl_log import CallChoice, NcclLogFacts, format_bytes
-from .topology import HostTopology
-from .traps import WARN, Trap, TrapReport, Unchecked, find_traps
-from .verdict import (
+from .plateau_verdict import (
     ABOVE_LINE_ALGOS,
     ABOVE_MODEL_TOLERANCE,
     AS_EXPECTED_FRACTION,
@@ -50,6 +47,9 @@ from .verdict import (
     plateau_busbw,
     plateau_rows,
 )
+from .run_judgement import RunJudgement, judge_run
+from .topology import HostTopology
+from .traps import WARN, Trap, TrapReport, Unchecked, find_traps
 
 # The slowest RDMA fabric NCCL plans for: its NET_BW default, 12 GB/s (100 Gb/s; src/graph/topo.h, every tag
 # v2.4.8-1 .. v2.30.7-1).  Between hosts of datacenter GPUs a plateau below 90 % of it is TCP-socket

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..nccl.version import version_text
-from ..results import EXPLAIN_KEY
+from ..core.results import EXPLAIN_KEY
+from ..nccl.version_text import version_text
 from .launch_line import launch_facts
 from .log_topology import log_topology
 from .nccl_capture import choices_from

@@ -287,7 +287,7 @@ class HostTopology:
 
 
 def hosts_from_gathered(gathered: list[tuple[dict | None, str] | None]) -> tuple[list[HostTopology], list[str]]:
-    """The hosts' facts as ranks sent them (`gather.read_topology`; None from ranks that did not
+    """The hosts' facts as ranks sent them (`gather_topology.read_topology`; None from ranks that did not
     read), each host once, and the reasons some could not be read."""
     hosts: dict[str, HostTopology] = {}
     whys: list[str] = []
@@ -308,7 +308,7 @@ def hosts_in_use(topologies: Sequence[HostTopology], facts: Sequence[RankFacts],
                  gpus_per_rank: int = 1) -> list[HostTopology]:
     """Each host's topology restricted to the GPUs its ranks use (matched by PCI address, since
     NVML numbers GPUs in PCI order and CUDA by its own), in the order hosts first appear."""
-    from ..launch.preflight import assigned_gpus
+    from ..launch.preflight_checks import assigned_gpus
 
     used: dict[str, list[str]] = {}
     for f, ordinals in zip(facts, assigned_gpus(facts, gpus_per_rank)):

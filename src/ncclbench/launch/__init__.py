@@ -18,9 +18,9 @@ _EXPORTS = {
     "host_comm_name": "bootstrap",
     "LocalSpawnLauncher": "spawn", "spawn_mpiexec": "spawn", "find_mpiexec": "spawn", "strip_nprocs": "spawn",
     "RankFacts": "facts", "GpuFact": "facts", "collect_rank_facts": "facts",
-    "Finding": "preflight", "check_facts": "preflight", "format_rank_table": "preflight",
-    "format_host_lines": "preflight", "local_ranks": "preflight",
-    "run_checks": "preflight", "assigned_gpus": "preflight",
+    "Finding": "preflight_checks", "check_facts": "preflight_checks", "format_rank_table": "preflight_checks",
+    "format_host_lines": "preflight_checks", "local_ranks": "preflight_checks",
+    "run_checks": "preflight_checks", "assigned_gpus": "preflight_checks",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -15,7 +15,7 @@ import importlib.util
 import os
 import socket
 
-from ..errors import BenchError, ExitCode, UnsupportedError
+from ..core.errors import BenchError, ExitCode, UnsupportedError
 from .detect import LaunchInfo, derive_token
 from .hostcomm import HostComm, MpiHostComm, SingleHostComm
 from .rendezvous import DEFAULT_TIMEOUT_S, TcpHostComm

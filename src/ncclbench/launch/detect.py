@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import overload
 
-from ..errors import BenchError, ExitCode
+from ..core.errors import BenchError, ExitCode
 
 KINDS = ("ompi", "mpich-hydra", "slurm", "torchrun", "env", "ncclbench-spawn", "comm-id", "single")
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from .. import __version__
 from ..cuda.runtime import cuda_version_text
-from ..nccl.version import version_text
+from ..nccl.version_text import version_text
 from .hostid import host_label
 
 SHM_MIN_BYTES = 512 * 1024 * 1024

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import BenchError
+from ..core.errors import BenchError
 
 
 class HostComm(ABC):

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO
 
-from ..processes import pid_alive
+from ..core.processes import pid_alive
 from .shutdown import JOB_DIR_ENV, JOB_ENV, LAUNCHER_PID_ENV, signal_name
 
 SOCKET_NAME = "launcher.sock"

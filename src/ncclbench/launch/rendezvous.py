@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import BenchError, ExitCode
+from ..core.errors import BenchError, ExitCode
 from . import wire
 from .hostcomm import HostComm
 

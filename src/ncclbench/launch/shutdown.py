@@ -39,8 +39,8 @@ import threading
 import time
 from typing import Any
 
-from ..errors import ExitCode
-from ..rank_link import (  # noqa: F401  (re-exported: the launch package's public names)
+from ..core.errors import ExitCode
+from ..core.rank_link import (  # noqa: F401  (re-exported: the launch package's public names)
     JOB_DIR_ENV,
     JOB_ENV,
     note_for_launcher,
@@ -295,7 +295,7 @@ def end_run(exc: BaseException, signals: RankSignals, host: Any, store: Any = No
     None), print one line, end the job for the other ranks (`host.abort`), and
     return the exit status (128+N for signal N, the error's code otherwise).
     Call it from the except clause around a run; `host` is its HostComm."""
-    from ..errors import BenchError, print_error
+    from ..core.errors import BenchError, print_error
 
     signals.disarm()
     if isinstance(exc, JobInterrupted):

@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-from ..errors import BenchError, ExitCode, UnsupportedError
+from ..core.errors import BenchError, ExitCode, UnsupportedError
 from .jobwatch import JobWatch, RankRecord, describe_exit
 from .shutdown import GRACE_S, HANDLED, exit_status_meaning, preexec_die_with_parent, signal_name
 

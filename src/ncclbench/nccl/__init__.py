@@ -1,0 +1,1 @@
+"""Platform layer: the libnccl binding, the timed loop's call paths and its C loop, for the backends."""

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from ..datatypes import DataType
-from ..errors import BenchError, ExitCode
+from ..core.datatypes import DataType
+from ..core.errors import BenchError, ExitCode
 from . import config_struct
 from .loader import LibraryCandidate, open_library, read_banner
 

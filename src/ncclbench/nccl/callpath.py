@@ -29,7 +29,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import ArgumentError, BenchError, ExitCode
+from ..core.errors import ArgumentError, BenchError, ExitCode
 from .binding import SIGNATURES, NcclError, NcclLibrary
 
 # One recorded NCCL call: (NCCL function name, its C arguments as Python ints,

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from ..datatypes import DataType, RedOp, premulsum_scalar
-from ..errors import UnsupportedError
+from ..core.datatypes import DataType, RedOp, premulsum_scalar
+from ..core.errors import UnsupportedError
 from .binding import NcclError, NcclLibrary, scalar_bytes
 from .callpath import timed_call_path
 
@@ -184,7 +184,7 @@ class NcclCommunicator:
 
     # -- pre-bound calls for the timed loop ---------------------------------------------------
     def compile(self, calls: list[tuple[str, tuple]]) -> Callable[[], None] | None:
-        """Turn recorded primitive calls (harness.timing.CallRecorder) into one
+        """Turn recorded primitive calls (run.timing.CallRecorder) into one
         closure over the library's timed-loop call path (`callpath`): every
         argument already converted, so a timed op costs the NCCL call(s) and
         nothing else.  Local copies (hypercube's own block) become pre-bound
@@ -196,7 +196,7 @@ class NcclCommunicator:
     @staticmethod
     def compile_group(items: list[tuple[NcclCommunicator, str, tuple]]) -> Callable[[], None] | None:
         """Several local ranks' recorded calls (-g/-t), already in issue order with
-        their enclosing group brackets (`harness.recording.rounds_across_ranks`;
+        their enclosing group brackets (`run.recording.rounds_across_ranks`;
         brackets carry any local communicator), as one compiled op: one run of
         the call path per stretch of NCCL calls, a Python loop over pre-built
         calls rather than a method call per rank and per group bracket (-g 4

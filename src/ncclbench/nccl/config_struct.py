@@ -24,7 +24,7 @@ from __future__ import annotations
 import ctypes
 from functools import cache
 
-from .version import version_text
+from .version_text import version_text
 
 NCCL_API_MAGIC = 0xCAFEBEEF
 NCCL_CONFIG_UNDEF_INT = -(2 ** 31)  # INT_MIN

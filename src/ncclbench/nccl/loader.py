@@ -25,7 +25,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from ..errors import BenchError, ExitCode
+from ..core.errors import BenchError, ExitCode
 
 LIBNAME = "libnccl.so.2"
 ENV_VAR = "NCCLBENCH_NCCL_LIB"

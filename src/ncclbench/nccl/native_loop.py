@@ -1,4 +1,4 @@
-"""The timed loop issued from C: the optional `ncclbench._timedloop` extension.
+"""The timed loop issued from C: the optional `ncclbench.nccl._timedloop` extension.
 
 Why: a timed small-message op at one rank costs NCCL ~0.3 us of host time;
 ncclbench's Python loop (a closure per op, the binding's call, the GIL
@@ -54,11 +54,11 @@ def load_extension() -> tuple[Any, str]:
     if os.environ.get(NATIVE_ENV, "1").strip() == "0":
         return None, f"{NATIVE_ENV}=0"
     try:
-        module: Any = importlib.import_module("ncclbench._timedloop")  # optional, compiled: no stub
+        module: Any = importlib.import_module("ncclbench.nccl._timedloop")  # optional, compiled: no stub
     except ImportError:
-        return None, "the compiled part (ncclbench._timedloop) is not installed"
+        return None, "the compiled part (ncclbench.nccl._timedloop) is not installed"
     if module.CALL_SIZE != _CALL.size or module.POLL_SIZE != _POLL.size:
-        return None, "ncclbench._timedloop was built for another layout"
+        return None, "ncclbench.nccl._timedloop was built for another layout"
     return module, ""
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
-from ..errors import ArgumentError, BenchError, ExitCode
+from ..core.errors import ArgumentError, BenchError, ExitCode
 
 GiB = 1 << 30
 

@@ -12,8 +12,8 @@ import sys
 from collections.abc import Iterable
 from typing import Protocol, TextIO, runtime_checkable
 
-from ncclbench.config import BenchOptions
-from ncclbench.results import ResultRow, RunInfo, RunSummary
+from ncclbench.core.config import BenchOptions
+from ncclbench.core.results import ResultRow, RunInfo, RunSummary
 
 
 @runtime_checkable
@@ -75,7 +75,7 @@ class MultiReporter:
 def open_output_reporters(opts: BenchOptions, stream: TextIO | None = None, **json_kwargs) -> MultiReporter:
     """The output-file reporters of a run: text on `stream` (stdout) plus JSON when -J names a
     `.json` file, metrics with --metrics, CSV with --csv.  A benchmark's whole set (these, the
-    result store, the progress bar) is `benchmark.open_reporters(plan)`.
+    result store, the progress bar) is `benchmark.orchestrate.open_reporters(plan)`.
 
     The JSON file is created here, so an unwritable path raises ArgumentError
     before the run starts; the text reporter then announces the path used.

@@ -30,8 +30,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..datatypes import DATATYPE_BY_NAME
-from ..results import ResultRow
+from ..core.datatypes import DATATYPE_BY_NAME
+from ..core.results import ResultRow
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ import io
 from collections.abc import Iterable
 from typing import Any, TextIO
 
-from ..config import BenchOptions
-from ..results import HalfResult, ResultRow, RunInfo, RunSummary
+from ..core.config import BenchOptions
+from ..core.results import HalfResult, ResultRow, RunInfo, RunSummary
 from .numfmt import now_string
 
 HEADER = ("collective", "size_bytes", "count", "type", "redop", "root",

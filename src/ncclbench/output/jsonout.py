@@ -18,7 +18,7 @@ Differences from nccl-tests, all deliberate:
   `inf`, which is not JSON).
 * Everything ncclbench adds lives under two extra top-level keys, written last
   (after `end_time`), with ordinary JSON (real booleans): `"ncclbench"` (the
-  run's facts) and `"ncclbench_explain"` (`results.EXPLAIN_KEY`: topology, what
+  run's facts) and `"ncclbench_explain"` (`core.results.EXPLAIN_KEY`: topology, what
   NCCL did per size, ceiling, verdict, traps; absent with --no-explain).
 
 The file is written incrementally and flushed after the header and after each
@@ -36,10 +36,10 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 
 from ncclbench import NCCL_TESTS_COMPAT_VERSION, __version__
-from ncclbench.config import BenchOptions
-from ncclbench.errors import ArgumentError, BenchError, ExitCode
+from ncclbench.core.config import BenchOptions
+from ncclbench.core.errors import ArgumentError, BenchError, ExitCode
+from ncclbench.core.results import EXPLAIN_KEY, DeviceInfo, HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
 from ncclbench.output.numfmt import now_string
-from ncclbench.results import EXPLAIN_KEY, DeviceInfo, HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
 
 JSON_FILE_VERSION = 3
 STRING_LIMIT = 2048  # nccl-tests sanitises into a 2048-byte buffer

@@ -15,8 +15,8 @@ as 0; a verdict is one sample of value 1 whose `verdict` label names it
 
 Runs (`MetricsReporter`, one file per run): per collective, series (datatype,
 op, root), placement and size class - `small` (sizes <= 64 KiB, the gate's
-latency sizes: store/stats.py), `plateau` (explain's plateau: the sizes within a
-factor of 4 of the largest, explain/verdict.py) and `medium` (the rest) - the
+latency sizes: store/summary_stats.py), `plateau` (explain's plateau: the sizes within a
+factor of 4 of the largest, explain/plateau_verdict.py) and `medium` (the rest) - the
 class's median busbw and median time; for the plateau, explain's figure, its
 ratio to the ceiling and its verdict.  Health scans (`health_metrics`): per
 host, GPU and rail a verdict (healthy / faulty / not judged), per finding its
@@ -32,16 +32,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..atomic_file import check_output_path, write_atomically
-from ..config import BenchOptions
-from ..results import ResultRow, RunInfo, RunSummary
+from ..core.atomic_file import check_output_path, write_atomically
+from ..core.config import BenchOptions
+from ..core.results import ResultRow, RunInfo, RunSummary
 from .health_fields import finding_slot
 
 GB = 1e9
 US = 1e-6
 NOT_JUDGED = "not judged"
 SIZE_CLASSES = ("small", "medium", "plateau")
-# The gate's latency sizes (store/stats.py LATENCY_MAX_SIZE; output/ sits below store/ and
+# The gate's latency sizes (store/summary_stats.py LATENCY_MAX_SIZE; output/ sits below store/ and
 # cannot import it: tests/test_metrics.py holds the two equal).
 SMALL_MAX_BYTES = 64 * 1024
 
@@ -118,14 +118,14 @@ def render(families: Iterable[Family]) -> str:
 
 
 def write_textfile(path: str, text: str) -> None:
-    """Write `text` to `path` atomically (`atomic_file.write_atomically`: the textfile
+    """Write `text` to `path` atomically (`core.atomic_file.write_atomically`: the textfile
     collector, which reads `*.prom`, skips the temporary file).  Mode 0644: node_exporter
     often runs as another user."""
     write_atomically(path, text, mode=0o644)
 
 
 def check_writable(path: str, option: str = "--metrics") -> None:
-    """One clear line before the run when `path` cannot be written (atomic_file.check_output_path),
+    """One clear line before the run when `path` cannot be written (core.atomic_file.check_output_path),
     not a traceback after it."""
     check_output_path(path, option, "(node_exporter reads *.prom)" if option == "--metrics" else "")
 
@@ -153,7 +153,7 @@ def collective_name(program: str) -> str:
 
 
 def plateau_sizes(sizes: Sequence[int]) -> list[int]:
-    """explain's plateau: the sizes within a factor of 4 of the largest (explain/verdict.py)."""
+    """explain's plateau: the sizes within a factor of 4 of the largest (explain/plateau_verdict.py)."""
     pos = [s for s in sizes if s > 0]
     if not pos:
         return []
@@ -186,7 +186,7 @@ def _judgement(summary: RunSummary | None) -> Mapping[str, Any] | None:
 # The values of ncclbench_run_verdict's `why` label: a small fixed set, never free text (a label value
 # is part of a series' identity: a sentence with measured numbers makes a new series per run).
 VERDICT_WHY = ("", "explain", "no explain", "ended early", "latency-bound")
-# The host statuses of a scan (health.scan.HOST_STATUSES; output/ sits below health/ and cannot
+# The host statuses of a scan (health.core.scan.HOST_STATUSES; output/ sits below health/ and cannot
 # import them: a test holds the two equal); anything else is labelled "other".
 HOST_STATUS_LABELS = ("healthy", "faulty", NOT_JUDGED, "suspect", "partly tested", "not tested")
 
@@ -323,7 +323,7 @@ def _slot(detail: str, word: str) -> int | None:
 def component_verdicts(doc: Mapping[str, Any]) -> tuple[dict[tuple[str, int], tuple[str, str]],
                                                         dict[int, tuple[str, str]]]:
     """Per GPU (host, slot) and per rail: (verdict, why), from a scan document
-    (`health.output.scan_document`).  A GPU or rail is faulty when a confirmed finding
+    (`health.outputs.scan_output.scan_document`).  A GPU or rail is faulty when a confirmed finding
     names it, not judged when an unconfirmed one does; otherwise healthy only when a
     group of its own (the local phase's one-GPU group, the rail phase's group) was
     measured and judged ok - never by default."""
@@ -449,7 +449,7 @@ CHECK_STATUSES = ("ok", "regression", "unstable candidate")
 
 def check_metrics(gate: Mapping[str, Any], run: str, against: str, now: float | None = None) -> str:
     """`ncclbench check --metrics FILE`: the gate's outcome and each judged figure
-    (`store.compare.gate_to_dict`), labelled by the baseline given.  The checked run is not a label:
+    (`store.comparison.gate_to_dict`), labelled by the baseline given.  The checked run is not a label:
     a reference like `latest` names another run each time (a new series per run, or one series for
     many runs); its id, where `run` is one, is the value of ncclbench_check_run_id."""
     base = {"against": against}

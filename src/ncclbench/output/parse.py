@@ -28,10 +28,10 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from ncclbench.config import BenchOptions
+from ncclbench.core.config import BenchOptions
+from ncclbench.core.results import DeviceInfo, HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
 from ncclbench.output.demux import untangle
 from ncclbench.output.text import BLOCKING_BANNERS
-from ncclbench.results import DeviceInfo, HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
 
 # '#' is optional where a paste lost it (a terminal or a forum that ate the comment marks).
 _VERSION = re.compile(r"^#? ?nccl-tests version (\S+)(?: nccl-headers=(-?\d+))?(?: nccl-library=(-?\d+))?")

@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from typing import TextIO
 
 from ncclbench import NCCL_TESTS_COMPAT_VERSION
-from ncclbench.config import BenchOptions
+from ncclbench.core.config import BenchOptions
+from ncclbench.core.results import DeviceInfo, HalfResult, ResultRow, RunInfo, RunSummary
 from ncclbench.output.numfmt import format_g, format_number, format_wrong, now_string
-from ncclbench.results import DeviceInfo, HalfResult, ResultRow, RunInfo, RunSummary
 
 BLOCKING_BANNERS = {
     1: "# Blocking Enabled: wait and barrier after each inner iteration (-m) ",
@@ -202,7 +202,7 @@ def footer_lines(summary: RunSummary, program: str) -> list[str]:
         gate = "OK" if summary.gate_ok else "FAILED"
     lines.append("# %-20s : %s %s" % ("Avg bus bandwidth", format_g(summary.avg_busbw), gate))
     lines += summary.explain_lines  # ncclbench's judgement (explain/), before nccl-tests' closing lines
-    lines += summary.gate_lines  # --gate: what the gate's latency rounds measured (harness/gate_rounds.py)
+    lines += summary.gate_lines  # --gate: what the gate's latency rounds measured (run/gate_rounds.py)
     lines.append("#")
     lines.append("# Collective test concluded: %s" % program)
     if summary.memory_line:

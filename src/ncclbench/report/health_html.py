@@ -131,7 +131,7 @@ def pair_cells(doc: Mapping) -> dict[tuple[str, str], dict[str, Any]]:
             continue
         by_pair: dict[tuple[str, str], list[dict]] = defaultdict(list)
         for g in rec["groups"]:
-            # a later round's controls are its yardstick, not a verdict on their pair (health/localize.py)
+            # a later round's controls are its yardstick, not a verdict on their pair (health/core/localize.py)
             if len(g["hosts"]) == 2 and g.get("status") != "control":
                 a, b = sorted(g["hosts"])
                 by_pair[(a, b)].append(g)
@@ -418,8 +418,8 @@ def write_health_page(doc: Mapping, label: str, output: str, title: str | None =
     """Write the page (atomically, like the run report); returns the path written."""
     from pathlib import Path
 
-    from ..atomic_file import check_output_path, write_atomically
-    from ..errors import BenchError, ExitCode
+    from ..core.atomic_file import check_output_path, write_atomically
+    from ..core.errors import BenchError, ExitCode
 
     out = Path(output)
     check_output_path(out, "report -o", "like health.html")

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
-from ..atomic_file import check_output_path, write_atomically
-from ..config import BenchOptions
-from ..errors import ArgumentError, BenchError, ExitCode, UnsupportedError
+from ..core.atomic_file import check_output_path, write_atomically
+from ..core.config import BenchOptions
+from ..core.errors import ArgumentError, BenchError, ExitCode, UnsupportedError
+from ..core.results import EXPLAIN_KEY
 from ..output.numfmt import now_string
-from ..results import EXPLAIN_KEY
-from ..store import stats
+from ..store import summary_stats as stats
 from . import plots
 
 _CSS = """

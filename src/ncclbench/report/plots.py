@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from ..output.numfmt import human_size
-from ..store import stats
+from ..store import summary_stats as stats
 
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
            "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]

@@ -14,9 +14,9 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-from ..config import BenchOptions
+from ..core.config import BenchOptions
+from ..core.results import ResultRow, RunInfo, RunSummary
 from ..output.numfmt import human_size
-from ..results import ResultRow, RunInfo, RunSummary
 
 
 class ProgressReporter:

@@ -44,9 +44,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..health.fleet import Fleet
-from ..health.judge import RoundResult
-from ..health.schedule import Round
+from ..health.core.fleet import Fleet
+from ..health.core.round_judge import RoundResult
+from ..health.core.scan_schedule import Round
 
 
 @dataclass(frozen=True)

@@ -36,11 +36,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from ..config import BenchOptions
-from ..errors import ArgumentError, BenchError, ExitCode
+from ..core.config import BenchOptions
+from ..core.errors import ArgumentError, BenchError, ExitCode
+from ..core.processes import pid_alive
+from ..core.results import HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
 from ..output.numfmt import now_string
-from ..processes import pid_alive
-from ..results import HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
 
 SCHEMA_VERSION = 3
 # 'failed': an imported log of a run that ended with an error (nccl-tests' "Test NCCL failure", NCCL WARN

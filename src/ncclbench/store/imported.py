@@ -12,10 +12,10 @@ import os
 from dataclasses import dataclass, field
 
 from ..collectives import COLLECTIVES
-from ..config import BenchOptions
-from ..errors import BenchError, ExitCode
-from ..nccl.version import version_text
-from ..results import ResultRow, RunInfo, RunSummary
+from ..core.config import BenchOptions
+from ..core.errors import BenchError, ExitCode
+from ..core.results import ResultRow, RunInfo, RunSummary
+from ..nccl.version_text import version_text
 
 
 class NotImportableError(BenchError):

@@ -24,11 +24,11 @@ import re
 from pathlib import Path
 
 from ..collectives import COLLECTIVES
+from ..core.results import ResultRow, RunInfo
 from ..output.collective_infer import infer_collective
 from ..output.nccl_log_line import env_settings
 from ..output.parse import ParsedText, collective_of, parse_tests
 from ..output.text import reducing_max_bytes_lines
-from ..results import ResultRow, RunInfo
 from .db import env_that_matters
 from .imported import ImportedRun, NotImportableError, nccl_version_string, options_from_rows
 from .jsonlog import parse_json_bytes

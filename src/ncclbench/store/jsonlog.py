@@ -16,10 +16,10 @@ import math
 import os
 from typing import Any
 
-from ..config import BenchOptions
+from ..core.config import BenchOptions
+from ..core.results import DeviceInfo, HalfResult, ResultRow, RunInfo, RunSummary
 from ..output.jsonout import repair_json
 from ..output.parse import collective_of
-from ..results import DeviceInfo, HalfResult, ResultRow, RunInfo, RunSummary
 from .db import PER_ITER_STATS, env_that_matters, per_iter_stats
 from .imported import ImportedRun, NotImportableError, nccl_version_string, options_from_rows
 

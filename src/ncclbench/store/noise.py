@@ -21,7 +21,7 @@ says "assumed".  How noisy the checked run is gets its own verdict
 So each judged quantity (a summary over several sizes, or one size) gets the
 median of its per-size log ratios as its change, and a noise figure (one
 standard deviation, in log units) with the source it came from.  Pure functions
-on per-size values: stats.py turns stored rows into those.
+on per-size values: summary_stats.py turns stored rows into those.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ PRIORS: dict[tuple[str, str], Prior] = {
                                      "bench/results/gate-trials-gpu-2026-11-28-2xH200/)", PRIOR_MAX_DOF),
 }
 
-# The gate's latency figure of runs measured for the gate (`--gate`, harness/gate_rounds.py: the small
+# The gate's latency figure of runs measured for the gate (`--gate`, run/gate_rounds.py: the small
 # sizes again in several rounds, each on a fresh communicator where the backend makes one, the
 # figure the median over rounds).  How much of the between-process shift of small-message time a
 # round resamples is not recorded yet (GPU: bench/results/gate-trials-gpu-2026-11-28-2xH200/ shows the
@@ -385,7 +385,7 @@ def combine(shift: float, shift_source: str, n_reference: int = 1, n_checked: in
     both sides, shrunk by the medians taken.  A shift estimate from few runs can
     come out too small by chance: the multiple (Student's t at `shift_dof`) pays
     for that, for normal shifts; 3 runs that agree by chance closer than their
-    sizes' jitter allows get `jitter_floor` instead (compare.reference_noise).  (A
+    sizes' jitter allows get `jitter_floor` instead (comparison.reference_noise).  (A
     standard-deviation size scatter was tried as a floor earlier: with 4..6 plateau
     sizes, two of them jittering 15 % on shaped links, it put the limit at 12-20 %
     while the medians of identical runs moved 0.3 %; the floor is MAD-based, of the

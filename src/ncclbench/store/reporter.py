@@ -23,10 +23,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from .. import __version__
-from ..config import BenchOptions
-from ..errors import BenchError, ExitCode
-from ..rank_link import note_for_launcher, register_last_words
-from ..results import ResultRow, RunInfo, RunSummary
+from ..core.config import BenchOptions
+from ..core.errors import BenchError, ExitCode
+from ..core.rank_link import note_for_launcher, register_last_words
+from ..core.results import ResultRow, RunInfo, RunSummary
 from .db import ResultStore, default_db_path, env_that_matters
 
 if TYPE_CHECKING:  # the importers (and the log parser behind them) stay off a benchmark's start
@@ -170,7 +170,7 @@ class StoreReporter:
                        max_rise_pct: float | None = None, out: TextIO | None = None) -> int:
         """`--baseline NAME`: gate the stored run (call after end/close); prints
         the check and returns 0 (ok), 7 (regression) or 9 (unstable candidate: not judged)."""
-        from .compare import gate_stored_run
+        from .comparison import gate_stored_run
 
         if self.run_id is None or self.store is None:
             raise BenchError(f"cannot check against baseline {name!r}: this run was not stored"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import ArgumentError, UnsupportedError
+from ..core.errors import ArgumentError, UnsupportedError
 from . import nccl_rules
 from .mpich import algorithm_cvar
 

@@ -20,11 +20,11 @@
 
 from __future__ import annotations
 
-from ..config import Backend
+from ..core.config import Backend
 from ..output.numfmt import human_size
 from . import nccl_rules
+from .candidate_judge import Band, plugin_ranges
 from .candidates import DEFAULT
-from .judge import Band, plugin_ranges
 from .result import TuneResult
 
 

@@ -1,6 +1,6 @@
 """One tune job, on every rank: form the job, build the candidates and the
 backend's switcher, make the run plan a plain run would make on the same
-workers (`plan.make_plan`: nccl-tests' memory clamp on the sizes, the
+workers (`run.plan.make_plan`: nccl-tests' memory clamp on the sizes, the
 datatype/op check, the root), run the interleaved schedule over the plan's
 sizes, and (on the reporting rank) judge and write the outputs.
 
@@ -17,24 +17,24 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from ..backends.base import Worker
+from ..backends.worker import Worker
 from ..collectives import lookup
-from ..config import Backend
-from ..errors import ArgumentError, BenchError, print_error
+from ..core.config import Backend
+from ..core.errors import ArgumentError, BenchError, print_error
 from ..launch.detect import LaunchInfo
 from ..launch.hostid import host_label
 from ..output.numfmt import now_string
 from ..output.text import reducing_max_bytes_text
-from ..plan import RunPlan, make_plan
+from ..run.plan import RunPlan, make_plan
 from . import nccl_rules
 from .candidates import CandidateSet, mpich_candidates, nccl_candidates, preset_conflicts
 from .options import TuneOptions
 from .result import TuneResult
-from .schedule import default_rounds, few_rounds_note, iterations_per_round
+from .round_order import default_rounds, few_rounds_note, iterations_per_round
 
 if TYPE_CHECKING:  # the backends are imported by the rank that uses them
+    from .candidate_runner import MpichSwitcher, Switcher
     from .nccl_job import NcclSwitcher
-    from .runner import MpichSwitcher, Switcher
 
 # A probe or timed call of NCCL that has not completed after this long is a hang
 # (used when the user gave no -T): the candidate is dropped, the job goes on.
@@ -98,8 +98,8 @@ def run_tune_here(topts: TuneOptions, backend: Backend, launch: LaunchInfo, note
                          "NCCL's choice, so 'default' is NCCL's choice with that plugin")
         if is_mpi:
             from ..backends.mpi_cpu import MpiWorker
+            from .candidate_runner import MpichSwitcher
             from .mpich import MpiT, algorithm_cvar, cvar_choices
-            from .runner import MpichSwitcher
 
             cvar = algorithm_cvar(coll.name)
             mpit = MpiT()
@@ -168,7 +168,7 @@ def measure_and_report(topts: TuneOptions, plan: RunPlan, cset: CandidateSet, sw
                        version_code: int | None, nnodes: int, notes: list[str], reporter: bool) -> int:
     """Measure `cset` over `plan`'s sizes (after the memory clamp) and its one test (datatype, op,
     root), then judge and write the outputs on the reporting rank; returns the exit status."""
-    from .runner import run_schedule
+    from .candidate_runner import run_schedule
 
     opts = plan.options
     rounds = topts.rounds or default_rounds(opts.iters)

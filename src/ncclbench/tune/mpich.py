@@ -22,7 +22,7 @@ import ctypes
 import re
 from dataclasses import dataclass
 
-from ..errors import UnsupportedError
+from ..core.errors import UnsupportedError
 
 MPI_SUCCESS = 0
 MPI_THREAD_SINGLE = 0

@@ -22,12 +22,12 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ..backends.base import Worker
-from ..collectives.base import Collective
-from ..config import BenchOptions
-from ..errors import BenchError, ExitCode
-from ..harness.timing import Placement
+from ..backends.worker import Worker
+from ..collectives.collective import Collective
+from ..core.config import BenchOptions
+from ..core.errors import BenchError, ExitCode
 from ..launch.hostcomm import HostComm
+from ..run.timing import Placement
 from .candidates import Candidate, Skipped
 
 

@@ -13,7 +13,7 @@ Pure functions, so the CPU tests cover the rules the GPU path uses.
 
 from __future__ import annotations
 
-from ..nccl.version import version_text
+from ..nccl.version_text import version_text
 
 # src/init.cc ncclAlgoStr / ncclProtoStr / ncclFuncStr (v2.18.6 .. v2.30.7):
 # PAT appended in 2.23.

@@ -1,6 +1,6 @@
 """`ncclbench tune COLLECTIVE [nccl-tests options] [tune options]`: the command line.
 
-The benchmark options are nccl-tests' own (`ncclbench.options`, getopt
+The benchmark options are nccl-tests' own (`ncclbench.run.bench_args`, getopt
 quirks included), so tune's few options are taken out first and the rest is
 handed to that parser unchanged: `-b 8 -e 64M -f 2 -n 20 -d float` mean what
 they mean in a plain run.
@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import BenchOptions
-from ..errors import ArgumentError
+from ..core.config import BenchOptions
+from ..core.errors import ArgumentError
 from .candidates import parse_ctas, split_names
 
 # option -> takes a value
@@ -112,8 +112,8 @@ def _positive(text: str, option: str) -> int:
 
 def parse_tune_args(program: str, args: list[str]) -> TuneOptions:
     """Parse a tune command line (everything after `tune`'s collective).
-    Raises options.HelpRequested for -h, like a plain run."""
-    from ..options import parse_bench_args
+    Raises run.bench_args.HelpRequested for -h, like a plain run."""
+    from ..run.bench_args import parse_bench_args
 
     own, rest = split_tune_args(args)
     bench = parse_bench_args(program, rest)

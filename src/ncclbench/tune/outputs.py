@@ -18,10 +18,10 @@ import sys
 from pathlib import Path
 
 from .. import __version__
-from ..atomic_file import check_output_path
-from ..config import BenchOptions
-from ..errors import BenchError, ExitCode
-from ..results import HalfResult, ResultRow, RunInfo
+from ..core.atomic_file import check_output_path
+from ..core.config import BenchOptions
+from ..core.errors import BenchError, ExitCode
+from ..core.results import HalfResult, ResultRow, RunInfo
 from ..store.db import TUNE_SOURCE, StoredRun
 from .emit import band_range, bands_disagree, env_file, report_lines, result_json, tuner_config, won_bands
 from .result import TuneResult

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .candidate_judge import Band, Series, Verdict, bands, judge_size
 from .candidates import Candidate, Skipped
-from .judge import Band, Series, Verdict, bands, judge_size
 
 FORMAT = "ncclbench-tune/1"
 

@@ -7,7 +7,7 @@ runs over the band's sizes, the default and the setting alternating
 (D S S D D S ...: each pair in the other order, so neither always runs
 first), each a separate job with the setting's environment (`process_env`:
 also NCCL_MIN/MAX_CTAS for a CTA candidate).  Per size the median
-out-of-place times give the gain and `judge.relative_spread` of each
+out-of-place times give the gain and `candidate_judge.relative_spread` of each
 setting's runs the noise; over the band, the median gain must be positive,
 above the median noise, and the setting must have won most of the
 (pair, size) comparisons.
@@ -24,11 +24,11 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..config import Backend
-from ..errors import BenchError, ExitCode
+from ..core.config import Backend
+from ..core.errors import BenchError, ExitCode
 from ..output.numfmt import human_size
+from .candidate_judge import relative_spread
 from .emit import pct, won_bands
-from .judge import relative_spread
 from .options import TuneOptions
 from .result import TuneResult
 

@@ -1,0 +1,1 @@
+"""Tools layer: one benchmark as nccl-tests runs it (this host's ranks started, or one rank here)."""

@@ -1,0 +1,293 @@
+"""One model of a scan's pair measurements: which host or link limits them.
+
+The per-round judgement (`round_judge.py`) compares a group with the other groups
+of its round.  That fails where one component sits in a large share of the
+groups: in a 4-host all-pairs scan one host is in half the pairs, so its slow
+pairs are half the fleet and move the median and the MAD with them (every
+pair of node2 at 0.47 GB/s against 0.92 GB/s for the others read "healthy").
+
+Here every measurement of the phase (every round, re-run and control) enters
+one estimate.  A pair's busbw is limited by its slowest component - either
+host's NIC or the link between them - so in log space a pair's value is the
+reference plus the lowest of its components' factors.  The estimate is made
+one component at a time, the most certain first:
+
+* a host is slow when even its *best* partner's pair sits below the pairs
+  that do not hold it (the host common to all slow pairs); a link fault
+  leaves its hosts' other pairs fast, so it cannot convict a host; nor can pairs
+  of the host that disagree with each other over `round_judge.SCATTER_LIMIT` (a NIC
+  limits all its pairs alike; a loaded CPU-backend host's pairs ranged
+  0.06-1.2 GB/s in one scan, CI 2026-11-28);
+* once the slow hosts' pairs are set aside, a pair is a slow link when it sits
+  below the remaining pairs while both its hosts have a pair among them that
+  is not slow (both hosts fast elsewhere).
+
+Confidence: the difference in log busbw over its standard error, where the
+noise is the MAD-sigma of the reference pairs (one standard error up, as
+`round_judge.robust_reference`), floored at the scan's noise floor
+(`Thresholds.bw_floor`, whose sources `Thresholds.floor_source` cites), and
+the standard error counts the independent measurements on both sides.  A
+component is convicted past `Thresholds.confirm_z`, and only on two
+independent measurements (two partners for a host, two rounds for a link),
+as every other verdict of the scan.
+
+A measurement can be censored (`upper_bound`): a group that had not finished
+when the round's deadline passed gives only an upper bound on its busbw.  It
+enters at that bound, which errs toward "faster than it was": it can convict
+a component only when even the bound is slow, and it is never part of the
+reference another component is compared with (its true value is unknown).
+
+Shared devices: where ranks of different groups share one GPU (fake hosts on one
+machine) or one crowded machine's CPUs, a pair's busbw depends on what else ran on
+its device in that round (two pairs at 2 ranks a GPU and at 3 ranks a GPU differ by
+3 %: 5 fake hosts on 2x H200, 2026-11-28; on a crowded 2-core machine a pair beside
+a second busy pair ran 100x slower).  Each measurement carries its `load` (the most
+ranks the round ran on one of its devices, 1 where every rank has its own), and a pair
+is compared only through pairs measured at the same load: each load class enters
+relative to its own median, and a class of fewer than three pairs is not judged.
+
+Consistency: the model explains slow pairs by slow hosts and links.  When pairs that
+hold no convicted host and are no confirmed link are as slow as a convicted host's best
+pair, the slow pairs do not follow the components (an unsteady machine, or more faults
+than the pairs can tell apart): the model then convicts nothing and says so, and the
+round-by-round verdicts stand alone (a CPU-backend scan of 6 ranks on 2 busy cores put
+4 of its 10 pairs at 0.01x with no host common to them, CI 2026-11-28).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .round_judge import MAD_SE, MAD_TO_SIGMA, SCATTER_LIMIT
+
+HOST, LINK = "host", "link"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One pair measurement: the two hosts, its busbw, where it was taken."""
+
+    hosts: tuple[int, int]
+    busbw: float  # GB/s
+    label: str  # "pairs r2" - the round it came from, for the evidence
+    upper_bound: bool = False  # censored: the true busbw is below this (a group past the deadline)
+    load: int = 1  # the most ranks its round ran on one of its devices (1: every rank its own);
+    # CONTROLLED: a later round already divided by its controls (same round, same load), so at the
+    # fleet rounds' level: it joins the largest class
+
+
+@dataclass(frozen=True)
+class Conviction:
+    """A component the model convicts (confirmed) or suspects (one measurement only)."""
+
+    kind: str  # HOST or LINK
+    hosts: tuple[int, ...]
+    factor: float  # its pairs' busbw over the reference pairs' (median)
+    z: float  # log difference over its standard error
+    confirmed: bool
+    measured: float  # GB/s, median of its pairs
+    reference: float  # GB/s, median of the reference pairs
+    evidence: list[str] = field(default_factory=list)
+    best: float = float("nan")  # log busbw of its best measurement (a host: its best pair)
+    noise: float = float("nan")  # the log spread it was judged with
+
+
+@dataclass
+class ModelResult:
+    convictions: list[Conviction]
+    notes: list[str]  # what could not be judged, and why
+
+
+@dataclass
+class _Pairs:
+    """log busbw per host pair (its best round), the number of rounds that measured it."""
+
+    value: dict[tuple[int, int], float]  # the best round's log busbw
+    rounds: dict[tuple[int, int], int]
+    censored: set[tuple[int, int]]
+
+
+def _collect(measurements: Iterable[Measurement]) -> tuple[_Pairs, list[str]]:
+    """The pairs' log busbw: per round the median over its measurements (the rails of one
+    pair), then the best round: a pair is slow only when every round measured it slow, so a
+    one-off dip in one round (noise) convicts nothing, as a fault must repeat to be named.
+    Where the measurements ran at more than one load (shared devices, see the module),
+    each enters relative to the median of its load class, and a class of fewer than three
+    pairs is left out (said in the notes)."""
+    ms = [m for m in measurements if np.isfinite(m.busbw) and m.busbw > 0]
+    shift, notes = _load_shifts(ms)
+    logs: dict[tuple[int, int], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    censored = set()
+    for m in ms:
+        if m.load not in shift:
+            continue
+        key = (min(m.hosts), max(m.hosts))
+        logs[key][m.label].append(float(np.log(m.busbw)) - shift[m.load])
+        if m.upper_bound:
+            censored.add(key)
+    value = {k: max(float(np.median(v)) for v in by_round.values()) for k, by_round in logs.items()}
+    return _Pairs(value, {k: len(v) for k, v in logs.items()}, censored), notes
+
+
+UPPER_QUANTILE = 75  # percent
+MIN_CLASS_PAIRS = 3  # as judge.Thresholds.min_groups: fewer pairs give no median to compare with
+
+
+CONTROLLED = 0
+
+
+def _load_shifts(ms: Sequence[Measurement]) -> tuple[dict[int, float], list[str]]:
+    """Per load class, what to subtract from its log busbw: 0 where there is one class (every
+    rank on its own device: the figures as measured); else the class's upper quartile less the
+    largest class's, so values stay in the largest class's GB/s.  Classes of too few pairs are left out."""
+    loads = {m.load for m in ms} - {CONTROLLED}
+    if len(loads) <= 1:
+        return {load: 0.0 for load in loads | {CONTROLLED}}, []
+    by_load: dict[int, list[Measurement]] = defaultdict(list)
+    for m in ms:
+        if m.load != CONTROLLED:
+            by_load[m.load].append(m)
+    pairs = {load: {tuple(sorted(m.hosts)) for m in v} for load, v in by_load.items()}
+    kept = {load for load in by_load if len(pairs[load]) >= MIN_CLASS_PAIRS}
+    notes = [f"{len(pairs[load])} pair(s) measured with {load} ranks on one shared device (a GPU or a crowded "
+             f"machine's CPUs): too few at that load to compare (pairs are compared only at equal load)"
+             for load in sorted(set(by_load) - kept)]
+    if not kept:
+        return {}, notes
+    main = max(kept, key=lambda load: (len(by_load[load]), -load))
+    # a class's healthy level is its upper quartile: a fault only lowers a pair, and one slow host
+    # sits in up to half a small class's pairs (its median would move with it)
+    center = {load: float(np.percentile([np.log(m.busbw) for m in by_load[load] if not m.upper_bound] or [np.nan],
+                                        UPPER_QUANTILE))
+              for load in kept}
+    shift = {load: center[load] - center[main] for load in kept if np.isfinite(center[load])}
+    shift[CONTROLLED] = 0.0
+    notes.append("ranks share devices (" + ", ".join(f"{len(pairs[load])} pairs at {load} rank(s) a device"
+                                                     for load in sorted(kept)) +
+                 "): each pair compared with pairs run at the same load")
+    return shift, notes
+
+
+def _noise(values: Sequence[float], floor: float) -> tuple[float, float]:
+    """(spread used, raw MAD-sigma) of log values: one standard error up, floored."""
+    v = np.asarray(values, dtype=float)
+    raw = MAD_TO_SIGMA * float(np.median(np.abs(v - np.median(v)))) if v.size else 0.0
+    return max(raw * (1 + MAD_SE / np.sqrt(max(v.size, 1))), floor), raw
+
+
+def _fmt_pairs(pairs: Sequence[tuple[int, int]], p: _Pairs, names: Sequence[str]) -> str:
+    return ", ".join(f"{names[a]}+{names[b]} {np.exp(p.value[(a, b)]):.3g}"
+                     + (" (upper bound)" if (a, b) in p.censored else "") for a, b in pairs)
+
+
+def _host_test(h: int, active: list[tuple[int, int]], p: _Pairs, floor: float,
+               names: Sequence[str]) -> Conviction | None:
+    """Host h against the pairs without it: its best pair over their median."""
+    own = [q for q in active if h in q]
+    others = [q for q in active if h not in q and q not in p.censored]
+    if len(own) < 2 or not others:
+        return None
+    ref_vals = [p.value[q] for q in others]
+    ref = float(np.median(ref_vals))
+    s, raw = _noise(ref_vals, floor)
+    if raw > np.log1p(SCATTER_LIMIT):
+        return None
+    own_vals = [p.value[q] for q in own]
+    if _noise(own_vals, 0.0)[1] > np.log1p(SCATTER_LIMIT):
+        return None  # its own pairs disagree: not one slow NIC (a NIC limits all its pairs alike)
+    best = max(own_vals)
+    z = (best - ref) / (s * np.sqrt(1.0 + 1.0 / len(others)))
+    measured = float(np.exp(np.median([p.value[q] for q in own])))
+    factor = float(np.exp(best - ref))
+    line = (f"{names[h]}: {len(own)} of {len(own)} pairs at {factor:.2f}x or less of the others' pairs "
+            f"(its pairs: {_fmt_pairs(own, p, names)} GB/s; the {len(others)} pair(s) without it: median "
+            f"{np.exp(ref):.3g} GB/s, noise {s:.1%}; best pair z {z:+.1f})")
+    return Conviction(HOST, (h,), factor, float(z), True, measured, float(np.exp(ref)), [line], best, s)
+
+
+def _link_test(q: tuple[int, int], active: list[tuple[int, int]], p: _Pairs, floor: float, limit_z: float,
+               names: Sequence[str]) -> Conviction | None:
+    """Pair q against the other pairs, where both its hosts have a pair among them that is not slow."""
+    others = [r for r in active if r != q and r not in p.censored]
+    if len(others) < 2:
+        return None
+    ref_vals = [p.value[r] for r in others]
+    ref = float(np.median(ref_vals))
+    s, raw = _noise(ref_vals, floor)
+    if raw > np.log1p(SCATTER_LIMIT):
+        return None
+    n = p.rounds[q]
+    z = (p.value[q] - ref) / (s * np.sqrt(1.0 / n + 1.0 / len(others)))
+    if z >= -limit_z:
+        return None
+    a, b = q
+    fine = {h: [r for r in others if h in r and (p.value[r] - ref) / s > -limit_z] for h in q}
+    if not fine[a] or not fine[b]:
+        return None
+    factor = float(np.exp(p.value[q] - ref))
+    line = (f"{names[a]} <-> {names[b]}: {np.exp(p.value[q]):.3g} GB/s over {n} round(s), {factor:.2f}x the "
+            f"median of the other {len(others)} pairs ({np.exp(ref):.3g} GB/s, noise {s:.1%}, z {z:+.1f}); "
+            f"both hosts fast elsewhere: {_fmt_pairs(fine[a][:2], p, names)}; {_fmt_pairs(fine[b][:2], p, names)}")
+    if n < 2:
+        line += "; measured in one round only: not confirmed"
+    return Conviction(LINK, q, factor, float(z), n >= 2, float(np.exp(p.value[q])), float(np.exp(ref)), [line],
+                      p.value[q], s)
+
+
+def judge_pairs(measurements: Iterable[Measurement], hosts: Sequence[int], names: Sequence[str],
+                floor: float, limit_z: float) -> ModelResult:
+    """The slow hosts, then the slow links, of a pair phase (see the module docstring).
+    hosts: the hosts the phase measured; names: index -> host name."""
+    p, notes = _collect(measurements)
+    active = sorted(p.value)
+    out: list[Conviction] = []
+    convicted: set[int] = set()
+    while True:
+        tests = [c for h in hosts if h not in convicted
+                 if (c := _host_test(h, active, p, floor, names)) is not None and c.z < -limit_z]
+        if not tests:
+            break
+        worst = min(tests, key=lambda c: c.z)
+        out.append(worst)
+        convicted.add(worst.hosts[0])
+        active = [q for q in active if worst.hosts[0] not in q]
+    for q in list(active):
+        c = _link_test(q, active, p, floor, limit_z, names)
+        if c is not None:
+            out.append(c)
+    if len(active) < 3:
+        notes.append(f"{len(active)} host pair(s) left to compare with each other: too few to tell a slow host "
+                     "or link from the rest (a baseline or the line rate would judge them)")
+    unexplained = _unexplained(out, active, p, limit_z, names)
+    if unexplained:
+        notes.append(unexplained)
+        return ModelResult([], notes)
+    return ModelResult(out, notes)
+
+
+def _unexplained(out: Sequence[Conviction], active: Sequence[tuple[int, int]], p: _Pairs, limit_z: float,
+                 names: Sequence[str]) -> str:
+    """Why the convictions do not explain the slow pairs ("" when they do): pairs that hold no
+    convicted host and are no confirmed link, slow in themselves and as slow as a convicted
+    component's measurement (both within limit_z of its noise)."""
+    explained = {c.hosts for c in out if c.kind == LINK and c.confirmed}
+    free = [q for q in active if q not in explained and q not in p.censored]
+    worst = ""
+    for c in out:
+        if not c.confirmed or not (np.isfinite(c.best) and np.isfinite(c.noise)):
+            continue
+        level = c.best + limit_z * c.noise  # as slow as it: within the limit of its best measurement
+        slow = np.log(c.reference) - limit_z * c.noise  # and slow in itself
+        alike = sorted((q for q in free if q != c.hosts and p.value[q] <= min(level, slow)), key=lambda q: p.value[q])
+        if alike:
+            who = names[c.hosts[0]] if c.kind == HOST else " <-> ".join(names[h] for h in c.hosts)
+            worst = (f"pairs model not judged: {who} measured {np.exp(c.best):.3g} GB/s at best, but "
+                     f"{len(alike)} pair(s) without a convicted host were as slow ({_fmt_pairs(alike[:3], p, names)} "
+                     f"GB/s): the slow pairs do not follow one host or link (an unsteady machine, or more faults "
+                     f"than the pairs tell apart); the round-by-round verdicts stand")
+            break
+    return worst

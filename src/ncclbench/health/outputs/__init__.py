@@ -1,0 +1,1 @@
+"""Health's outputs: verdict, JSON, drain list and baseline file, from the core's findings."""

@@ -1,0 +1,1 @@
+"""Health's runtime: control channel, coordinator, MPI/NCCL groups; drives core, writes outputs."""
