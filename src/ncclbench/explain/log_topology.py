@@ -173,7 +173,7 @@ def is_datacenter(model: str | None) -> bool:
     return bool(model and DATACENTER.search(model))
 
 
-def log_topology(devices: Sequence[DeviceInfo], log: NcclLogFacts | None, launch: LaunchFacts | None = None,
+def log_topology(devices: Sequence[DeviceInfo], log: NcclLogFacts | None, launch: LaunchFacts | None = None,  # noqa: C901 - complexity 35 when the limit came; split it (issue 33)
                  run_env: Mapping[str, str] | None = None, table_nranks: int | None = None) -> LogTopology:
     """The layout an imported log states (module docstring); nothing the log does not support.
     `table_nranks`: the rank count the table's busbw/algbw or size/count ratios solve for."""

@@ -223,7 +223,7 @@ def _check_rank(info: LaunchInfo) -> LaunchInfo:
     return info
 
 
-def detect_launch(environ: Mapping[str, str] | None = None) -> LaunchInfo:
+def detect_launch(environ: Mapping[str, str] | None = None) -> LaunchInfo:  # noqa: C901 - complexity 16 when the limit came; split it (issue 33)
     """Identify the launcher from `environ` (default os.environ); see module doc for the order."""
     env = os.environ if environ is None else environ
     raw = _raw(env)

@@ -100,7 +100,7 @@ def _describe_groups(groups: dict[object, list[int]], facts: Sequence[RankFacts]
     return "; ".join(parts)
 
 
-def check_facts(facts: Sequence[RankFacts], expected_size: int, gpus_per_rank: int = 1,
+def check_facts(facts: Sequence[RankFacts], expected_size: int, gpus_per_rank: int = 1,  # noqa: C901 - complexity 20 when the limit came; split it (issue 33)
                 require_gpus: bool | None = None) -> list[Finding]:
     """Every check over the gathered facts (pure).  `require_gpus`: True for the
     NCCL backend, False for the CPU backend, None: only if some rank has a GPU."""

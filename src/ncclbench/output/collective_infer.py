@@ -55,7 +55,7 @@ def _evidence_rows(rows: Sequence[ResultRow]) -> list[ResultRow]:
     return sorted(good, key=lambda r: -r.out_of_place.algbw)[:4]
 
 
-def infer_collective(rows: Sequence[ResultRow], nranks: int | None = None) -> Inferred:
+def infer_collective(rows: Sequence[ResultRow], nranks: int | None = None) -> Inferred:  # noqa: C901 - complexity 27 when the limit came; split it (issue 33)
     """The collective of nccl-tests rows (see the module docstring); `nranks` where the log gives it."""
     if not rows:
         return Inferred(None, (), "no result rows")

@@ -320,7 +320,7 @@ def _slot(detail: str, word: str) -> int | None:
     return None
 
 
-def component_verdicts(doc: Mapping[str, Any]) -> tuple[dict[tuple[str, int], tuple[str, str]],
+def component_verdicts(doc: Mapping[str, Any]) -> tuple[dict[tuple[str, int], tuple[str, str]],  # noqa: C901 - complexity 16 when the limit came; split it (issue 33)
                                                         dict[int, tuple[str, str]]]:
     """Per GPU (host, slot) and per rail: (verdict, why), from a scan document
     (`health.outputs.scan_output.scan_document`).  A GPU or rail is faulty when a confirmed finding

@@ -206,7 +206,7 @@ def _timed_and_checked(worker: Worker, placement: Placement, opts: BenchOptions,
     return _checked(worker, placement, opts, verify, *timed)
 
 
-def _timed(worker: Worker, opts: BenchOptions,
+def _timed(worker: Worker, opts: BenchOptions,  # noqa: C901 - complexity 20 when the limit came; split it (issue 33)
            ops: list[Callable[[], None]]) -> tuple[float, float, list[float] | None]:
     """The timed loop through prepared callables: (enqueue s per op, time us per op, -I samples)."""
     iters, agg, z = opts.iters, max(1, opts.agg_iters), opts.blocking

@@ -103,7 +103,7 @@ def summary_lines(report: HealthReport, accept_not_judged: bool = False) -> list
     return lines
 
 
-def figure_lines(report: HealthReport, meta: Mapping[str, Any] | None = None) -> list[str]:
+def figure_lines(report: HealthReport, meta: Mapping[str, Any] | None = None) -> list[str]:  # noqa: C901 - complexity 16 when the limit came; split it (issue 33)
     """What each phase's fleet round measured (one group: its figures; several: median and
     range), the expected ceiling of each shape where the explain model gives one (and why
     not where it does not), and, for a lone GPU, that there is nothing to compare it with."""
