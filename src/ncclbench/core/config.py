@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from enum import Enum
+from enum import Enum, IntEnum
 
 
 class Backend(str, Enum):
@@ -52,6 +52,25 @@ OUTPUT_ONLY_OPTIONS = frozenset({"argv", "output_file", "csv_file", "metrics_fil
                                  "explain", "fail_on_trap", "nprocs"})
 
 
+class Blocking(IntEnum):
+    """-z: what the host does between timed operations (nccl-tests' 0/1, and the two modes
+    ncclbench adds; the banner of each is output/text.py's BLOCKING_BANNERS)."""
+
+    NONE = 0  # enqueue every op, wait once at the end (nccl-tests' default)
+    WAIT_BARRIER_EACH_OP = 1  # wait and barrier after each inner iteration (-m), as nccl-tests -z 1
+    WAIT_EACH_OP = 2  # wait after each inner iteration (-m), no barrier
+    TIME_EACH_ITERATION = 3  # wait and barrier after each outer iteration (-n); time excludes the barrier
+
+
+class Average(IntEnum):
+    """-a: which rank's time the table prints, as nccl-tests."""
+
+    RANK0 = 0
+    MEAN = 1
+    MIN = 2
+    MAX = 3
+
+
 @dataclass(frozen=True)
 class BenchOptions:
     collective: str = "all_reduce"  # registry name (see ncclbench.collectives)
@@ -76,14 +95,14 @@ class BenchOptions:
     datatypes: tuple[str, ...] = ("float",)  # -d (expanded `all`)
     datatype_arg: str = "float"
     root: int = 0  # -r (-1 = every root)
-    blocking: int = 0  # -z
+    blocking: int = Blocking.NONE  # -z (Blocking)
     stream_null: bool = False  # -y
     timeout: int = 0  # -T seconds (0 = off)
     cudagraph: int = 0  # -G launches
     report_cputime: bool = False  # -C
     report_timestamps: bool = False  # -S
     output_file: str | None = None  # -J (only a .json suffix activates it)
-    average: int = 1  # -a 0 rank0, 1 mean, 2 min, 3 max
+    average: int = Average.MEAN  # -a (Average)
     local_register: int = 0  # -R
     cta_policy: int | None = None  # -x
     device_implementation: int = 0  # -D

@@ -15,14 +15,14 @@ from collections.abc import Iterable
 from typing import TextIO
 
 from ncclbench import NCCL_TESTS_COMPAT_VERSION
-from ncclbench.core.config import BenchOptions
+from ncclbench.core.config import BenchOptions, Blocking
 from ncclbench.core.results import DeviceInfo, HalfResult, ResultRow, RunInfo, RunSummary
 from ncclbench.output.numfmt import format_g, format_number, format_wrong, now_string
 
-BLOCKING_BANNERS = {
-    1: "# Blocking Enabled: wait and barrier after each inner iteration (-m) ",
-    2: "# Blocking Enabled: wait after each inner iteration (-m), no barrier ",
-    3: "# Blocking Enabled: wait and barrier after each outer iteration (-n); time excludes barrier ",
+BLOCKING_BANNERS: dict[int, str] = {
+    Blocking.WAIT_BARRIER_EACH_OP: "# Blocking Enabled: wait and barrier after each inner iteration (-m) ",
+    Blocking.WAIT_EACH_OP: "# Blocking Enabled: wait after each inner iteration (-m), no barrier ",
+    Blocking.TIME_EACH_ITERATION: "# Blocking Enabled: wait and barrier after each outer iteration (-n); time excludes barrier ",
 }
 PARALLEL_INIT_BANNER = "# Parallel Init Enabled: threads call into NcclInitRank concurrently "
 DEVICE_BLOCK_CAP = 2048  # nccl-tests' per-process device-line buffer (bytes incl. NUL)

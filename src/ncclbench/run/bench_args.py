@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import collectives
-from ..core.config import BACKEND_CHOICES, GATE_ROUNDS, GATE_ROUNDS_MAX, BenchOptions
+from ..core.config import BACKEND_CHOICES, GATE_ROUNDS, GATE_ROUNDS_MAX, Average, BenchOptions, Blocking
 from ..core.datatypes import DATATYPES, REDOPS
 from ..core.errors import ArgumentError
 from ..launch.affinity import CPU_BIND_CHOICES
@@ -548,11 +548,11 @@ def _validate(opts: BenchOptions) -> None:
          f"invalid cycle count (-N {opts.run_cycles}): must not be negative (0 runs forever)"),
         (opts.check >= 0, f"invalid check count (-c {opts.check}): must not be negative"),
         (opts.root >= -1, f"invalid root (-r {opts.root}): use a rank, or -1 for every root"),
-        (0 <= opts.blocking <= 3, f"invalid blocking mode (-z {opts.blocking}): valid: 0, 1, 2, 3"),
+        (opts.blocking in set(Blocking), f"invalid blocking mode (-z {opts.blocking}): valid: 0, 1, 2, 3"),
         (opts.timeout >= 0, f"invalid timeout (-T {opts.timeout}): must not be negative"),
         (opts.cudagraph >= 0,
          f"invalid number of graph launches (-G {opts.cudagraph}): must not be negative"),
-        (0 <= opts.average <= 3, f"invalid average mode (-a {opts.average}): valid: 0, 1, 2, 3"),
+        (opts.average in set(Average), f"invalid average mode (-a {opts.average}): valid: 0, 1, 2, 3"),
         (0 <= opts.local_register <= 2,
          f"invalid registration mode (-R {opts.local_register}): valid: 0, 1, 2"),
         (opts.device_implementation >= 0,
@@ -566,7 +566,7 @@ def _validate(opts: BenchOptions) -> None:
 
 def _validate_combinations(opts: BenchOptions) -> None:
     """Combinations nccl-tests accepts but crashes or hangs on (checked after its downgrades)."""
-    if opts.cudagraph and opts.blocking in (1, 2):
+    if opts.cudagraph and opts.blocking in (Blocking.WAIT_BARRIER_EACH_OP, Blocking.WAIT_EACH_OP):
         raise ArgumentError(f"-z {opts.blocking} cannot be combined with CUDA graphs (-G): "
                             "a blocking wait inside stream capture is not permitted")
 

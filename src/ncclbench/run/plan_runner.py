@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from ..backends.threads import on_each_thread
 from ..backends.worker import Worker
+from ..core.config import Average
 from ..core.datatypes import DataType, RedOp
 from ..core.results import HalfResult, ResultRow, RunSummary
 from ..output import Reporter
@@ -23,12 +24,12 @@ from .timing import Measurement, Placement, measure, warm_up
 
 
 def combine_time(worker: Worker, value: float, average: int, nworkers: int) -> float:
-    """-a: 0 own value (rank 0's is printed), 1 mean, 2 min, 3 max over every worker."""
-    if average == 0:
+    """-a (`Average`): its own value (rank 0's is printed), or the mean, min or max over every worker."""
+    if average == Average.RANK0:
         return value
-    if average == 2:
+    if average == Average.MIN:
         return worker.allreduce_host(value, "min")
-    if average == 3:
+    if average == Average.MAX:
         return worker.allreduce_host(value, "max")
     return worker.allreduce_host(value, "sum") / nworkers
 

@@ -17,7 +17,7 @@ from functools import partial
 
 from ..backends.worker import TimedBatch, Worker
 from ..collectives.collective import CallArgs, Collective, Communicator, Counts
-from ..core.config import BenchOptions
+from ..core.config import BenchOptions, Blocking
 from ..core.datatypes import DataType, RedOp
 from .recording import CallRecorder, rounds_across_ranks
 
@@ -166,7 +166,7 @@ def measure(worker: Worker, placement: Placement, opts: BenchOptions,
     # batch (the NCCL worker's C loop: backends/nccl_native.py); otherwise
     # every op is a prepared callable.
     batch = None
-    if opts.blocking == 0 and agg == 1 and not opts.cudagraph and not opts.per_iter_timing and nops:
+    if opts.blocking == Blocking.NONE and agg == 1 and not opts.cudagraph and not opts.per_iter_timing and nops:
         batch = worker.native_batch([placement.ordered_calls(k) for k in range(nops)])
     ops = [placement.prepared(k) for k in range(nops)] if batch is None else []
     # One untimed operation (op 0, docs/behaviour.md "Timing"): an extra warm-up
@@ -212,7 +212,7 @@ def _timed(worker: Worker, opts: BenchOptions,  # noqa: C901 - complexity 20 whe
     iters, agg, z = opts.iters, max(1, opts.agg_iters), opts.blocking
     graph_launches = opts.cudagraph
     nops = iters * agg  # 0 with -n 0: times come out as C's x/0, as nccl-tests prints them
-    timer = worker.iteration_timer(iters + 1) if opts.per_iter_timing and z != 3 else None
+    timer = worker.iteration_timer(iters + 1) if opts.per_iter_timing and z != Blocking.TIME_EACH_ITERATION else None
     host_samples: list[float] = []
     wait, barrier = worker.wait, worker.barrier
     group_start, group_end = worker.group_start, worker.group_end
@@ -223,7 +223,7 @@ def _timed(worker: Worker, opts: BenchOptions,  # noqa: C901 - complexity 20 whe
     try:
         start = time.perf_counter()
         coll_only = 0.0
-        if z == 0 and agg == 1 and timer is None:
+        if z == Blocking.NONE and agg == 1 and timer is None:
             # The common case: nothing between the calls but the calls.
             for op in ops:
                 op()
@@ -231,21 +231,21 @@ def _timed(worker: Worker, opts: BenchOptions,  # noqa: C901 - complexity 20 whe
         else:
             iters_left = iters
         for it in range(iters_left):
-            t0 = time.perf_counter() if z == 3 else 0.0
+            t0 = time.perf_counter() if z == Blocking.TIME_EACH_ITERATION else 0.0
             if agg > 1:
                 group_start()
             if timer is not None:
                 timer.record(it)
             for a in range(agg):
                 ops[it * agg + a]()
-                if z == 1:
+                if z == Blocking.WAIT_BARRIER_EACH_OP:
                     wait()
                     barrier()
-                elif z == 2:
+                elif z == Blocking.WAIT_EACH_OP:
                     wait()
             if agg > 1:
                 group_end()
-            if z == 3:
+            if z == Blocking.TIME_EACH_ITERATION:
                 wait()
                 span = time.perf_counter() - t0
                 coll_only += span
@@ -267,11 +267,11 @@ def _timed(worker: Worker, opts: BenchOptions,  # noqa: C901 - complexity 20 whe
     enqueued = time.perf_counter() - start
     if not (z and agg <= 1):
         wait()
-    elapsed = coll_only if z == 3 else time.perf_counter() - start
+    elapsed = coll_only if z == Blocking.TIME_EACH_ITERATION else time.perf_counter() - start
     if graph is not None:
         worker.destroy_graph(graph)
 
-    cpu_time = c_divide(coll_only if z == 3 else enqueued, nops)
+    cpu_time = c_divide(coll_only if z == Blocking.TIME_EACH_ITERATION else enqueued, nops)
     time_us = c_divide(elapsed, nops) / (graph_launches or 1) * 1e6
 
     samples = None

@@ -32,7 +32,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-MAD_TO_SIGMA = 1.4826  # robust standard deviation from the median absolute deviation
+from ..core.robust import MAD_TO_SIGMA
+
 MEDIAN_EFFICIENCY = 1.2533  # sqrt(pi/2): standard error of a median over a mean's
 
 # How many standard deviations a change must exceed: one-sided probability 0.995 that an

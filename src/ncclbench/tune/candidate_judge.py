@@ -32,6 +32,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ..core.robust import MAD_TO_SIGMA
+
 
 @dataclass(frozen=True)
 class Series:
@@ -56,7 +58,7 @@ class Series:
         return (max(self.times_us) - min(self.times_us)) / med if med > 0 else float("inf")
 
 
-MAD_TO_SIGMA = 1.4826  # median absolute deviation -> standard deviation of a normal distribution
+
 SIGN_TEST_LEVEL = 0.05
 
 

@@ -33,10 +33,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ...core.robust import MAD_TO_SIGMA
+
 if TYPE_CHECKING:
     from .physics import PhysicsRef
 
-MAD_TO_SIGMA = 1.4826  # MAD of a normal distribution times this = its standard deviation
+
 MAD_SE = 1.16  # relative standard error of the MAD-based sigma is ~1.16/sqrt(n) (37 % efficiency)
 
 # A measurement that does not repeat is not judged: when fewer than half of a group's
