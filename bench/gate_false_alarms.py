@@ -18,7 +18,7 @@ Two phases, so the (slow) measurements are taken once and kept:
               bandwidth loss, which the gate must catch.  -I alternates by round.
             Before the pairs, SEEDS identical runs of every variant: the history a
             user would have stored before the first check.
-  judge     runs the gate (ncclbench.store.comparison.gate, the code behind `check`;
+  judge     runs the gate (ncclbench.store.gate.gate, the code behind `check`;
             default limits, --max-drop 5%) on every pair twice: against the pair's
             first run alone (noise of whole runs unknown), and against a baseline of
             the 10 newest good runs of the same command up to that first run (what
@@ -229,14 +229,14 @@ def _variant_runs(meta: dict, setup: str, per_iter: bool) -> list[tuple[int, boo
 
 def _judgement(g) -> dict:
     return {"ok": g.ok, "baseline_runs": g.baseline_runs, "figures": [
-        {"figure": j.figure, "worse_pct": round(j.worse_pct, 2), "limit_pct": round(min(j.limit_pct, 1e6), 2),
+        {"figure": j.figure.name, "worse_pct": round(j.worse_pct, 2), "limit_pct": round(min(j.limit_pct, 1e6), 2),
          "noise_pct": None if j.noise.pct is None else round(min(j.noise.pct, 1e6), 2),
          "noise_source": j.noise.source, "failed": j.failed} for j in g.judgements]}
 
 
 def judge(args) -> int:
     from ncclbench.store import ResultStore
-    from ncclbench.store.comparison import gate
+    from ncclbench.store.gate import gate
 
     out = Path(args.out)
     meta = json.loads((out / "pairs.json").read_text())

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The regression gate's figures (issue 31): trials of `ncclbench check` (the code behind it,
-ncclbench.store.comparison.gate) with slowdowns that are calibrated and measured, not assumed.
+ncclbench.store.gate.gate) with slowdowns that are calibrated and measured, not assumed.
 
 Cases (each judged with the default --max-drop 5 %, latency against its noise alone):
 
@@ -510,7 +510,7 @@ def cases_of(only: str | None) -> tuple:
 def judge(out: Path, trials: int, runs: dict, only: str | None = None, quiet: bool = False) -> dict:
     """Every trial of every case judged with this tree's gate; a line per trial as it is judged."""
     from ncclbench.store import ResultStore
-    from ncclbench.store.comparison import gate
+    from ncclbench.store.gate import gate
 
     ids = {k: {int(r): v["run"] for r, v in d.items()} for k, d in runs.items()}
     found: list[dict] = []
@@ -536,7 +536,7 @@ def judge(out: Path, trials: int, runs: dict, only: str | None = None, quiet: bo
                          max_rise_pct=asked)
                 t = {"case": label, "round": r, "run": ids[kind][r], "baseline": base_ids,
                      "injected_pct": None if kind == "good" else figure_change(store, ids[kind][r], base_ids, figure),
-                     "figure_failed": any(j.figure == figure and j.failed for j in g.judgements), **_verdict(g)}
+                     "figure_failed": any(j.figure.name == figure and j.failed for j in g.judgements), **_verdict(g)}
                 found.append(t)
                 if not quiet:
                     print(trial_line(t, figure), flush=True)
@@ -580,7 +580,7 @@ def good_run_shifts(out: Path, runs: dict) -> dict:
 
 def _verdict(g) -> dict:
     return {"status": g.status, "exit_code": g.exit_code, "figures": [
-        {"figure": j.figure, "worse_pct": round(j.worse_pct, 2), "limit_pct": round(min(j.limit_pct, 1e6), 2),
+        {"figure": j.figure.name, "worse_pct": round(j.worse_pct, 2), "limit_pct": round(min(j.limit_pct, 1e6), 2),
          "noise_pct": None if j.noise.pct is None else round(min(j.noise.pct, 1e6), 2), "noise_source": j.noise.source,
          "detectable_pct": None if j.detectable_pct is None else round(min(j.detectable_pct, 1e6), 2),
          "measured": j.how, "verdict": j.verdict.lower(), "not_judged": j.not_judged} for j in g.judgements]}

@@ -16,7 +16,11 @@ from ncclbench.commands.show import show_text
 from ncclbench.core.errors import ArgumentError
 from ncclbench.store import noise
 from ncclbench.store import summary_stats as stats
-from ncclbench.store.comparison import compare_runs, format_comparison, format_gate, gate
+from ncclbench.store.comparison import compare_runs
+from ncclbench.store.comparison_format import format_comparison
+from ncclbench.store.gate import gate
+from ncclbench.store.gate_figures import LATENCY, PLATEAU, Figure, Metric
+from ncclbench.store.gate_format import format_gate
 from ncclbench.store.importers import load_file
 
 FIX = Path(__file__).parent / "fixtures" / "nccl_tests_output"
@@ -73,7 +77,7 @@ def test_one_plateau_definition_everywhere():
     assert stats.plateau_busbw(s) == pytest.approx(ex.busbw)
     assert stats.run_summary(run.rows)[0] == pytest.approx(ex.busbw)  # what history shows
     g = gate(run, run, max_drop_pct=20)
-    j = next(j for j in g.judgements if j.figure == "plateau busbw")
+    j = next(j for j in g.judgements if j.figure == PLATEAU)
     assert j.baseline == pytest.approx(ex.busbw) and j.sizes == [4 << 30, 8 << 30]
     assert "plateau busbw = median busbw of the sizes within a factor of 4 of the largest" in format_gate(g)
 
@@ -138,14 +142,14 @@ def test_gate_catches_large_size_busbw_drop_and_names_sizes():
     alone = gate(within, base, max_drop_pct=0.4 * seen)
     assert alone.exit_code == 9 and alone.status == "cannot confirm" and alone.assumed
     j = alone.judgements[0]
-    assert j.figure == "plateau busbw" and j.worse_pct < j.limit_pct
+    assert j.figure == PLATEAU and j.worse_pct < j.limit_pct
     assert j.worse_pct == pytest.approx(0.6 * seen, rel=0.01)
     beyond = scaled(base, lambda s: s >= 256 * MiB, 1 / (1 - 1.5 * seen / 100))
     assert gate(beyond, base, max_drop_pct=0.4 * seen).exit_code == 7
     g = gate(slow, base, max_drop_pct=5, history=steady(base))
     assert not g.ok and g.exit_code == 7
     assert g.failing_sizes == [4 << 30, 8 << 30]  # the plateau figure: within a factor of 4 of the largest
-    assert [(f.metric, f.figure) for f in g.failures] == [("busbw", "plateau busbw")]
+    assert [(f.metric, f.figure) for f in g.failures] == [(Metric.BUSBW, PLATEAU)]
     assert g.failures[0].delta_pct == pytest.approx(-10, abs=0.2)
 
 
@@ -163,7 +167,7 @@ def test_gate_catches_small_message_latency_rise():
     # a history long enough to outweigh the GPU prior of small-message time (noise.PRIORS, weighed
     # as at most PRIOR_MAX_DOF: a short history keeps it, test_gate_reference)
     g = gate(slow, base, max_drop_pct=5, history=steady(base, n=100, step=0.0001))
-    assert not g.ok and [(f.metric, f.figure) for f in g.failures] == [("time", "latency")]
+    assert not g.ok and [(f.metric, f.figure) for f in g.failures] == [(Metric.TIME, LATENCY)]
     assert g.failing_sizes == [1 << k for k in range(3, 17)]  # the latency figure: 8 B .. 64 KiB
     assert g.failures[0].delta_pct == pytest.approx(20, abs=0.2)
     # mid sizes are neither plateau nor latency: reported by compare, not gated
@@ -187,11 +191,11 @@ def test_gate_one_slow_size_does_not_move_a_figure():
     # the baseline's standard error on both sides (never the checked run's), Student's t on its samples' dof
     dof = len(p.times_us) - p.skipped_iterations - 1
     assert g.failures[0].limit_pct == pytest.approx(100 * math.expm1(noise.noise_multiple(dof) * math.hypot(se, se)))
-    j = next(j for j in g.judgements if j.figure == "size 8")
+    j = next(j for j in g.judgements if j.figure == Figure.of_size(8))
     assert j.noise.source.startswith("the baseline's -I samples") and not j.noise.whole_run_known
     within = scaled(base, lambda s: s == 8, 1.06)  # inside that size's own jitter: beyond 5 %, within its noise
     gw = gate(within, base, max_drop_pct=5, max_rise_pct=5, every_size=True)
-    assert not gw.regression and next(j for j in gw.judgements if j.figure == "size 8").verdict == "CANNOT CONFIRM"
+    assert not gw.regression and next(j for j in gw.judgements if j.figure == Figure.of_size(8)).verdict == "CANNOT CONFIRM"
 
 
 def test_gate_refuses_different_collectives():

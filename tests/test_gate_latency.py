@@ -28,7 +28,10 @@ from ncclbench.core.results import RunSummary
 from ncclbench.run.bench_args import parse_bench_args
 from ncclbench.store import noise
 from ncclbench.store import summary_stats as stats
-from ncclbench.store.comparison import baseline_noise_note, format_gate, gate, gate_to_dict, projected_limit
+from ncclbench.store.baseline_advice import baseline_noise_note, projected_limit
+from ncclbench.store.gate import gate
+from ncclbench.store.gate_figures import LATENCY, Metric
+from ncclbench.store.gate_format import format_gate, gate_to_dict
 from ncclbench.store.importers import load_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,7 +69,7 @@ def gated_run(rng: random.Random, rounds: int = GATE_ROUNDS, process: float = 0.
 
 
 def latency(g):
-    return next(j for j in g.judgements if j.figure == "latency")
+    return next(j for j in g.judgements if j.figure == LATENCY)
 
 
 def test_a_30pct_rise_is_caught_from_gate_rounds_where_table_times_cannot_see_it():
@@ -84,7 +87,7 @@ def test_a_30pct_rise_is_caught_from_gate_rounds_where_table_times_cannot_see_it
     assert "not pooled" in j.noise.source and "only an upper bound" in j.noise.source
     assert j.noise.dof == 4 and j.detectable_pct < 15
     g = gate(slow, base[-1], max_rise_pct=15, history=base[:-1])
-    assert g.exit_code == 7 and [f.figure for f in g.failures] == ["latency"]
+    assert g.exit_code == 7 and [f.figure for f in g.failures] == [LATENCY]
     text = format_gate(g)
     assert "this 5-run baseline can see a latency rise of" in text and "gate rounds: 10 rounds" in text
     # the table's figure of the same runs: the per-process prior, pooled on its 20 dof, is too wide for 30 %
@@ -158,7 +161,7 @@ def test_projected_limit_is_the_gates_own_noise_path():
     base = [gated_run(rng, per_round=0.05, label=f"b{i}") for i in range(5)]
     j = latency(gate(base[-1], base[-1], history=base[:-1]))
     per_run = j.noise.sigma / math.sqrt(1 + noise.median_variance(5))
-    want = projected_limit(5, "nccl-tests", "NVIDIA H200", noise.GATED_LATENCY, "time", per_run)
+    want = projected_limit(5, "nccl-tests", "NVIDIA H200", noise.GATED_LATENCY, Metric.TIME, per_run)
     assert j.detectable_pct == pytest.approx(want)
 
 

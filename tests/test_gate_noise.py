@@ -18,7 +18,8 @@ from ncclbench.commands import main as ncclbench_main
 from ncclbench.commands.show import show_text
 from ncclbench.store import noise
 from ncclbench.store import summary_stats as stats
-from ncclbench.store.comparison import gate
+from ncclbench.store.gate import gate
+from ncclbench.store.gate_figures import LATENCY, PLATEAU
 from ncclbench.store.importers import load_file
 
 FIX = Path(__file__).parent / "fixtures" / "nccl_tests_output"
@@ -107,9 +108,9 @@ def test_a_real_drop_fails_against_the_history():
         g = gate(slow, history[-1], history=history[:-1])
         caught += not g.ok
         if not g.ok:
-            assert [f.figure for f in g.failures] == ["plateau busbw"]
+            assert [f.figure for f in g.failures] == [PLATEAU]
             assert g.failures[0].delta_pct == pytest.approx(-20, abs=8)
-            j = next(j for j in g.judgements if j.figure == "plateau busbw")
+            j = next(j for j in g.judgements if j.figure == PLATEAU)
             assert j.noise.source.startswith("the baseline's 10 runs (") and j.noise.whole_run_known
             assert f"pooled with the prior {100 * prior.sigma:g}% per run on {prior.dof} dof" in j.noise.source
     assert caught >= 19
@@ -134,7 +135,7 @@ def test_noise_from_N_cycles():
     la, lb = noisy(base, rng, loud, 0.02, cycles=5), noisy(base, rng, loud, 0.02, cycles=5)
     g = gate(lb, la, max_drop_pct=100 * loud)
     assert g.status == "cannot confirm", g.judgements
-    j = next(j for j in g.judgements if j.figure == "plateau busbw")
+    j = next(j for j in g.judgements if j.figure == PLATEAU)
     assert "far noisier than the prior" in j.noise.source and j.noise.dof == 4
     slow = noisy(base, rng, 0.01, 0.01, slow=1.5, cycles=5)
     assert gate(slow, a, max_drop_pct=20, max_rise_pct=50).exit_code == 7
@@ -241,14 +242,14 @@ def test_few_runs_whose_medians_agree_by_chance_keep_their_sizes_jitter():
     floor = noise.jitter_floor(values, lat)
     assert floor is not None and 0.05 < floor < 0.2
     j = next(j for j in gate(zig(base, -0.13, slow=1.37), runs[-1], history=runs[:-1]).judgements
-             if j.figure == "latency")
+             if j.figure == LATENCY)
     assert j.verdict == "ok" and "their sizes' run-to-run jitter" in j.noise.source
     # 3 runs update the GPU prior for small-message time by their 2 dof
     prior = noise.PRIORS[("gpu", "latency")]
     assert f"pooled with the prior {100 * prior.sigma:g}% per run on {prior.dof} dof" in j.noise.source
     assert j.noise.dof == prior.dof + 2
     g = gate(zig(base, -0.13, slow=5.0), runs[-1], history=runs[:-1])
-    assert g.exit_code == 7 and "latency" in [f.figure for f in g.failures]
+    assert g.exit_code == 7 and LATENCY in [f.figure for f in g.failures]
 
 
 def test_the_prior_is_updated_by_the_baselines_runs_and_a_far_noisier_baseline_stands_alone():
@@ -290,7 +291,7 @@ def test_baseline_set_states_what_the_baseline_can_detect(tmp_path, capsys):
     capsys.readouterr()
     assert ncclbench_main(["baseline", "set", "one", "1", "--db", db]) == 0
     out = capsys.readouterr().out
-    from ncclbench.store.comparison import detectable
+    from ncclbench.store.baseline_advice import detectable
 
     d1 = detectable(1, "nccl-tests", "NVIDIA H200", "bandwidth")
     d3 = detectable(3, "nccl-tests", "NVIDIA H200", "bandwidth")

@@ -20,7 +20,10 @@ from ncclbench.core.errors import ArgumentError
 from ncclbench.core.results import DeviceInfo
 from ncclbench.store import ResultStore, noise
 from ncclbench.store import summary_stats as stats
-from ncclbench.store.comparison import compare_runs, format_gate, gate, gate_to_dict
+from ncclbench.store.comparison import compare_runs
+from ncclbench.store.gate import gate
+from ncclbench.store.gate_figures import LATENCY, PLATEAU, Figure
+from ncclbench.store.gate_format import format_gate, gate_to_dict
 from ncclbench.store.importers import load_file
 
 AR = Path(__file__).parent / "fixtures" / "nccl_tests_output" / "all_reduce_1proc_4gpu.txt"
@@ -69,13 +72,13 @@ def test_issue_drops_fail_against_a_3_run_baseline_whatever_the_candidates_scatt
     quiet = cpu_run(1.59 * (1 - drop / 100), rng, scatter=0.0, small=3.0)
     g = gate(cand, runs[-1], max_drop_pct=5, history=runs[:-1])
     assert g.regression and g.exit_code == 7, format_gate(g)
-    j = next(j for j in g.judgements if j.figure == "plateau busbw")
+    j = next(j for j in g.judgements if j.figure == PLATEAU)
     assert j.worse_pct == pytest.approx(drop, abs=1.5)
     assert j.failed and j.noise.source.startswith("the baseline's 3 runs (") and j.limit_pct < 44.6
     assert "pooled with the prior 5% per run on 9 dof" in j.noise.source  # the CPU prior, one host
     # the checked run's scatter plays no part in the limit
     jq = next(j for j in gate(quiet, runs[-1], max_drop_pct=5, history=runs[:-1]).judgements
-              if j.figure == "plateau busbw")
+              if j.figure == PLATEAU)
     assert jq.limit_pct == pytest.approx(j.limit_pct)
 
 
@@ -88,7 +91,7 @@ def test_issue_drops_fail_against_one_run_with_the_assumed_noise(drop):
     cand = cpu_run(1.59 * (1 - drop / 100), rng, zigzag=0.19, small=3.0)
     g = gate(cand, base, max_drop_pct=5)
     assert g.exit_code == 7 and g.assumed
-    j = next(j for j in g.judgements if j.figure == "plateau busbw")
+    j = next(j for j in g.judgements if j.figure == PLATEAU)
     assert j.noise.assumed and j.noise.source.startswith("assumed: 5% per run on 9 dof")
     assert j.limit_pct == pytest.approx(100 * -math.expm1(-noise.noise_multiple(9) * 0.05 * math.sqrt(2)), rel=1e-3)
     text = format_gate(g)
@@ -102,7 +105,7 @@ def test_a_jittery_one_run_baseline_widens_its_assumed_noise():
     rng = random.Random(5)
     smooth, jittery, wild = (cpu_run(1.6, rng, scatter=x) for x in (0.01, 0.5, 4.0))
     cand = cpu_run(1.6 * 0.8, rng, scatter=0.01)
-    a, b, c = (next(j for j in gate(cand, ref).judgements if j.figure == "latency") for ref in (smooth, jittery, wild))
+    a, b, c = (next(j for j in gate(cand, ref).judgements if j.figure == LATENCY) for ref in (smooth, jittery, wild))
     declared = noise.PRIORS[("cpu", "latency")].sigma
     assert a.noise.source.startswith(f"assumed: {100 * declared:g}% per run") and a.noise.dof == noise.PRIOR_MAX_DOF
     assert b.noise.assumed and b.noise.source.startswith("assumed: the baseline's own size-to-size roughness (")
@@ -122,13 +125,13 @@ def test_cpu_small_message_prior_is_the_recorded_whole_run_shift():
     rng = random.Random(31)
     base = cpu_run(1.6, rng, scatter=0.01)
     shifted = cpu_run(1.6, rng, scatter=0.01, small=1.38)
-    j = next(j for j in gate(shifted, base).judgements if j.figure == "latency")
+    j = next(j for j in gate(shifted, base).judgements if j.figure == LATENCY)
     assert j.verdict == "ok" and j.noise.assumed and "17.7 %" in j.noise.source
     assert j.limit_pct == pytest.approx(100 * math.expm1(noise.noise_multiple(prior.dof) * prior.sigma * math.sqrt(2)),
                                         rel=1e-3)
     assert 38 - 1 < j.worse_pct < j.limit_pct
     g = gate(cpu_run(1.6, rng, scatter=0.01, small=4.0), base, max_drop_pct=25)
-    assert g.exit_code == 7 and [f.figure for f in g.failures] == ["latency"]
+    assert g.exit_code == 7 and [f.figure for f in g.failures] == [LATENCY]
 
 
 def test_identical_runs_neither_fail_nor_look_unstable():
@@ -155,7 +158,7 @@ def test_a_halving_against_one_noisy_run_is_never_ok():
     base = cpu_run(1.42, rng, zigzag=0.33)
     hog = cpu_run(0.655, rng, zigzag=0.33)
     g = gate(hog, base, max_drop_pct=5)
-    j = next(j for j in g.judgements if j.figure == "plateau busbw")
+    j = next(j for j in g.judgements if j.figure == PLATEAU)
     assert 45 < j.worse_pct < j.limit_pct, format_gate(g)
     assert g.exit_code == 9 and not g.ok and g.status == "cannot confirm"
     text = format_gate(g)
@@ -191,7 +194,7 @@ def test_unstable_from_N_cycles_and_noise_from_the_baselines_cycles():
     steady = cpu_run(1.6, rng, scatter=0.01, cycles=5, cycle_shift=0.01)
     jumpy = cpu_run(1.6, rng, scatter=0.01, cycles=5, cycle_shift=0.3)
     g = gate(steady, base, max_drop_pct=25)
-    bw = next(j for j in g.judgements if j.figure == "plateau busbw")
+    bw = next(j for j in g.judgements if j.figure == PLATEAU)
     assert g.ok, format_gate(g)
     assert bw.noise.source.startswith("the baseline's 5 -N cycles (") and "pooled with the prior" in bw.noise.source
     g2 = gate(jumpy, base, max_drop_pct=25)
@@ -285,16 +288,16 @@ def test_a_short_history_does_not_judge_small_message_time_tighter_than_its_reco
     history = [cpu_run(1.6, rng, scatter=0.005, small=1.0 + 0.01 * i) for i in range(3)]
     jumped = cpu_run(1.6, rng, scatter=0.005, small=1.34)
     g = gate(jumped, history[-1], max_drop_pct=5, history=history[:-1])
-    lat = next(j for j in g.judgements if j.figure == "latency")
+    lat = next(j for j in g.judgements if j.figure == LATENCY)
     assert not lat.failed and g.exit_code != 7, format_gate(g)
     assert "pooled with the prior 29% per run on 20 dof" in lat.noise.source and lat.noise.dof == 22
-    bw = next(j for j in g.judgements if j.figure == "plateau busbw")
+    bw = next(j for j in g.judgements if j.figure == PLATEAU)
     assert "29%" not in bw.noise.source
     far = cpu_run(1.6, rng, scatter=0.005, small=1.6)
-    assert not next(j for j in gate(far, history[-1], history=history[:-1]).judgements if j.figure == "latency").failed
+    assert not next(j for j in gate(far, history[-1], history=history[:-1]).judgements if j.figure == LATENCY).failed
     long = [cpu_run(1.6, rng, scatter=0.005, small=1.0 + 0.003 * (i % 3)) for i in range(60)]
     g30 = gate(far, long[-1], max_drop_pct=5, history=long[:-1])
-    lat30 = next(j for j in g30.judgements if j.figure == "latency")
+    lat30 = next(j for j in g30.judgements if j.figure == LATENCY)
     assert lat30.failed and g30.exit_code == 7, format_gate(g30)
 
 
@@ -353,7 +356,7 @@ def test_compare_marks_change_with_the_gates_noise_not_a_2_percent_floor():
     marked = [d for sc in compare_runs(a, slow).series for d in sc.sizes if d.time_beyond]
     assert [d.size for d in marked] == [1024] and marked[0].verdict == "SLOWER"
     # the threshold printed is the gate's: --every-size judges that size against the same noise
-    j = next(j for j in gate(slow, a, every_size=True).judgements if j.figure == "size 1024")
+    j = next(j for j in gate(slow, a, every_size=True).judgements if j.figure == Figure.of_size(1024))
     assert marked[0].time_noise == pytest.approx(100 * math.expm1(j.noise.multiple * j.noise.sigma))
 
 
@@ -368,5 +371,5 @@ def test_a_plateau_of_two_sizes_still_sees_an_unstable_candidate():
             slow_down(r, math.exp(0.8 * (-1) ** i))
     jumpy.content_hash += "-jumpy"
     g = gate(jumpy, runs[-1], max_drop_pct=25, max_rise_pct=None, history=runs[:-1])
-    bw = next(j for j in g.judgements if j.figure == "plateau busbw")
+    bw = next(j for j in g.judgements if j.figure == PLATEAU)
     assert bw.sizes == [4 << 30, 8 << 30] and bw.unstable and g.exit_code == 9, format_gate(g)

@@ -18,7 +18,8 @@ from ncclbench.health.core.fleet import Fleet
 from ncclbench.health.core.scan import ScanConfig, run_scan
 from ncclbench.health.outputs.scan_output import scan_document
 from ncclbench.output.junit import check_junit, health_junit
-from ncclbench.store.comparison import gate, gate_to_dict
+from ncclbench.store.gate import gate
+from ncclbench.store.gate_format import gate_to_dict
 from ncclbench.store.importers import load_file
 
 junitparser = pytest.importorskip("junitparser", reason="the test extra installs junitparser")

@@ -40,7 +40,8 @@ def add_arguments(parser: CommandParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..store.comparison import DROP_TO_SEE, RISE_TO_SEE, baseline_noise_note, refuse_as_baseline
+    from ..store.baseline_advice import DROP_TO_SEE, RISE_TO_SEE, baseline_noise_note
+    from ..store.baseline_rules import refuse_as_baseline
     from ..store.db import ResultStore
     from .check import parse_pct
 

@@ -18,7 +18,7 @@ HELP = "regression gate: exit 7 when RUN is worse than a baseline"
 
 
 def add_arguments(parser: CommandParser) -> None:
-    from ..store.comparison import GATE_DEFINITION
+    from ..store.gate import GATE_DEFINITION
 
     parser.epilog = ("What is judged: " + GATE_DEFINITION.replace("%", "%%") + ".  Exit status: 0 ok, 7 regression, "
                      "9 not judged (an unstable candidate: re-run; or cannot confirm: the baseline's noise is wider than the "
@@ -62,7 +62,9 @@ def parse_pct(text: str, what: str = "limit") -> float:
 
 def run(args: argparse.Namespace) -> int:
     from ..output.metrics import check_writable
-    from ..store.comparison import baseline_history, format_gate, gate, gate_to_dict
+    from ..store.baseline_gate import baseline_history
+    from ..store.gate import gate
+    from ..store.gate_format import format_gate, gate_to_dict
 
     for path, option in ((args.junit, "--junit"), (args.metrics, "--metrics")):
         if path:

@@ -22,7 +22,8 @@ def add_arguments(parser: CommandParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..store.comparison import compare_runs, comparison_to_dict, format_comparison
+    from ..store.comparison import compare_runs
+    from ..store.comparison_format import comparison_to_dict, format_comparison
 
     with RunRefs(args) as refs:
         a, b = refs.get(args.a), refs.get(args.b)

@@ -7,7 +7,7 @@ holding one `testsuite` with `tests`, `failures`, `errors`, `skipped`, `time`,
 judged item, carrying `<failure message type>` when it failed or `<skipped
 message>` when it was not judged - a "not judged" item is never a pass.
 
-`check`: one case per judged figure of the gate (`store.comparison.gate_to_dict`):
+`check`: one case per judged figure of the gate (`store.gate_format.gate_to_dict`):
 plateau busbw, latency floor, each size with --every-size; a regression fails, an
 unstable candidate (the gate's exit 9) is skipped as not judged.  `health`: one case per
 host (faulty -> failure with its findings' evidence, not judged -> skipped), and

@@ -449,7 +449,7 @@ CHECK_STATUSES = ("ok", "regression", "unstable candidate")
 
 def check_metrics(gate: Mapping[str, Any], run: str, against: str, now: float | None = None) -> str:
     """`ncclbench check --metrics FILE`: the gate's outcome and each judged figure
-    (`store.comparison.gate_to_dict`), labelled by the baseline given.  The checked run is not a label:
+    (`store.gate_format.gate_to_dict`), labelled by the baseline given.  The checked run is not a label:
     a reference like `latest` names another run each time (a new series per run, or one series for
     many runs); its id, where `run` is one, is the value of ncclbench_check_run_id."""
     base = {"against": against}

@@ -18,7 +18,7 @@ buffers, connections) -- whether that renews the draw is what the GPU trials mea
 Per round, every small size is timed out of place and in place like a table row, with enough
 iterations that one timed loop lasts about GATE_LOOP_US (more samples where they cost
 microseconds; never fewer than -n), no checking.  The gate takes per size the median over rounds,
-then the median over sizes (store/summary_stats.round_profile, store/comparison.py).  One line after the table
+then the median over sizes (store/summary_stats.round_profile, store/gate.py).  One line after the table
 says what was done; the rows of the table are untouched.
 """
 

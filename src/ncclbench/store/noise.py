@@ -16,7 +16,7 @@ noisy would otherwise widen its own limit (a -44.6 % drop passed a 5 % gate so).
 Where the reference carries no noise information, a declared prior per backend
 and size class stands in (`PRIORS`, each from recorded figures), and the verdict
 says "assumed".  How noisy the checked run is gets its own verdict
-(`instability`): far noisier than the reference cannot confirm anything.
+(`figure_noise.instability`): far noisier than the reference cannot confirm anything.
 
 So each judged quantity (a summary over several sizes, or one size) gets the
 median of its per-size log ratios as its change, and a noise figure (one
@@ -386,7 +386,7 @@ def combine(shift: float, shift_source: str, n_reference: int = 1, n_checked: in
     both sides, shrunk by the medians taken.  A shift estimate from few runs can
     come out too small by chance: the multiple (Student's t at `shift_dof`) pays
     for that, for normal shifts; 3 runs that agree by chance closer than their
-    sizes' jitter allows get `jitter_floor` instead (comparison.reference_noise).  (A
+    sizes' jitter allows get `jitter_floor` instead (figure_noise.reference_noise).  (A
     standard-deviation size scatter was tried as a floor earlier: with 4..6 plateau
     sizes, two of them jittering 15 % on shaped links, it put the limit at 12-20 %
     while the medians of identical runs moved 0.3 %; the floor is MAD-based, of the

@@ -170,7 +170,7 @@ class StoreReporter:
                        max_rise_pct: float | None = None, out: TextIO | None = None) -> int:
         """`--baseline NAME`: gate the stored run (call after end/close); prints
         the check and returns 0 (ok), 7 (regression) or 9 (unstable candidate: not judged)."""
-        from .comparison import gate_stored_run
+        from .baseline_gate import gate_stored_run
 
         if self.run_id is None or self.store is None:
             raise BenchError(f"cannot check against baseline {name!r}: this run was not stored"
