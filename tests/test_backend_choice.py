@@ -57,7 +57,7 @@ def _serve_one_rank(args: list[str], said: str, env: dict) -> tuple[list, str, s
         specs: list = []
 
         def measure(job, deadline, stage, inbox):
-            specs.append(job["spec"])
+            specs.append(job.spec)
             return {"error": "not measured in this test"}
 
         def rank() -> None:

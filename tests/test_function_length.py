@@ -24,7 +24,6 @@ LONG: dict[tuple[str, str], int] = {
     ("explain/log_topology.py", "log_topology"): 115,
     ("explain/nccl_log.py", "merge_facts"): 87,
     ("health/core/pair_state.py", "PairState.__init__"): 81,
-    ("health/runtime/live_rounds.py", "LiveRounds.__call__"): 82,
     ("launch/detect.py", "detect_launch"): 120,
     ("output/collective_infer.py", "infer_collective"): 88,
     ("output/parse.py", "parse_tests"): 136,

@@ -9,6 +9,8 @@ import pytest
 
 from ncclbench.core.errors import BenchError
 from ncclbench.health.runtime.control_channel import Coordinator, RankInfo, RankLink
+from ncclbench.health.runtime.group_measure import GroupSpec
+from ncclbench.health.runtime.messages import Dead, GroupJob, Result, Tick
 
 
 def test_ranks_join_and_exchange_messages():
@@ -16,10 +18,11 @@ def test_ranks_join_and_exchange_messages():
     links = [RankLink("127.0.0.1", coord.port, "secret", RankInfo(r, f"h{r}", 100 + r), timeout_s=10) for r in (1, 0)]
     coord.wait_joined(10)
     assert coord.ranks[1] == RankInfo(1, "h1", 101) and str(coord.ranks[0]) == "rank 0 (host h0, pid 100)"
-    assert coord.send(0, ("group", {"x": 1}))
-    assert links[1].recv(5) == ("group", {"x": 1})
-    links[0].send(("result", 1, 0, {"bw_us": 3.0}))
-    assert coord.receive(5) == (1, ("result", 1, 0, {"bw_us": 3.0}))
+    job = GroupJob(1, "local r1", 0, (0,), GroupSpec(), 5.0, (0,))
+    assert coord.send(0, job)
+    assert links[1].recv(5) == job
+    links[0].send(Result(1, 0, {"bw_us": 3.0}))
+    assert coord.receive(5) == (1, Result(1, 0, {"bw_us": 3.0}))
     with pytest.raises(TimeoutError):
         links[1].recv(0.2)
     for link in links:
@@ -54,9 +57,9 @@ def test_a_dead_rank_is_seen_at_once():
     t0 = time.monotonic()
     links[1].sock.close()  # what a killed process's socket does
     item = coord.receive(5)
-    assert item == (1, ("dead",)) and time.monotonic() - t0 < 2
+    assert item == (1, Dead()) and time.monotonic() - t0 < 2
     assert 1 in coord.dead and "connection closed" in coord.dead[1][1]
-    assert not coord.send(1, ("tick", 1))
+    assert not coord.send(1, Tick(1))
     links[0].close()
     coord.close()
 

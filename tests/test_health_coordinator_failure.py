@@ -20,7 +20,7 @@ SPEC = GroupSpec(bw_bytes=1 << 20)
 
 def _measure(job, deadline, stage, inbox):
     """A healthy group's figures, as a rank sends them (no MPI or GPU needed)."""
-    n = len(job["members"])
+    n = len(job.members)
     return {"nranks": n, "bw_us": 100.0, "lat_us": 20.0, "wrong": 0, "bw_bytes": SPEC.bw_bytes,
             "bw_cycles_us": [100.0] * 3, "lat_cycles_us": [20.0] * 3}
 
@@ -44,14 +44,12 @@ def broken_round_two(monkeypatch):
 def _scan(opts: service.ServiceOptions) -> tuple[dict[int, tuple[int, str]], float]:
     """A launched job's ranks in threads, world rank 0 coordinating in a thread beside its rank
     (the path of issue 25's healthy3): (rank -> (exit code, how it left), wall seconds)."""
-    result: dict[str, int] = {}
-    where, token, coordinator = service._coordinator_thread(NRANKS, opts, ScanConfig(phases=("pairs",)), SPEC,
-                                                            result, "test")
+    coordinating = service._coordinator_thread(NRANKS, opts, ScanConfig(phases=("pairs",)), SPEC, "test")
     ended: dict[int, tuple[int, str]] = {}
 
     def rank(r: int) -> None:
-        thread, res = (coordinator, result) if r == 0 else (None, {})
-        ended[r] = service._join_and_measure(where, token, r, opts, _measure, None, thread, res)
+        join = coordinating if r == 0 else service.JoinPoint(coordinating.where, coordinating.token, r)
+        ended[r] = service._join_and_measure(join, opts, _measure, None)
 
     t0 = time.monotonic()
     ranks = [threading.Thread(target=rank, args=(r,), daemon=True) for r in range(NRANKS)]

@@ -164,11 +164,11 @@ def test_a_member_that_never_joins_is_given_up_on_at_the_deadline(tmp_path):
 
     def wrap(r, measure, link):
         def run(job, deadline, stage, inbox):
-            if r == 3 and job["name"].startswith("intra"):
+            if r == 3 and job.name.startswith("intra"):
                 # stopped (SIGSTOP): never calls ncclCommInitRank, and its watchdog says nothing either
                 send = link.send
-                link.send = lambda msg: time.sleep(job["timeout_s"] + 4)
-                time.sleep(job["timeout_s"] + 4)
+                link.send = lambda msg: time.sleep(job.timeout_s + 4)
+                time.sleep(job.timeout_s + 4)
                 link.send = send
                 raise GroupTimeout("woke up too late")
             return measure(job, deadline, stage, inbox)

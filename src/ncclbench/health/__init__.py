@@ -2,8 +2,9 @@
 
 Three folders, each importing only the ones listed after it:
 
-* `runtime/` - the scan for real: the control channel (`control_channel`), the
-  coordinator (`coordinate`), the ranks' side of each round (`live_rounds`), one group's
+* `runtime/` - the scan for real: the protocol between the coordinator and the ranks
+  (`messages`: every message kind, typed, with its wire form), the control channel
+  (`control_channel`), the coordinator (`coordinate`), the ranks' side of each round (`live_rounds`), one group's
   measurement (`group_measure`, on MPI `mpi_group`, on GPUs `nccl_group`), the ways to
   start a scan (`scan_service`) and what runs after it (`after_scan`);
 * `outputs/` - what a scan writes and reads back: the verdict table, JSON and drain

@@ -13,7 +13,9 @@ that already arrived.  It runs in world rank 0, or outside the job
 tears the job down.
 
 Frames are `launch.wire`'s; before anything is unpickled both sides prove
-they hold the job's token (HMAC challenge-response in both directions).
+they hold the job's token (HMAC challenge-response in both directions).  What
+travels after that is `messages`' typed messages: the channel encodes them on
+send and decodes them on receipt, and drops what it cannot decode.
 """
 
 from __future__ import annotations
@@ -24,12 +26,10 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from ...core.errors import BenchError, ExitCode
 from ...launch import wire
-
-PROTO = "ncclbench-health/1"
+from .messages import PROTO, Dead, Message, decode
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ class Coordinator:
         self.port = self._listener.getsockname()[1]
         self.ranks: dict[int, RankInfo] = {}
         self.dead: dict[int, tuple[float, str]] = {}  # rank -> (monotonic time, why)
-        self.inbox: queue.Queue = queue.Queue()
+        self.inbox: queue.Queue[tuple[int, Message]] = queue.Queue()
         self._socks: dict[int, socket.socket] = {}
         self.closes = CloseOrder()
         self._lock = threading.Lock()
@@ -171,8 +171,9 @@ class Coordinator:
         try:
             while True:
                 kind, body = wire.recv_frame(conn)
-                if kind == wire.KIND_PICKLE:
-                    self.inbox.put((rank, wire.loads_trusted(body)))
+                msg = decode(wire.loads_trusted(body)) if kind == wire.KIND_PICKLE else None
+                if msg is not None:
+                    self.inbox.put((rank, msg))
         except (OSError, EOFError, ConnectionError, ValueError):
             pass
         # when this reader woke to the close: the order in which the kernel woke the readers is the
@@ -183,7 +184,7 @@ class Coordinator:
         with self._lock:
             if not self._closing and rank not in self.dead:
                 self.dead[rank] = (when, "its connection closed (process ended)")
-        self.inbox.put((rank, ("dead",)))
+        self.inbox.put((rank, Dead()))
 
     def death_key(self, rank: int) -> tuple[float, float]:
         """Sort key of a dead rank: the kernel's order of the closes (`CloseOrder`), then the
@@ -191,17 +192,17 @@ class Coordinator:
         pos = self.closes.position(rank, wait_s=0.2)
         return (float("inf") if pos is None else float(pos), self.dead.get(rank, (float("inf"), ""))[0])
 
-    def send(self, rank: int, msg: Any) -> bool:
+    def send(self, rank: int, msg: Message) -> bool:
         sock = self._socks.get(rank)
         if sock is None or rank in self.dead:
             return False
         try:
-            wire.send_frame(sock, wire.KIND_PICKLE, wire.dumps(msg))
+            wire.send_frame(sock, wire.KIND_PICKLE, wire.dumps(msg.encode()))
             return True
         except OSError:
             return False
 
-    def receive(self, timeout_s: float) -> tuple[int, Any] | None:
+    def receive(self, timeout_s: float) -> tuple[int, Message] | None:
         try:
             return self.inbox.get(timeout=max(0.0, timeout_s))
         except queue.Empty:
@@ -257,19 +258,20 @@ class RankLink:
         self.sock.settimeout(None)
         self._send_lock = threading.Lock()
 
-    def send(self, msg: Any) -> None:
+    def send(self, msg: Message) -> None:
         with self._send_lock:
-            wire.send_frame(self.sock, wire.KIND_PICKLE, wire.dumps(msg))
+            wire.send_frame(self.sock, wire.KIND_PICKLE, wire.dumps(msg.encode()))
 
-    def recv(self, timeout_s: float | None = None) -> Any:
+    def recv(self, timeout_s: float | None = None) -> Message:
         """The next message; EOFError when the coordinator is gone, TimeoutError when
         nothing came for `timeout_s`."""
         self.sock.settimeout(timeout_s)
         try:
             while True:
                 kind, body = wire.recv_frame(self.sock)
-                if kind == wire.KIND_PICKLE:
-                    return wire.loads_trusted(body)
+                msg = decode(wire.loads_trusted(body)) if kind == wire.KIND_PICKLE else None
+                if msg is not None:
+                    return msg
         except TimeoutError:
             raise TimeoutError from None
 

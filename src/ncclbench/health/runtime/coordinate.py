@@ -23,14 +23,16 @@ from ...core.config import Backend
 from ...core.errors import BenchError, ExitCode
 from ..core.crowding import crowded_machines, latency_note
 from ..core.fleet import Fleet
-from ..core.round_judge import thresholds_for
+from ..core.round_judge import RoundResult, thresholds_for
 from ..core.scan import HealthReport, ScanConfig, run_scan
+from ..core.scan_schedule import Round
 from ..core.sharing import shared_devices, sharing_note
 from ..outputs.baseline_file import check_baseline_hosts, check_baseline_version
 from ..outputs.scan_output import emit, scan_document
 from .control_channel import Coordinator
 from .group_measure import GroupSpec
 from .live_rounds import LiveRounds, fleet_from
+from .messages import Dead, End, Facts, Leave, Setup
 
 
 @dataclass(frozen=True)
@@ -71,14 +73,14 @@ def coordinate(coord: Coordinator, cfg: ScanConfig, spec: GroupSpec, round_timeo
         code, report, meta = _scan(coord, fleet, cfg, spec, rounds, join_timeout_s, backend, argv, expected_hosts,
                                    outputs, spec_for)
     except BenchError as exc:  # a launch problem found at set-up (a rank without its GPU, ...): its code
-        _dismiss(coord, rounds, int(exc.code), ending="exit")
+        _dismiss(coord, rounds, int(exc.code), ending=Leave.EXIT)
         raise
     except Exception as exc:
         # A bug of the scan's own (not a fault of the fleet) must not leave the ranks waiting for
         # rounds that will never come: every rank is told to leave now with the internal error's
         # code, and the caller prints one line naming the error (issue 25: a coordinator thread
         # died with a traceback and every rank waited 90 s).
-        _dismiss(coord, rounds, int(ExitCode.INTERNAL), ending="exit")
+        _dismiss(coord, rounds, int(ExitCode.INTERNAL), ending=Leave.EXIT)
         raise BenchError(f"health: internal error in the coordinator: {type(exc).__name__}: {exc}; the scan "
                          "ended without a verdict", ExitCode.INTERNAL) from exc
     _dismiss(coord, rounds, code)
@@ -127,7 +129,7 @@ def exchange_setup(coord: Coordinator, fleet: Fleet, timeout_s: float) -> dict[i
     waiting = set()
     for r in range(coord.size):
         _, slot = fleet.where(r)
-        if coord.send(r, ("setup", {"slot": slot, "topology": slot == 0})):
+        if coord.send(r, Setup(slot, slot == 0)):
             waiting.add(r)
     answers: dict[int, dict] = {}
     deadline = time.monotonic() + timeout_s
@@ -136,10 +138,10 @@ def exchange_setup(coord: Coordinator, fleet: Fleet, timeout_s: float) -> dict[i
         if item is None:
             continue
         rank, msg = item
-        if msg[0] == "dead":
+        if isinstance(msg, Dead):
             waiting.discard(rank)
-        elif msg[0] == "facts":
-            answers[rank] = dict(msg[1])
+        elif isinstance(msg, Facts):
+            answers[rank] = msg.answer
             waiting.discard(rank)
     return answers
 
@@ -233,8 +235,8 @@ def host_envs(fleet: Fleet, answers: Mapping[int, dict]) -> dict[str, dict[str, 
     return out
 
 
-def _dismiss(coord: Coordinator, rounds: LiveRounds, code: int, ending: str = "finalize") -> None:
-    """Every live rank told to leave with `code`: `ending` ("finalize", or "exit" after an error), but
+def _dismiss(coord: Coordinator, rounds: LiveRounds, code: int, ending: Leave = Leave.FINALIZE) -> None:
+    """Every live rank told to leave with `code`: `ending` (finalize, or exit after an error), but
     one rank aborts the job and the others exit where a rank stopped (the launcher ends it)."""
     out = {**rounds.out(), **rounds.stuck}
     live = sorted(r for r in coord.ranks if r not in out and r not in coord.dead)
@@ -242,11 +244,11 @@ def _dismiss(coord: Coordinator, rounds: LiveRounds, code: int, ending: str = "f
     for r in live:
         how = ending
         if stuck:
-            how = "abort" if r == live[0] else "exit"
-        coord.send(r, ("end", code, how))
+            how = Leave.ABORT if r == live[0] else Leave.EXIT
+        coord.send(r, End(code, how))
 
 
-def _progress(rnd, result) -> None:
+def _progress(rnd: Round, result: RoundResult) -> None:
     import numpy as np
 
     answered = int(np.isfinite(result.busbw).sum())

@@ -17,7 +17,8 @@ Rank side (`serve_rank`): receive a group, measure it (`mpi_group` on the
 CPU backend, `nccl_group` on GPUs), send the numbers, until the coordinator
 says the scan is over.  An NCCL group's first member makes the group's
 unique id and sends it here; the coordinator relays it to the other members
-(`("uid", round, group, bytes)`), so no MPI is needed to form a group.
+(`messages.Uid`), so no MPI is needed to form a group.  What travels is declared
+in `messages`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -39,6 +41,7 @@ from ..core.scan import ScanEnded
 from ..core.scan_schedule import Round
 from .control_channel import Coordinator, RankInfo, RankLink
 from .group_measure import PROGRESS, GroupSpec, GroupTimeout, Progress
+from .messages import Dead, End, Facts, GroupJob, Leave, Message, Result, Setup, Stuck, Tick, Uid
 
 GRACE_S = 2.0  # after the deadline, for the last reports to cross the network
 # After a phase's first round, a round's deadline is STRAGGLER_K x the typical group time of
@@ -59,11 +62,47 @@ STRAGGLER_K = 3.0
 MIN_DEADLINE_S = 10.0
 
 
+@dataclass
+class _Heard:
+    """What the ranks said in round `no` (`rnd`, started at `t0`, deadline `timeout` s) so far."""
+
+    no: int
+    rnd: Round
+    t0: float
+    timeout: float
+    members: list[list[int]]  # world ranks of each group
+    waiting: dict[int, int] = field(default_factory=dict)  # rank -> its group, until it reports
+    gave_up: dict[int, str] = field(default_factory=dict)  # rank -> why it gave up
+    got: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> its figures
+    progress: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> how far it got (stuck or timed out)
+    reported: dict[int, float] = field(default_factory=dict)  # rank -> when its report came
+
+    def stuck(self, rank: int, msg: Stuck) -> None:
+        """`rank`'s watchdog says it is stuck: out of this round (if it is this round's), gave up."""
+        if msg.round_no == self.no:
+            self.waiting.pop(rank, None)
+            self.reported[rank] = time.monotonic()
+        self.gave_up[rank] = f"stuck {msg.stage}"
+        if msg.round_no == self.no and msg.progress is not None:
+            self.progress[rank] = msg.progress
+
+    def result(self, rank: int, msg: Result) -> None:
+        """`rank` reported on its group of this round: its figures, or why it gave up."""
+        self.waiting.pop(rank, None)
+        self.reported[rank] = time.monotonic()
+        if msg.error is None:
+            self.got[rank] = msg.figures
+            return
+        self.gave_up[rank] = msg.error
+        if msg.progress is not None:
+            self.progress[rank] = msg.progress
+
+
 class LiveRounds:
     """`run_round` over live ranks through the coordinator."""
 
     def __init__(self, coord: Coordinator, fleet: Fleet, spec: GroupSpec, round_timeout_s: float,
-                 progress: Any = None):
+                 progress: Callable[[Round, RoundResult], None] | None = None):
         self.coord, self.fleet, self.spec, self.timeout = coord, fleet, spec, round_timeout_s
         self.round_no = 0
         self.silent: dict[int, str] = {}  # rank -> why it is out of the scan (blamed)
@@ -127,87 +166,80 @@ class LiveRounds:
             return self.timeout
         return min(self.timeout, max(MIN_DEADLINE_S, STRAGGLER_K * typical))
 
-    def __call__(self, rnd: Round) -> RoundResult:  # noqa: C901 - complexity 27 when the limit came; split it (issue 33)
+    def __call__(self, rnd: Round) -> RoundResult:
         self.round_no += 1
-        no, t0 = self.round_no, time.monotonic()
-        timeout = self.deadline_s(rnd)
-        n = len(rnd.groups)
-        result = RoundResult.empty(n)
         members = [[self.fleet.rank_of(h, s) for h, s in g.members] for g in rnd.groups]
-        waiting: dict[int, int] = {}  # rank -> group index
-        gave_up: dict[int, str] = {}
-        got: dict[int, dict] = {}
-        busy = set()
-        for gi, ranks in enumerate(members):
-            job = {"round": no, "name": rnd.name, "group": gi, "members": ranks, "spec": self.spec,
-                   "timeout_s": timeout, "slots": [s for _, s in rnd.groups[gi].members]}
-            for r in ranks:
-                busy.add(r)
-                if self.coord.send(r, ("group", job)):
-                    waiting[r] = gi
-        for r in self.coord.ranks:  # idle this round: a tick, so they know the coordinator lives
-            if r not in busy and r not in self.silent and r not in self.stuck:
-                self.coord.send(r, ("tick", no))
-        deadline = t0 + timeout + GRACE_S
-        progress: dict[int, dict] = {}  # rank -> how far it got (a stuck or timed-out report)
-        reported: dict[int, float] = {}  # rank -> when its result came
-        while waiting and time.monotonic() < deadline:
-            item = self.coord.receive(min(0.5, max(0.0, deadline - time.monotonic())))
-            if item is None:
-                continue
-            rank, msg = item
-            if msg[0] == "dead":
-                waiting.pop(rank, None)
-                continue
-            if msg[0] == "uid":  # an NCCL group's id, from its first member: to the others
-                if msg[1] == no and 0 <= msg[2] < n:
-                    for r in members[msg[2]]:
-                        if r != rank:
-                            self.coord.send(r, ("uid", no, msg[2], msg[3]))
-                continue
-            if msg[0] == "stuck":
-                if msg[1] == no:
-                    waiting.pop(rank, None)
-                    reported[rank] = time.monotonic()
-                gave_up[rank] = f"stuck {msg[3]}"
-                if msg[1] == no and len(msg) > 4 and isinstance(msg[4], dict):
-                    progress[rank] = msg[4]
-                self.stuck.setdefault(rank, f"{self._who(rank)} got stuck in {rnd.name} {msg[3]}, waiting for a "
-                                            "member that stopped; left out of the later rounds")
-                continue
-            if msg[0] != "result" or msg[1] != no:
-                continue  # a late report of an earlier round
-            waiting.pop(rank, None)
-            reported[rank] = time.monotonic()
-            if "error" in msg[3]:
-                gave_up[rank] = msg[3]["error"]
-                if isinstance(msg[3].get("progress"), dict):
-                    progress[rank] = msg[3]["progress"]
-            else:
-                got[rank] = msg[3]
+        heard = _Heard(self.round_no, rnd, time.monotonic(), self.deadline_s(rnd), members)
+        self._send_jobs(heard)
+        self._collect(heard)
         td = self.teardown()
         if td:
             first = ", ".join(self._who(r) for r in td[0])
             raise ScanEnded(f"{first} died and the launcher ended {len(td[1])} other rank(s) on other hosts")
-        for rank in waiting:
+        for rank in heard.waiting:
             if rank not in self.coord.dead:
-                self.silent.setdefault(rank, f"{self._who(rank)} did not report within {timeout:.0f} s "
+                self.silent.setdefault(rank, f"{self._who(rank)} did not report within {heard.timeout:.0f} s "
                                              f"in {rnd.name} (stopped or hung)")
-        done = [max(reported[r] for r in ranks) - t0 for ranks in members if all(r in got for r in ranks)]
-        typical = float(statistics.median_low(done)) if done else None
-        if typical is not None:
-            self.typical[rnd.phase] = typical
-        for gi, ranks in enumerate(members):
-            missing = [r for r in ranks if r not in got]
-            if not missing:
-                self._combine(result, gi, [got[r] for r in ranks])
-                continue
-            if self._straggler(result, gi, ranks, progress, reported, t0, typical, waiting):
-                continue
-            result.errors[gi] = self._why(rnd, ranks, missing, gave_up, timeout)
-        result.wall_s = time.monotonic() - t0
+        result = self._result(heard)
         if self.progress:
             self.progress(rnd, result)
+        return result
+
+    def _send_jobs(self, heard: _Heard) -> None:
+        """Every member rank its group; every other rank still in the scan a tick, so it knows
+        the coordinator lives."""
+        busy = set()
+        for gi, ranks in enumerate(heard.members):
+            job = GroupJob(heard.no, heard.rnd.name, gi, tuple(ranks), self.spec, heard.timeout,
+                           tuple(s for _, s in heard.rnd.groups[gi].members))
+            for r in ranks:
+                busy.add(r)
+                if self.coord.send(r, job):
+                    heard.waiting[r] = gi
+        for r in self.coord.ranks:
+            if r not in busy and r not in self.silent and r not in self.stuck:
+                self.coord.send(r, Tick(heard.no))
+
+    def _collect(self, heard: _Heard) -> None:
+        """What the ranks say until each has reported or the round's deadline (+ GRACE_S) passed."""
+        deadline = heard.t0 + heard.timeout + GRACE_S
+        while heard.waiting and time.monotonic() < deadline:
+            item = self.coord.receive(min(0.5, max(0.0, deadline - time.monotonic())))
+            if item is None:
+                continue
+            rank, msg = item
+            if isinstance(msg, Dead):
+                heard.waiting.pop(rank, None)
+            elif isinstance(msg, Uid):  # an NCCL group's id, from its first member: to the others
+                if msg.round_no == heard.no and 0 <= msg.group < len(heard.members):
+                    for r in heard.members[msg.group]:
+                        if r != rank:
+                            self.coord.send(r, Uid(heard.no, msg.group, msg.uid))
+            elif isinstance(msg, Stuck):
+                heard.stuck(rank, msg)
+                self.stuck.setdefault(rank, f"{self._who(rank)} got stuck in {heard.rnd.name} {msg.stage}, waiting "
+                                            "for a member that stopped; left out of the later rounds")
+            elif isinstance(msg, Result) and msg.round_no == heard.no:  # not a late report of an earlier round
+                heard.result(rank, msg)
+
+    def _result(self, heard: _Heard) -> RoundResult:
+        """The round's figures: each group's from its members' reports, a straggler's bound, or why
+        it has none; the phase's typical group time for the next round's deadline."""
+        result = RoundResult.empty(len(heard.members))
+        done = [max(heard.reported[r] for r in ranks) - heard.t0 for ranks in heard.members
+                if all(r in heard.got for r in ranks)]
+        typical = float(statistics.median_low(done)) if done else None
+        if typical is not None:
+            self.typical[heard.rnd.phase] = typical
+        for gi, ranks in enumerate(heard.members):
+            missing = [r for r in ranks if r not in heard.got]
+            if not missing:
+                self._combine(result, gi, [heard.got[r] for r in ranks])
+                continue
+            if self._straggler(result, gi, ranks, heard.progress, heard.reported, heard.t0, typical, heard.waiting):
+                continue
+            result.errors[gi] = self._why(heard.rnd, ranks, missing, heard.gave_up, heard.timeout)
+        result.wall_s = time.monotonic() - heard.t0
         return result
 
     def _straggler(self, result: RoundResult, gi: int, ranks: list[int], progress: dict[int, dict],
@@ -324,18 +356,18 @@ def _uncorroborated(times: np.ndarray, ratio: float) -> bool:
 
 class Inbox:
     """A rank's view of its link: messages a group's measurement did not wait for (an
-    "end" that came while it waited for its group's id) are kept for the main loop."""
+    End that came while it waited for its group's id) are kept for the main loop."""
 
     def __init__(self, link: RankLink):
         self.link = link
-        self.kept: deque = deque()
+        self.kept: deque[Message] = deque()
 
-    def recv(self, timeout_s: float | None) -> Any:
+    def recv(self, timeout_s: float | None) -> Message:
         if self.kept:
             return self.kept.popleft()
         return self.link.recv(timeout_s)
 
-    def send(self, msg: Any) -> None:
+    def send(self, msg: Message) -> None:
         self.link.send(msg)
 
     def wait_uid(self, round_no: int, group: int, deadline: float) -> bytes:
@@ -350,17 +382,19 @@ class Inbox:
                 msg = self.link.recv(left)
             except TimeoutError:
                 continue
-            if msg[0] == "uid":
-                if msg[1] == round_no and msg[2] == group:
-                    return bytes(msg[3])
+            if isinstance(msg, Uid):
+                if msg.round_no == round_no and msg.group == group:
+                    return msg.uid
                 continue
             self.kept.append(msg)
-            if msg[0] == "end":
+            if isinstance(msg, End):
                 raise GroupTimeout("the coordinator ended the scan")
 
 
 # (job, deadline, stage, inbox) -> this rank's figures for its group
-MeasureGroup = Callable[[dict, float, list[str], Inbox], dict]
+MeasureGroup = Callable[[GroupJob, float, list[str], Inbox], dict[str, Any]]
+# the coordinator's Setup -> this rank's Facts' answer (backend, GPU, topology, ...)
+AnswerSetup = Callable[[Setup], dict[str, Any]]
 
 
 def mpi_measure(world: Any) -> MeasureGroup:
@@ -369,20 +403,19 @@ def mpi_measure(world: Any) -> MeasureGroup:
 
     p2p = world.Dup()  # the ready handshakes never mix with anything else
 
-    def run(job: dict, deadline: float, stage: list[str], inbox: Inbox) -> dict:
-        return measure_group(world, p2p, job["members"], job["spec"], tag=job["round"] % 32000,
+    def run(job: GroupJob, deadline: float, stage: list[str], inbox: Inbox) -> dict[str, Any]:
+        return measure_group(world, p2p, job.members, job.spec, tag=job.round_no % 32000,
                              deadline=deadline, stage=stage)
 
     return run
 
 
 def serve_rank(link: RankLink, measure: MeasureGroup, silence_s: float,
-               setup: Callable[[dict], dict] | None = None) -> tuple[int, str]:
+               setup: AnswerSetup | None = None) -> tuple[int, Leave]:
     """A rank's loop: measure the groups the coordinator sends until it says stop.
-    Returns (exit code, how to leave: "finalize", "exit" or "abort"); a coordinator
-    that closes or stays silent `silence_s` gives TIMEOUT.  `setup(request)` answers
-    the coordinator's ("setup", request) before the scan (the GPU runtime: which GPU,
-    what topology) with ("facts", answer)."""
+    Returns (exit code, how to leave); a coordinator that closes or stays silent
+    `silence_s` gives TIMEOUT.  `setup(request)` answers the coordinator's Setup before
+    the scan (the GPU runtime: which GPU, what topology) with Facts."""
     inbox = Inbox(link)
     while True:
         try:
@@ -390,54 +423,55 @@ def serve_rank(link: RankLink, measure: MeasureGroup, silence_s: float,
         except TimeoutError:
             print(f"ncclbench: health: the coordinator sent nothing for {silence_s:.0f} s; giving up",
                   file=sys.stderr, flush=True)
-            return int(ExitCode.TIMEOUT), "exit"
+            return int(ExitCode.TIMEOUT), Leave.EXIT
         except (EOFError, OSError, ConnectionError):
             print("ncclbench: health: the coordinator closed the connection before the end of the scan",
                   file=sys.stderr, flush=True)
-            return int(ExitCode.TIMEOUT), "exit"
-        if msg[0] == "end":
-            return int(msg[1]), str(msg[2])
-        if msg[0] == "setup":
-            answer = _answer_setup(setup, msg[1])
-            try:
-                link.send(("facts", answer))
-            except OSError:
-                return int(ExitCode.TIMEOUT), "exit"
+            return int(ExitCode.TIMEOUT), Leave.EXIT
+        if isinstance(msg, End):
+            return msg.code, msg.how
+        if isinstance(msg, Setup):
+            reply: Message = Facts(_answer_setup(setup, msg))
+        elif isinstance(msg, GroupJob):
+            reply = Result(msg.round_no, msg.group, _measure_job(link, measure, inbox, msg))
+        else:
             continue
-        if msg[0] != "group":
-            continue
-        job = msg[1]
-        deadline = time.monotonic() + job["timeout_s"]
-        stage = [""]
-        progress = Progress()
-        token = PROGRESS.set(progress)
-        # A member that stops between the ready messages and the communicator's creation
-        # can leave this rank inside a call nothing can interrupt (MPI_Comm_create_group,
-        # a blocking ncclCommInitRank): say so, so the coordinator leaves this rank out
-        # without blaming it (the launcher ends it with the job).
-        watchdog = threading.Timer(job["timeout_s"] + 1.0, _report_stuck, (link, job, stage, progress))
-        watchdog.daemon = True
-        watchdog.start()
         try:
-            res: dict = measure(job, deadline, stage, inbox)
-        except GroupTimeout as exc:
-            res = {"error": f"gave up at the deadline: {exc}"}
-        except BenchError as exc:
-            res = {"error": exc.message}
-        except Exception as exc:  # an MPI or NCCL error inside one group must not end the scan
-            res = {"error": f"{type(exc).__name__}: {exc}"}
-        finally:
-            watchdog.cancel()
-            PROGRESS.reset(token)
-        if "error" in res:  # how far it got: a slow group is then a measurement with a bound
-            res["progress"] = progress.to_json()
-        try:
-            link.send(("result", job["round"], job["group"], res))
+            link.send(reply)
         except OSError:
-            return int(ExitCode.TIMEOUT), "exit"
+            return int(ExitCode.TIMEOUT), Leave.EXIT
 
 
-def _answer_setup(setup: Callable[[dict], dict] | None, request: dict) -> dict:
+def _measure_job(link: RankLink, measure: MeasureGroup, inbox: Inbox, job: GroupJob) -> dict[str, Any]:
+    """This rank's figures for `job`, or {"error", "progress"} where it gave up."""
+    deadline = time.monotonic() + job.timeout_s
+    stage = [""]
+    progress = Progress()
+    token = PROGRESS.set(progress)
+    # A member that stops between the ready messages and the communicator's creation
+    # can leave this rank inside a call nothing can interrupt (MPI_Comm_create_group,
+    # a blocking ncclCommInitRank): say so, so the coordinator leaves this rank out
+    # without blaming it (the launcher ends it with the job).
+    watchdog = threading.Timer(job.timeout_s + 1.0, _report_stuck, (link, job, stage, progress))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        res: dict[str, Any] = measure(job, deadline, stage, inbox)
+    except GroupTimeout as exc:
+        res = {"error": f"gave up at the deadline: {exc}"}
+    except BenchError as exc:
+        res = {"error": exc.message}
+    except Exception as exc:  # an MPI or NCCL error inside one group must not end the scan
+        res = {"error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        watchdog.cancel()
+        PROGRESS.reset(token)
+    if "error" in res:  # how far it got: a slow group is then a measurement with a bound
+        res["progress"] = progress.to_json()
+    return res
+
+
+def _answer_setup(setup: AnswerSetup | None, request: Setup) -> dict[str, Any]:
     if setup is None:
         return {}
     try:
@@ -448,9 +482,9 @@ def _answer_setup(setup: Callable[[dict], dict] | None, request: dict) -> dict:
         return {"error": f"{type(exc).__name__}: {exc}", "code": int(ExitCode.INTERNAL)}
 
 
-def _report_stuck(link: RankLink, job: dict, stage: list[str], progress: Progress) -> None:
+def _report_stuck(link: RankLink, job: GroupJob, stage: list[str], progress: Progress) -> None:
     try:
-        link.send(("stuck", job["round"], job["group"], stage[0], progress.to_json()))
+        link.send(Stuck(job.round_no, job.group, stage[0], progress.to_json()))
     except OSError:
         pass
 

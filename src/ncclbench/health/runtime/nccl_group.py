@@ -8,7 +8,8 @@ stopped, so it is made in the ways NCCL lets an application abandon:
   world communicator: a split is collective over its parent, so one stopped
   rank anywhere would hold up every group (the CPU runtime avoids
   MPI_Comm_split for the same reason).  The group's first member makes the
-  unique id and the coordinator relays it to the others (`live_rounds`, TCP).
+  unique id and the coordinator relays it to the others (`live_rounds`, TCP,
+  `messages.Uid`).
 * the init is non-blocking (config blocking=0, NCCL >= 2.14 with
   ncclCommSplit, >= 2.18): `ncclCommInitRankConfig` returns at once, the rank
   polls `ncclCommGetAsyncError` against the round's deadline and calls
@@ -55,7 +56,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...backends.nccl_gpu import NcclSlot, NcclWorker, ProcessSetup, release_memory
 from ...backends.threads import ThreadTeam
@@ -68,6 +69,10 @@ from ...nccl import runmodel
 from ...nccl.binding import NcclError
 from ...nccl.communicator import NcclCommunicator
 from .group_measure import GroupSpec, GroupTimeout, measure_sizes
+from .messages import GroupJob, Setup, Uid
+
+if TYPE_CHECKING:
+    from .live_rounds import Inbox
 
 IN_PROGRESS = 7  # ncclInProgress
 POLL_S = 0.001  # between ncclCommGetAsyncError polls of a forming communicator
@@ -361,19 +366,19 @@ class GpuRankService:
             self.gpu = self.opener(self.world_rank, self.hostname)
         return self.gpu
 
-    def setup(self, request: dict) -> dict:
-        """("setup", {"slot", "topology"}) -> this rank's GPU, its PCI address, the NCCL
-        version, its NCCL_* settings and, when asked, the host's topology facts (explain.gather_topology)."""
+    def setup(self, request: Setup) -> dict[str, Any]:
+        """The coordinator's Setup -> this rank's GPU, its PCI address, the NCCL version, its
+        NCCL_* settings and, when asked, the host's topology facts (explain.gather_topology)."""
         from ..core.causes import nccl_settings
         from ..core.crowding import machine_facts
 
         gpu = self._gpu()
-        device = gpu.choose_device(int(request["slot"]))
+        device = gpu.choose_device(request.slot)
         props = gpu.props
         answer: dict[str, Any] = {"backend": Backend.NCCL.value, "device": device, "nccl": gpu.lib.version,
                                   "pci": props.pci_hex if props else None, "gpu": props.name if props else None,
                                   "env": nccl_settings(), **machine_facts()}  # machine: GPUs shared (health/core/sharing.py)
-        if request.get("topology"):
+        if request.topology:
             if self.read_topology is None:
                 from ...explain.gather_topology import read_topology
 
@@ -385,19 +390,19 @@ class GpuRankService:
                 answer["topology_unread"] = f"{self.hostname}: {why}"
         return answer
 
-    def measure(self, job: dict, deadline: float, stage: list[str], inbox: Any) -> dict:
+    def measure(self, job: GroupJob, deadline: float, stage: list[str], inbox: Inbox) -> dict[str, Any]:
         """One group (live_rounds.MeasureGroup): the first member makes the NCCL unique id and
         sends it to the coordinator, which relays it to the others."""
         gpu = self._gpu()
-        members = list(job["members"])
+        members = list(job.members)
         me = members.index(gpu.world_rank)
 
         def get_uid() -> bytes:
             if me == 0:
                 uid = gpu.lib.get_unique_id()
                 if len(members) > 1:
-                    inbox.send(("uid", job["round"], job["group"], uid))
+                    inbox.send(Uid(job.round_no, job.group, uid))
                 return uid
-            return inbox.wait_uid(job["round"], job["group"], deadline)
+            return inbox.wait_uid(job.round_no, job.group, deadline)
 
-        return measure_nccl_group(gpu, members, int(job["slots"][me]), job["spec"], deadline, get_uid, stage)
+        return measure_nccl_group(gpu, members, int(job.slots[me]), job.spec, deadline, get_uid, stage)

@@ -10,6 +10,13 @@
 * `mpi_rank` / `nccl_rank`: one rank of a launched job; world rank 0 coordinates
   too (in a thread) unless a coordinator is given.
 
+They share their set-up: a coordinator of ranks started here is `_coordinate_local`
+(loopback address and token in the ranks' environment; `LocalRanks` starts them:
+`MpiexecRanks`, `SpawnedRanks`), every coordinator runs and closes through
+`_coordinate_and_close`, and a rank finds its coordinator with `find_coordinator`
+(given, or world rank 0's over the job's `HostComm`) and serves it through
+`_join_and_measure`.
+
 Whichever runs the coordinator writes the verdict, the JSON, the drain file, the
 store entry and the baseline, and calls `ServiceOptions.after_scan` with the
 typed `ScanOutcome` (for outputs that read the result: drain actions, metrics).
@@ -26,12 +33,21 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ...core.config import Backend
 from ...core.errors import ArgumentError, BenchError, ExitCode
+from ...launch.hostcomm import HostComm
 from ..core.scan import ScanConfig
+from .control_channel import Coordinator
 from .coordinate import Outputs, ScanOutcome, coordinate
 from .group_measure import GroupSpec
+from .live_rounds import AnswerSetup, MeasureGroup
+from .messages import End, Leave, Setup
+
+if TYPE_CHECKING:
+    from ...launch.detect import LaunchInfo
+    from ...launch.spawn import LocalSpawnLauncher
 
 COORD_ENV = "NCCLBENCH_HEALTH_COORD"
 TOKEN_ENV = "NCCLBENCH_HEALTH_TOKEN"
@@ -70,7 +86,7 @@ class ServiceOptions:
         return argv[argv.index(COMMAND) + 1:] if COMMAND in argv else []
 
 
-def run_coordinator(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec, coord, backend: str,
+def run_coordinator(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec, coord: Coordinator, backend: str,
                     spec_for: Callable[[Backend], GroupSpec] | None = None) -> int:
     """Run the scan over `coord`'s ranks and write every output: the exit code.  `backend`
     labels the run; `spec_for`: see `coordinate`."""
@@ -127,8 +143,6 @@ def serve(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec, backend: Backe
     """The coordinator alone, outside the job; ranks join with --coordinator.  It runs no
     collective, so `backend` (None: --backend auto) only names the run until the ranks say
     theirs at set-up; unless --bw-size was given, the bandwidth size follows the ranks' backend."""
-    from .control_channel import Coordinator
-
     if not opts.ranks or opts.ranks < 1:
         raise ArgumentError("health: --serve needs --ranks N (how many ranks will join)")
     addr, _, port = (opts.serve or "").rpartition(":")
@@ -143,44 +157,22 @@ def serve(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec, backend: Backe
     coord = Coordinator(opts.ranks, token, bind=addr or "0.0.0.0", port=port_no)
     print(f"# health: coordinator listening on {addr or '0.0.0.0'}:{coord.port} for {opts.ranks} rank(s)",
           file=sys.stderr, flush=True)
-    try:
-        label = backend.label if backend is not None else "backend of the ranks"
-        return run_coordinator(opts, cfg, spec, coord, f"{label}, external coordinator",
-                               spec_for=None if bw_size_given else spec.with_default_bw)
-    finally:
-        coord.close()
+    label = backend.label if backend is not None else "backend of the ranks"
+    return _coordinate_and_close(opts, cfg, spec, coord, f"{label}, external coordinator",
+                                 spec_for=None if bw_size_given else spec.with_default_bw)
 
 
 def mpi_self_launch(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec) -> int:
     """Start N ranks under mpiexec, and coordinate them from here (outside the MPI job)."""
     from ...launch.bootstrap import require_mpi4py
-    from ...launch.spawn import require_mpiexec, spawn_mpiexec
-    from .control_channel import Coordinator
+    from ...launch.spawn import require_mpiexec
 
     if opts.nprocs is None or opts.nprocs < 1:
         raise ArgumentError("health: --nprocs must be at least 1")
     require_mpiexec()  # before the coordinator waits: a missing launcher is exit 5 now, not a join timeout
     require_mpi4py()
-    token = secrets.token_hex(16)
-    coord = Coordinator(opts.nprocs, token, bind="127.0.0.1")
-    env = dict(os.environ)
-    env[COORD_ENV] = f"127.0.0.1:{coord.port}"
-    env[TOKEN_ENV] = token
-    child = [COMMAND, *child_args(opts.command_args())]
-    status: dict[str, int] = {}
-    nprocs = opts.nprocs
-
-    def launch() -> None:
-        status["mpiexec"] = spawn_mpiexec(nprocs, child, env=env)
-
-    t = threading.Thread(target=launch, daemon=True, name="health-mpiexec")
-    t.start()
-    try:
-        code = run_coordinator(opts, cfg, spec, coord, f"{Backend.MPI.label}, coordinator outside the job")
-    finally:
-        coord.close()
-    t.join(timeout=30)
-    return code
+    ranks = MpiexecRanks(opts.nprocs, [COMMAND, *child_args(opts.command_args())])
+    return _coordinate_local(opts, cfg, spec, Backend.MPI, ranks)
 
 
 def mpi_rank(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec) -> int:
@@ -190,64 +182,153 @@ def mpi_rank(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec) -> int:
     require_mpi4py()
     from mpi4py import MPI
 
+    from ...launch.hostcomm import MpiHostComm
     from .live_rounds import mpi_measure
 
     world = MPI.COMM_WORLD
     world.Set_errhandler(MPI.ERRORS_RETURN)
-    rank, size = world.Get_rank(), world.Get_size()
-    where = opts.coordinator or os.environ.get(COORD_ENV)
-    token = os.environ.get(TOKEN_ENV, "")
-    thread: threading.Thread | None = None
-    result: dict[str, int] = {}
-    if where is None:
-        if rank == 0:
-            where, token, thread = _coordinator_thread(size, opts, cfg, spec, result, Backend.MPI.label)
-        where, token = world.bcast((where, token), root=0)
-    elif not token:
-        raise ArgumentError(f"health: --coordinator needs the coordinator's token in ${TOKEN_ENV}")
-    assert where is not None
+    join = find_coordinator(opts, cfg, spec, Backend.MPI, world.Get_rank(), lambda: MpiHostComm(world))
+    code, how = _join_and_measure(join, opts, mpi_measure(world), _mpi_facts)
+    if how == Leave.ABORT:
+        world.Abort(code)
+    if how == Leave.EXIT:
+        os._exit(code)
+    return code
+
+
+def _mpi_facts(request: Setup) -> dict[str, Any]:
+    """A CPU rank's answer to Setup: its backend, NCCL_* settings and machine (health/core/crowding.py)."""
     from ..core.causes import nccl_settings
     from ..core.crowding import machine_facts
 
-    code, how = _join_and_measure(where, token, rank, opts, mpi_measure(world),
-                                  lambda request: {"backend": Backend.MPI.value, "env": nccl_settings(),
-                                                   **machine_facts()},
-                                  thread, result)
-    if how == "abort":
-        world.Abort(code)
-    if how == "exit":
-        os._exit(code)
-    return code
+    return {"backend": Backend.MPI.value, "env": nccl_settings(), **machine_facts()}
 
 
 # -- the NCCL (GPU) runtime -------------------------------------------------------------------------
 def nccl_self_launch(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec) -> int:
     """No launcher: one rank per visible GPU (or --nprocs), started here, coordinated from
     here (outside the job, so a rank that dies or stops cannot take the verdict with it)."""
-    from ...backends.select import BACKEND_ENV, gpu_count
-    from ...launch.spawn import LocalSpawnLauncher
-    from .control_channel import Coordinator
+    from ...backends.select import gpu_count
 
     n = opts.nprocs if opts.nprocs is not None else max(1, gpu_count())
     if n < 1:
         raise ArgumentError("health: --nprocs must be at least 1")
-    token = secrets.token_hex(16)
-    coord = Coordinator(n, token, bind="127.0.0.1")
-    env = dict(os.environ)
-    env.update({COORD_ENV: f"127.0.0.1:{coord.port}", TOKEN_ENV: token, BACKEND_ENV: Backend.NCCL.value})
-    child = [COMMAND, *child_args(opts.command_args()), "--no-store"]
-    launcher = LocalSpawnLauncher(n, child, env=env)
-    t = threading.Thread(target=launcher.run, daemon=True, name="health-ranks")
-    t.start()
-    try:
-        code = run_coordinator(opts, cfg, spec, coord, f"{Backend.NCCL.label}, coordinator outside the job")
-    finally:
-        coord.close()
-        _end_ranks(launcher, t)
+    ranks = SpawnedRanks(n, [COMMAND, *child_args(opts.command_args()), "--no-store"])
+    return _coordinate_local(opts, cfg, spec, Backend.NCCL, ranks)
+
+
+def nccl_rank(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec, launch: LaunchInfo) -> int:
+    """One GPU rank: of a launched job (world rank 0 also coordinates unless one is given),
+    of ranks started here, or joining an external coordinator (--coordinator)."""
+    from .live_rounds import host_name
+    from .nccl_group import GpuRankService
+
+    def form_job() -> HostComm:
+        from ...launch.bootstrap import make_host_comm
+
+        return make_host_comm(launch, timeout_s=opts.join_timeout_s)
+
+    # connections are made while the group's communicator forms, where a missing peer can be
+    # given up on, not inside the first timed collective (health/runtime/nccl_group.py)
+    os.environ.setdefault("NCCL_RUNTIME_CONNECT", "0")
+    join = find_coordinator(opts, cfg, spec, Backend.NCCL, launch.rank, form_job)
+    service = GpuRankService(join.rank, host_name(join.rank))
+    code, how = _join_and_measure(join, opts, service.measure, service.setup)
+    host = join.job
+    if how == Leave.ABORT and host is not None:
+        host.abort(code, "health: a rank stopped; ending the job")
+        time.sleep(1.0)
+    if how in (Leave.ABORT, Leave.EXIT):
+        os._exit(code)
+    if host is not None:
+        host.close()
     return code
 
 
-def _end_ranks(launcher, thread: threading.Thread, grace_s: float = 15.0) -> None:
+# -- what the ways to run share ---------------------------------------------------------------------
+class LocalRanks(Protocol):
+    """Ranks this process starts and coordinates from outside their job."""
+
+    nprocs: int
+
+    def start(self, env: dict[str, str]) -> None:
+        """Start them (in a thread); `env` holds the coordinator's address and token."""
+
+    def finish(self, scanned: bool) -> None:
+        """Once the coordinator is closed: wait for them or end them; `scanned`: the scan ended
+        with an exit code (not an error)."""
+
+
+@dataclass
+class MpiexecRanks:
+    """`mpiexec -n N ncclbench health ...`: told how to leave, its ranks leave by themselves."""
+
+    nprocs: int
+    argv: list[str]
+    thread: threading.Thread | None = None
+
+    def start(self, env: dict[str, str]) -> None:
+        from ...launch.spawn import spawn_mpiexec
+
+        self.thread = threading.Thread(target=partial(spawn_mpiexec, self.nprocs, self.argv, env=env), daemon=True,
+                                       name="health-mpiexec")
+        self.thread.start()
+
+    def finish(self, scanned: bool) -> None:
+        if scanned and self.thread is not None:
+            self.thread.join(timeout=30)
+
+
+@dataclass
+class SpawnedRanks:
+    """One process per rank, started here without a launcher (the GPU runtime)."""
+
+    nprocs: int
+    argv: list[str]
+    launcher: LocalSpawnLauncher | None = None
+    thread: threading.Thread | None = None
+
+    def start(self, env: dict[str, str]) -> None:
+        from ...backends.select import BACKEND_ENV
+        from ...launch.spawn import LocalSpawnLauncher
+
+        self.launcher = LocalSpawnLauncher(self.nprocs, self.argv, env={**env, BACKEND_ENV: Backend.NCCL.value})
+        self.thread = threading.Thread(target=self.launcher.run, daemon=True, name="health-ranks")
+        self.thread.start()
+
+    def finish(self, scanned: bool) -> None:
+        if self.launcher is not None and self.thread is not None:
+            _end_ranks(self.launcher, self.thread)
+
+
+def _coordinate_local(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec, backend: Backend,
+                      ranks: LocalRanks) -> int:
+    """Start `ranks` here with the address and token of a coordinator on loopback, and coordinate
+    them from this process: the exit code."""
+    token = secrets.token_hex(16)
+    coord = Coordinator(ranks.nprocs, token, bind="127.0.0.1")
+    ranks.start({**os.environ, COORD_ENV: f"127.0.0.1:{coord.port}", TOKEN_ENV: token})
+    return _coordinate_and_close(opts, cfg, spec, coord, f"{backend.label}, coordinator outside the job",
+                                 then=ranks.finish)
+
+
+def _coordinate_and_close(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec, coord: Coordinator, label: str,
+                          spec_for: Callable[[Backend], GroupSpec] | None = None,
+                          then: Callable[[bool], None] | None = None) -> int:
+    """`run_coordinator` over `coord`, which is closed after, error or not; then `then(scanned)`
+    (LocalRanks.finish)."""
+    scanned = False
+    try:
+        code = run_coordinator(opts, cfg, spec, coord, label, spec_for=spec_for)
+        scanned = True
+    finally:
+        coord.close()
+        if then is not None:
+            then(scanned)
+    return code
+
+
+def _end_ranks(launcher: LocalSpawnLauncher, thread: threading.Thread, grace_s: float = 15.0) -> None:
     """The ranks were told how to leave; one that stopped (SIGSTOP) or hangs in a driver
     call cannot, and the launcher would wait for it forever: after `grace_s` the ranks this
     process started and that are still there are killed."""
@@ -263,80 +344,77 @@ def _end_ranks(launcher, thread: threading.Thread, grace_s: float = 15.0) -> Non
     thread.join(10.0)
 
 
-def nccl_rank(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec, launch) -> int:
-    """One GPU rank: of a launched job (world rank 0 also coordinates unless one is given),
-    of ranks started here, or joining an external coordinator (--coordinator)."""
-    from .live_rounds import host_name
-    from .nccl_group import GpuRankService
+@dataclass
+class JoinPoint:
+    """Where rank `rank` joins the coordinator (`where`: HOST:PORT, `token`) and what it holds
+    besides: the job's host channel where it was formed to find the coordinator (`job`), and on
+    the rank that coordinates too, the coordinator's thread and its exit code (`result`)."""
 
-    # connections are made while the group's communicator forms, where a missing peer can be
-    # given up on, not inside the first timed collective (health/runtime/nccl_group.py)
-    os.environ.setdefault("NCCL_RUNTIME_CONNECT", "0")
-    where = opts.coordinator or os.environ.get(COORD_ENV)
-    token = os.environ.get(TOKEN_ENV, "")
-    host = None
+    where: str
+    token: str
+    rank: int
+    job: HostComm | None = None
     thread: threading.Thread | None = None
-    result: dict[str, int] = {}
-    rank = launch.rank
-    if where is None:
-        from ...launch.bootstrap import make_host_comm
-
-        host = make_host_comm(launch, timeout_s=opts.join_timeout_s)
-        rank = host.rank
-        if rank == 0:
-            where, token, thread = _coordinator_thread(host.size, opts, cfg, spec, result, Backend.NCCL.label)
-        where, token = host.bcast((where, token), 0)
-    elif not token:
-        raise ArgumentError(f"health: --coordinator needs the coordinator's token in ${TOKEN_ENV}")
-    assert where is not None
-    service = GpuRankService(rank, host_name(rank))
-    code, how = _join_and_measure(where, token, rank, opts, service.measure, service.setup, thread, result)
-    if how == "abort" and host is not None:
-        host.abort(code, "health: a rank stopped; ending the job")
-        time.sleep(1.0)
-    if how in ("abort", "exit"):
-        os._exit(code)
-    if host is not None:
-        host.close()
-    return code
+    result: dict[str, int] = field(default_factory=dict)
 
 
-def _join_and_measure(where: str, token: str, rank: int, opts: ServiceOptions, measure, setup,
-                      thread: threading.Thread | None, result: dict[str, int]) -> tuple[int, str]:
-    """This rank joins the coordinator at `where` and measures what it is told until the scan
-    ends: (exit code, how to leave).  On the coordinating rank, the coordinator's code wins."""
+def find_coordinator(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec, backend: Backend, rank: int,
+                     form_job: Callable[[], HostComm]) -> JoinPoint:
+    """The coordinator this rank joins: --coordinator or $NCCLBENCH_HEALTH_COORD (its token in
+    $NCCLBENCH_HEALTH_TOKEN), else one the job's world rank 0 runs in a thread and tells the
+    others of (`form_job()` forms the job's host channel for that)."""
+    where = opts.coordinator or os.environ.get(COORD_ENV)
+    if where is not None:
+        token = os.environ.get(TOKEN_ENV, "")
+        if not token:
+            raise ArgumentError(f"health: --coordinator needs the coordinator's token in ${TOKEN_ENV}")
+        return JoinPoint(where, token, rank)
+    job = form_job()
+    join = _coordinator_thread(job.size, opts, cfg, spec, backend.label) if job.rank == 0 else \
+        JoinPoint("", os.environ.get(TOKEN_ENV, ""), job.rank)
+    join.job = job
+    join.where, join.token = job.bcast((join.where, join.token), 0)
+    return join
+
+
+def _join_and_measure(join: JoinPoint, opts: ServiceOptions, measure: MeasureGroup,
+                      setup: AnswerSetup | None) -> tuple[int, Leave]:
+    """This rank joins the coordinator and measures what it is told until the scan ends:
+    (exit code, how to leave).  On the coordinating rank, the coordinator's code wins."""
     from .control_channel import RankLink
     from .live_rounds import rank_info, serve_rank
 
-    addr, _, port = where.rpartition(":")
-    link = RankLink(addr, int(port), token, rank_info(rank), timeout_s=opts.join_timeout_s)
+    addr, _, port = join.where.rpartition(":")
+    link = RankLink(addr, int(port), join.token, rank_info(join.rank), timeout_s=opts.join_timeout_s)
     code, how = serve_rank(link, measure, silence_s=2 * opts.round_timeout_s + 30, setup=setup)
-    if thread is not None:
-        thread.join(timeout=30)
-        code = result.get("code", code)
+    if join.thread is not None:
+        join.thread.join(timeout=30)
+        code = join.result.get("code", code)
     link.close()
     sys.stdout.flush()
     sys.stderr.flush()
     return code, how
 
 
-def _coordinator_thread(size: int, opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec, result: dict[str, int],
-                        label: str) -> tuple[str, str, threading.Thread]:
+def _coordinator_thread(size: int, opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec,
+                        label: str) -> JoinPoint:
     """World rank 0 of a launched job coordinates too, in a thread beside its own rank's work:
-    (the address ranks join, the token, the thread); the exit code lands in `result`."""
-    from .control_channel import Coordinator
+    its join point (the address the ranks join, the token, the thread; the exit code lands in
+    its `result`)."""
     from .live_rounds import advertised_address
 
     token = secrets.token_hex(16)
     coord = Coordinator(size, token)
-    thread = threading.Thread(target=partial(_coordinate_in_thread, opts, cfg, spec, coord, result, label),
-                              daemon=True, name="health-coordinator")
-    thread.start()
-    return f"{advertised_address()}:{coord.port}", token, thread
+    join = JoinPoint("", token, 0)
+    join.thread = threading.Thread(target=partial(_coordinate_in_thread, opts, cfg, spec, coord, join.result, label),
+                                   daemon=True, name="health-coordinator")
+    join.thread.start()
+    join.where = f"{advertised_address()}:{coord.port}"
+    return join
 
 
-def _coordinate_in_thread(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec, coord, result: dict[str, int],
-                          label: str) -> None:
+def _coordinate_in_thread(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec, coord: Coordinator,
+                          result: dict[str, int], label: str) -> None:
     """The thread's body: an error ends the scan on every rank now and is one line here (the
     thread has no caller to print it, and a traceback is not a message); `coordinate` turns a
     bug inside the scan into such an error, anything after it (an output hook) is caught here."""
@@ -348,4 +426,4 @@ def _coordinate_in_thread(opts: ServiceOptions, cfg: ScanConfig, spec: GroupSpec
         print(f"{PROGRAM}: {err.message}", file=sys.stderr, flush=True)
         result["code"] = int(err.code)
         for r in coord.ranks:
-            coord.send(r, ("end", int(err.code), "exit"))
+            coord.send(r, End(int(err.code), Leave.EXIT))
