@@ -11,7 +11,10 @@ archives under bench/results/raw/ named below, with the machine, date and commit
 The band per size (HEALTHY_LOWEST in the table): every healthy run of every recorded machine (the visits
 above and MORE_MACHINES: machines recorded after the curves, which widen the spread but not the curve),
 each size from 32 MiB, as a ratio to the curve of its GPU count and collective of either twin class
-(H100 / H200: one stands in for the other), the lowest ratio per size and which machine gave it.
+(H100 / H200: one stands in for the other), the lowest ratio per size, which machine gave it, and how many
+machines recorded a healthy run at that size (explain judges a size on the ramp only where at least 3 did:
+expected_curve.RAMP_MIN_MACHINES).  A machine counts at the sizes its own sweeps measured: the -f 4
+recordings (8 B x 4^k: 32 MiB, 128 MiB, 512 MiB, ...) are not counted at the -f 2 sizes between them.
 """
 
 from __future__ import annotations
@@ -123,12 +126,18 @@ def runs_json(archive: str, folder: str) -> list[tuple[str, list[tuple[int, floa
     return out
 
 
+def source_machine(key: tuple[str, int]) -> str:
+    """The name of the machine whose visit recorded the curves of `key` (class, GPU count) in SOURCES."""
+    archive, _, text = SOURCES[key]
+    date = re.search(r"20\d\d-\d\d-\d\d", text)
+    return f"{key[1]}x {key[0]} {date.group(0) if date else archive}"
+
+
 def machines() -> dict[str, tuple[tuple[str, int], list[tuple[str, list[tuple[int, float]]]]]]:
     """Every recorded machine: name -> ((class, GPU count), its healthy runs)."""
     got = {}
-    for key, (archive, folder, text) in SOURCES.items():
-        date = re.search(r"20\d\d-\d\d-\d\d", text)
-        got[f"{key[1]}x {key[0]} {date.group(0) if date else archive}"] = (key, runs_txt(archive, folder))
+    for key, (archive, folder, _) in SOURCES.items():
+        got[source_machine(key)] = (key, runs_txt(archive, folder))
     for name, (key, archive, folder, _) in MORE_MACHINES.items():
         got[name] = (key, runs_json(archive, folder))
     return got
@@ -136,10 +145,13 @@ def machines() -> dict[str, tuple[tuple[str, int], list[tuple[str, list[tuple[in
 
 def lowest_ratios(curves: dict[tuple[str, int, str], list[tuple[int, float]]],
                   recorded: dict[str, tuple[tuple[str, int], list[tuple[str, list[tuple[int, float]]]]]],
-                  ) -> dict[tuple[int, str], list[tuple[int, float, str]]]:
-    """(GPU count, collective) -> [(size, lowest healthy run / curve, which machine)] from BAND_FROM up, each
-    run against the curve of either twin class (the one that judges it, and the one that stands in)."""
+                  ) -> dict[tuple[int, str], list[tuple[int, float, str, int]]]:
+    """(GPU count, collective) -> [(size, lowest healthy run / curve, which machine, how many machines had a
+    healthy run there)] from BAND_FROM up, each run against the curve of either twin class (the one that judges
+    it, and the one that stands in).  The count is of machines (names of `recorded`), not of runs: two runs of one
+    machine are one machine's spread."""
     low: dict[tuple[int, str], dict[int, tuple[float, str]]] = defaultdict(dict)
+    seen: dict[tuple[int, str], dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
     for name, ((_, n), runs) in recorded.items():
         for coll, rows in runs:
             for cls in ("H100", "H200"):
@@ -151,9 +163,10 @@ def lowest_ratios(curves: dict[tuple[str, int, str], list[tuple[int, float]]],
                         continue
                     want = _at(pts, size)
                     r = busbw / want
+                    seen[(n, coll)][size].add(name)
                     if size not in low[(n, coll)] or r < low[(n, coll)][size][0]:
                         low[(n, coll)][size] = (round(r, 3), name)
-    return {k: [(s, r, m) for s, (r, m) in sorted(v.items())] for k, v in sorted(low.items())}
+    return {k: [(s, r, m, len(seen[k][s])) for s, (r, m) in sorted(v.items())] for k, v in sorted(low.items())}
 
 
 def _at(pts: list[tuple[int, float]], size: int) -> float:
@@ -211,13 +224,14 @@ def render() -> str:
     for name, (_, archive, folder, text) in MORE_MACHINES.items():
         parts = textwrap.wrap("bench/results/raw/" + archive + " " + folder + ": " + text, 90, drop_whitespace=False)
         lines.append(f"    {name!r}: (" + "\n        ".join(repr(x) for x in parts) + "),")
-    lines += ["}", "", "# (GPU count, collective) -> (size, lowest healthy run / curve of either twin class, machine),",
-              "# every healthy run of every machine above, from 32 MiB: the spread a per-size band reads.",
-              "HEALTHY_LOWEST: dict[tuple[int, str], tuple[tuple[int, float, str], ...]] = {"]
+    lines += ["}", "", "# (GPU count, collective) -> (size, lowest healthy run / curve of either twin class, machine,",
+              "# machines with a healthy run at that size), every healthy run of every machine above, from 32 MiB:",
+              "# the spread a per-size band reads, and how many machines it rests on.",
+              "HEALTHY_LOWEST: dict[tuple[int, str], tuple[tuple[int, float, str, int], ...]] = {"]
     for (n, coll), pts in lowest_ratios(curves, machines()).items():
         lines.append(f"    ({n}, {coll!r}): (")
         for i in range(0, len(pts), 2):
-            lines.append("        " + " ".join(f"({s}, {r}, {m!r})," for s, r, m in pts[i:i + 2]))
+            lines.append("        " + " ".join(f"({s}, {r}, {m!r}, {k})," for s, r, m, k in pts[i:i + 2]))
         lines.append("    ),")
     lines.append("}")
     return "\n".join(lines) + "\n"

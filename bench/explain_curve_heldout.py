@@ -3,15 +3,20 @@
 Machines (bench/explain_curve_calibrate.py: SOURCES and MORE_MACHINES): 2x H200 2026-11-21, 2x H100
 2026-11-26, 2x H200 2026-11-28, 4x H200 2026-11-21, 4x H100 2026-11-26.  For each machine, the curves
 are those whose recording is not that machine (its class's own when another machine recorded it, else
-the twin class's, which stands in) and the per-size bands (HEALTHY_LOWEST) are the lowest healthy
-ratios of the other machines only.  Every healthy run of it is cut at -e 32M, 128M, 1G and 8G (its rows
-up to there; a run that did not reach a cut is not counted there) and judged by `ncclbench explain`'s own
-code: healthy runs must never be "below expected".  The injected causes of the 2026-11-28 machine
-(all_reduce -e 1G -f 4; bench/results/explain-curve-gpu-2026-11-28-2xH200/) are judged the same way, held
-out: each must be below expected, or trapped (NCCL_PROTO=Simple leaves busbw healthy: only its trap,
-proto_forced, catches it, from the run's environment, which this check does not replay).
+the twin class's, which stands in; the 2026-11-28 machine recorded no curve) and the per-size bands
+(HEALTHY_LOWEST) are the lowest healthy ratios of the other machines only, with the number of them that
+recorded each size counted the way the calibration counts it (`explain_curve_calibrate.lowest_ratios`):
+on the ramp a size needs 3 (expected_curve.RAMP_MIN_MACHINES), so held out no 2-GPU ramp size (two
+others) and no 4-GPU one (one other) has a band.  Every healthy run of it is cut at -e 32M, 128M, 1G and
+8G (its rows up to there; a run that did not reach a cut is not counted there) and judged by `ncclbench
+explain`'s own code: healthy runs must never be "below expected".  The injected causes of the 2026-11-28
+machine (all_reduce -e 1G -f 4; bench/results/explain-curve-gpu-2026-11-28-2xH200/) are judged the same
+way, held out: each must be below expected, or trapped (NCCL_PROTO=Simple leaves busbw healthy: only its
+trap, proto_forced, catches it, from the run's environment, which this check does not replay).  The same
+evaluation with the machine count off (RAMP_MIN_MACHINES = 1: the rule before) is run beside it.
 
-    python bench/explain_curve_heldout.py --out bench/results   # writes explain-curve-heldout-<date>.{md,json}
+    python bench/explain_curve_heldout.py --out bench/results [--name NAME]   # NAME.{md,json}, default
+                                                                             # explain-curve-heldout-<date>
     python bench/explain_curve_heldout.py --after-fix bench/results/explain-curve-gpu-2026-11-28-2xH200/after-fix.md
 
 --after-fix re-judges the 2026-11-28 machine's stored runs (the archive's sqlite stores, every fact kept:
@@ -41,7 +46,7 @@ sys.path.insert(0, str(ROOT / "src"))
 import explain_curve_calibrate as cal  # noqa: E402
 from provenance import commit  # noqa: E402
 
-from ncclbench.explain import run_explain  # noqa: E402
+from ncclbench.explain import expected_curve, run_explain  # noqa: E402
 from ncclbench.explain.expected_curve import find_expectation  # noqa: E402
 from ncclbench.explain.stored import run_facts  # noqa: E402
 from ncclbench.store.importers import parse_text_log  # noqa: E402
@@ -101,17 +106,31 @@ def cause_runs() -> list[tuple[str, str, Rows]]:
     return sorted(out)
 
 
-def evaluate() -> dict[str, Any]:
+@contextlib.contextmanager
+def ramp_min_machines(n: int | None) -> Iterator[None]:
+    """expected_curve.RAMP_MIN_MACHINES set to `n` for the block (None: as shipped)."""
+    saved = expected_curve.RAMP_MIN_MACHINES
+    if n is not None:
+        expected_curve.RAMP_MIN_MACHINES = n
+    try:
+        yield
+    finally:
+        expected_curve.RAMP_MIN_MACHINES = saved
+
+
+def evaluate(min_machines: int | None = None) -> dict[str, Any]:
     machines = cal.machines()
     curves_all = cal.all_curves()
-    curve_machine = {k: name for name, (k, _) in machines.items() if k in cal.SOURCES}
+    # which machine recorded each (class, count)'s curves: the SOURCES visit only (a MORE_MACHINES machine of the
+    # same class and count, 2x H200 2026-11-28, recorded none, so it must not take the 2026-11-21 host's place)
+    curve_machine = {k: cal.source_machine(k) for k in cal.SOURCES}
     healthy, causes = [], []
     for held, ((cls, n), runs) in machines.items():
         curves = {k: tuple(v) for k, v in curves_all.items() if curve_machine.get(k[:2]) != held}
         others = {m: v for m, v in machines.items() if m != held}
         lowest = {k: tuple(v) for k, v in cal.lowest_ratios(
             {k: list(v) for k, v in curves.items()}, others).items()}
-        with calibration(curves, lowest):
+        with calibration(curves, lowest), ramp_min_machines(min_machines):
             for coll, rows in runs:
                 if coll == "hypercube" or not rows:
                     continue
@@ -127,40 +146,74 @@ def evaluate() -> dict[str, Any]:
     return {"healthy": healthy, "causes": causes}
 
 
-def render(doc: dict[str, Any], when: str, rev: str) -> str:
-    h = doc["healthy"]
-    lines = [f"# Explain's expected curve, leave-one-machine-out ({when}, commit {rev})", "",
-             "Generated by `python bench/explain_curve_heldout.py --out bench/results` on "
-             f"{platform.node() or 'a CPU host'} (no GPU: recorded runs re-judged). Each machine's healthy runs are "
-             "judged with curves and per-size bands built without that machine (a twin class's curve stands in "
-             "where its own class had only it), cut at -e 32M/128M/1G/8G.", "",
-             "| held-out machine | cut | as expected | below expected | not judged |", "|---|---|---|---|---|"]
-    for m in dict.fromkeys(r["machine"] for r in h):
-        for cut in CUTS:
-            c = Counter(r["verdict"] for r in h if r["machine"] == m and r["cut"] == cut)
-            if c:
-                lines.append(f"| {m} | {cut} | {c['as expected']} | {c['below expected']} | {c['unknown']} |")
+NOT_JUDGED_WHY = (("recorded on", "on the ramp, too few machines recorded the size"),
+                  ("spread there by more than", "healthy machines spread by more than 20 % of the curve"),
+                  ("no bandwidth model", "no ceiling model (alltoallv)"),
+                  ("latency-bound", "latency-bound (the largest size under 32 MiB: -f 4 runs cut at 32M)"))
+
+
+def not_judged_why(text: str) -> str:
+    return next((why for key, why in NOT_JUDGED_WHY if key in text), "other")
+
+
+def caught(r: Mapping[str, Any]) -> str:
+    if r["verdict"] == "below expected" or r["causes"]:
+        return "yes"
+    return "no (busbw healthy; trapped live by proto_forced)" if r["run"] == "cause-proto_simple" else "no"
+
+
+def render(doc: dict[str, Any]) -> str:
+    h, m = doc["healthy"], doc["meta"]
     tot = Counter(r["verdict"] for r in h)
-    lines += ["", f"Total: {dict(tot)}; healthy below expected: "
-              f"{[(r['machine'], r['collective'], r['cut']) for r in h if r['verdict'] == 'below expected']}", "",
-              "Reading: a machine whose spread is inside what the others recorded is never below. The 2026-11-28 "
-              "machine, held out, is below at the 32 MiB cut where its own ramp is the widest recorded (all_gather, "
-              "broadcast, reduce_scatter at 61-76 % of the curve at 32 MiB, gather at 89 % against a 90 % band): the "
-              "two other 2-GPU machines agreed within 4 % there, so two machines did not bound the spread at 32 MiB. "
-              "From 64 MiB (128 MiB for the -f 4 machines) no held-out healthy run is below. With it in the table "
-              "(the shipped calibration) those sizes are not judged or judged in the wider band: after-fix.md "
-              "beside its GPU results.", "",
-              "Not judged, why (first of each collective and cut):", ""]
+    off = doc["rule_off"]
+    lines = [f"# Explain's expected curve, leave-one-machine-out, three machines per ramp size ({m['date']}, "
+             f"commit {m['commit']})", "",
+             f"`{m['command']}` on {m['machine']} (no GPU: recorded runs re-judged). Each machine's healthy runs are "
+             "judged with curves and per-size bands built without that machine (a twin class's curve stands in "
+             "where its own class had only it), cut at -e 32M/128M/1G/8G. On the ramp (below where the curve has "
+             f"flattened) a size has a band only where at least {m['ramp_min_machines']} machines of the GPU count "
+             "recorded a healthy run there (`expected_curve.RAMP_MIN_MACHINES`); held out, the 2-GPU class keeps two "
+             "machines and the 4-GPU class one, so no ramp size has a band and only the flat part is judged against "
+             "the curve. Where no plateau size has a band, the verdict is the ceiling's where that says as expected, "
+             "below expected under the lowest healthy share of the ceiling any recorded system reaches at the size "
+             "(less the ceiling's 10 %), else not judged with the curve's reason (`run_explain._no_band`).", "",
+             "| held-out machine | cut | as expected | below expected | not judged |", "|---|---|---|---|---|"]
+    for mach in dict.fromkeys(r["machine"] for r in h):
+        for cut in CUTS:
+            c = Counter(r["verdict"] for r in h if r["machine"] == mach and r["cut"] == cut)
+            if c:
+                lines.append(f"| {mach} | {cut} | {c['as expected']} | {c['below expected']} | {c['unknown']} |")
+    below = [(r["machine"], r["collective"], r["cut"]) for r in h if r["verdict"] == "below expected"]
+    lines += ["", f"Total ({len(h)} healthy judgements): {tot['as expected']} as expected, {tot['below expected']} below "
+              f"expected, {tot['unknown']} not judged; healthy below expected: {below or 'none'}.", "",
+              f"The same evaluation with the machine count off (RAMP_MIN_MACHINES = 1, the rule before): "
+              f"{off['as expected']} as expected, {off['below expected']} below expected, {off['unknown']} not judged; "
+              f"below: {doc['rule_off_below'] or 'none'}. (The file before this one, explain-curve-heldout-2026-11-28.md "
+              "at 95be1df, read 638 / 4 / 90: its held-out 2x H200 2026-11-21 host was judged with its own curves, "
+              "and the 2026-11-28 machine with the 2x H100 ones, because both 2x H200 machines were taken for the "
+              "curves' recording; now the 2026-11-21 host's curves are left out with it, the 2026-11-28 machine "
+              "recorded none.)", "",
+              "Not judged, why (count over all held-out judgements):", ""]
+    whys = Counter(not_judged_why(r["text"]) for r in h if r["verdict"] == "unknown")
+    lines += [f"- {why}: {n}" for why, n in whys.most_common()]
+    lines += ["", "First of each collective and cut:", ""]
     seen = set()
     for r in h:
         if r["verdict"] == "unknown" and (r["collective"], r["cut"]) not in seen:
             seen.add((r["collective"], r["cut"]))
             lines.append(f"- {r['machine']} {r['collective']} -e {r['cut']}: {r['text']}")
     lines += ["", "Injected causes (2x H200 2026-11-28, held out; all_reduce -b 1M -e 1G -f 4):", "",
-              "| run | verdict | caught |", "|---|---|---|"]
-    for r in doc["causes"]:
-        caught = r["verdict"] == "below expected" or bool(r["causes"])
-        lines.append(f"| {r['run']} | {r['verdict']} | {caught if caught else 'no (busbw healthy; trapped live)'} |")
+              "| run | verdict | caught | why |", "|---|---|---|---|"]
+    lines += [f"| {r['run']} | {r['verdict']} | {caught(r)} | {r['text'].replace('|', '/')} |" for r in doc["causes"]]
+    lines += ["", "Reading: a machine's ramp is judged against the curve only where at least three machines' spread "
+              "bounds it, so held out (two other 2-GPU machines, one other 4-GPU machine) no ramp size is, and none "
+              "of the 2026-11-28 machine's sweeps cut at 32 MiB (61-89 % of the curve there for all_gather, "
+              "broadcast, reduce_scatter and gather) is below. The causes cost more than any spread between "
+              "machines: under the lowest share of the ceiling any recorded healthy system reaches at 1 GiB by more "
+              "than the ceiling's band, they stay below without a band. What is given up: ramp sizes recorded on "
+              "fewer than three machines are not judged against the curve (with all five machines, the 2-GPU sizes "
+              "the -f 4 host measured too, 32 MiB, 128 MiB, 512 MiB, 2 GiB and 8 GiB, have three; the 4-GPU class "
+              "has two machines at every size)."]
     return "\n".join(lines) + "\n"
 
 
@@ -187,7 +240,7 @@ def after_fix(path: Path, rev: str) -> None:
              "`python bench/explain_curve_heldout.py --after-fix <this file>`: the stored runs of "
              f"`bench/results/raw/{archive}` judged again by this tree's explain (per-size bands, this machine's "
              "runs part of the calibration's spread; the held-out check, without it: "
-             "`bench/results/explain-curve-heldout-2026-11-28.md`).", "",
+             "`bench/results/explain-curve-heldout-2026-11-28-three-machines.md`).", "",
              f"Healthy verdicts: {dict(healthy)} (at ad544b9, which also counted each full run "
              "uncut, its 8G cut again: 67 as expected, 5 below, 16 not judged); "
              f"causes caught {caught}/{ncause}.", "", "| run | -e cut | verdict | traps | why |", "|---|---|---|---|---|"]
@@ -201,6 +254,7 @@ def after_fix(path: Path, rev: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--name", help="file name of the .md and .json, default explain-curve-heldout-<date>")
     ap.add_argument("--after-fix", type=Path)
     args = ap.parse_args(argv)
     when, rev = datetime.date.today().isoformat(), commit()
@@ -209,11 +263,20 @@ def main(argv: list[str] | None = None) -> int:
     if not args.out:
         return 0
     doc = evaluate()
-    doc["date"], doc["commit"] = when, rev
-    (args.out / f"explain-curve-heldout-{when}.json").write_text(json.dumps(doc, indent=1) + "\n")
-    (args.out / f"explain-curve-heldout-{when}.md").write_text(render(doc, when, rev))
-    print(render(doc, when, rev))
-    return 0
+    off = evaluate(min_machines=1)
+    doc["meta"] = {"date": when, "commit": rev, "machine": platform.node() or "a CPU host",
+                   "command": " ".join(["python bench/explain_curve_heldout.py",
+                                        *(argv if argv is not None else sys.argv[1:])]),
+                   "ramp_min_machines": expected_curve.RAMP_MIN_MACHINES}
+    doc["rule_off"] = dict(Counter(r["verdict"] for r in off["healthy"]))
+    doc["rule_off_below"] = [(r["machine"], r["collective"], r["cut"]) for r in off["healthy"]
+                             if r["verdict"] == "below expected"]
+    doc["rule_off_causes"] = {c["run"]: c["verdict"] for c in off["causes"]}
+    name = args.name or f"explain-curve-heldout-{when}"
+    (args.out / f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
+    (args.out / f"{name}.md").write_text(render(doc))
+    print(render(doc))
+    return 1 if any(r["verdict"] == "below expected" for r in doc["healthy"]) else 0
 
 
 if __name__ == "__main__":

@@ -12,8 +12,14 @@ from pathlib import Path
 import pytest
 
 from ncclbench.explain.ceiling import Ceiling
-from ncclbench.explain.curve_data import CURVES
-from ncclbench.explain.expected_curve import expected_per_size, find_expectation, gpu_class
+from ncclbench.explain.curve_data import CURVES, HEALTHY_LOWEST
+from ncclbench.explain.expected_curve import (
+    RAMP_MIN_MACHINES,
+    Expectation,
+    expected_per_size,
+    find_expectation,
+    gpu_class,
+)
 from ncclbench.explain.run_explain import explain_run
 from ncclbench.explain.stored import run_facts
 from ncclbench.store.importers import parse_text_log
@@ -65,23 +71,42 @@ def test_healthy_sweeps_of_the_held_out_class_are_never_below_at_any_stop(held_o
                 judged[cut].append((sw.name, ev.judge_text(sw.text, sw.collective, nbytes)))
     below = [(n, v["text"]) for runs in judged.values() for n, v in runs if v["verdict"] == "below expected"]
     assert not below
-    for cut, runs in judged.items():  # every stop judged for the collectives with a ceiling, not skipped
-        assert sum(v["verdict"] == "as expected" for _, v in runs) >= 0.6 * len(runs), cut
+    for cut, runs in judged.items():  # judged where a band is set (or the ceiling suffices), else not judged with why
+        # at 32 MiB only the 2-GPU sizes three machines recorded have a band (the 4-GPU class has two machines)
+        assert sum(v["verdict"] == "as expected" for _, v in runs) >= (0.3 if cut == "32M" else 0.6) * len(runs), cut
+        for _, v in runs:
+            assert v["verdict"] == "as expected" or any(why in v["text"] for why in (
+                "recorded on 2 machines only: too few to bound the ramp's spread between machines",
+                "recorded on 1 machine only", "spread there by more than 20% of the curve",
+                "no bandwidth model for alltoallv", "latency-bound")), v["text"]
 
 
 def test_the_same_sweeps_20_percent_slower_are_below_where_the_real_ones_were_as_expected():
+    """Where the curve's band judged the real sweep as expected, 20 % slower is below.  Where no size had a band
+    and the ceiling's verdict stood (>= 90 % of the model, or a share-per-step collective at 80-90 %), 20 % slower
+    is never as expected: below, or not judged above the lowest healthy share."""
+    banded = 0
     with ev.calibration(("H100",)):
         for sw in (s for s in SWEEPS if s.gpu_class == "H200" and s.collective in ("all_gather", "sendrecv")):
             for nbytes in ev.CUTS.values():
                 real = ev.judge_text(sw.text, sw.collective, nbytes)
                 if real["verdict"] == "as expected":
                     slow = ev.judge_text(sw.text, sw.collective, nbytes, 0.8)
-                    assert slow["verdict"] == "below expected", (sw.name, nbytes, slow["text"])
+                    if "against the curve" in real["text"]:
+                        assert slow["verdict"] in ("below expected", "unknown"), (sw.name, nbytes, slow["text"])
+                    else:
+                        banded += 1
+                        assert slow["verdict"] == "below expected", (sw.name, nbytes, slow["text"])
+    assert banded >= 10
 
 
 def test_the_issues_2x_h200_runs_are_as_expected_and_say_how_far_the_sweep_got():
     with ev.calibration(("H100",)):
         got = {(c, e): ev.judge_text(ev.issue_rows_text(c, e, f, b), c, None) for c, e, f, b in ev.ISSUE_H200}
+    short = got.pop(("all_reduce", 256 * MiB))  # -f 4 from 1 MiB: 256 MiB, which two 2-GPU machines recorded
+    assert short["verdict"] == "unknown" and short["text"] == (
+        "not judged at 256 MiB (healthy spread at 256 MiB recorded on 2 machines only: too few to bound the ramp's "
+        "spread between machines); a sweep to 512 MiB or more can be judged")
     assert {v["verdict"] for v in got.values()} == {"as expected"}
     ag = got[("all_gather", 128 * MiB)]["text"]
     assert ag.startswith("for 128 MiB: 221.7 GB/s, about what a healthy 2x H100 all_gather reaches there")
@@ -188,11 +213,17 @@ def test_a_sweep_that_reached_the_flat_part_is_judged_at_the_ceiling_one_short_o
     the ceiling is judged; at 128 MiB the sweep stops short, and the text names the recorded size to reach."""
     full = [(s, b) for s, b in CURVES[("H100", 4, "all_reduce")] if s <= GiB] + [(GiB, 352.0)]
     at1g = _judge(_table("all_reduce", full, "NVIDIA H100 80GB HBM3", 4), "all_reduce").judgement.verdict
-    assert at1g.label == "as expected" and at1g.text.endswith("where this curve levels off")
-    short = [(s, b) for s, b in CURVES[("H100", 4, "all_reduce")] if s <= 128 * MiB]
-    at128 = _judge(_table("all_reduce", short, "NVIDIA H100 80GB HBM3", 4), "all_reduce").judgement.verdict
+    assert at1g.label == "as expected" and "where this curve levels off" in at1g.text
+    # 512 MiB, on the ramp, was recorded by the two 4-GPU machines only: no band there
+    assert at1g.text.endswith("not judged at 512 MiB (healthy spread at 512 MiB recorded on 2 machines only: too few "
+                              "to bound the ramp's spread between machines)")
+    short = [(s, b) for s, b in CURVES[("H100", 2, "all_reduce")] if s <= 128 * MiB]
+    at128 = _judge(_table("all_reduce", short, "NVIDIA H100 80GB HBM3", 2), "all_reduce").judgement.verdict
     assert at128.label == "as expected" and "the sweep stops at 128 MiB" in at128.text
     assert at128.text.endswith("run to 2 GiB or more to judge the ceiling")
+    short4 = [(s, b) for s, b in CURVES[("H100", 4, "all_reduce")] if s <= 128 * MiB]
+    at128x4 = _judge(_table("all_reduce", short4, "NVIDIA H100 80GB HBM3", 4), "all_reduce").judgement.verdict
+    assert at128x4.label == "unknown" and at128x4.text.endswith("a sweep to 1 GiB or more can be judged")
 
 
 def _new_machine_runs():
@@ -209,8 +240,8 @@ def test_a_healthy_sweep_of_another_machine_ending_at_32_mib_is_not_below(collec
     rows = next(r for c, r in _new_machine_runs() if c == collective and max(s for s, _ in r) == 8 * GiB)
     v = _judge(_table(collective, [(s, b) for s, b in rows if s <= 32 * MiB]), collective).judgement.verdict
     assert v.label in ("as expected", "unknown"), v.text
-    if v.label == "unknown":
-        assert "not judged at 32 MiB" in v.text and "a sweep to 64 MiB or more can be judged" in v.text
+    if v.label == "unknown":  # 64 MiB: two machines recorded it (the -f 4 host has 32 and 128 MiB)
+        assert "not judged at 32 MiB" in v.text and "a sweep to 128 MiB or more can be judged" in v.text
 
 
 def test_a_size_whose_healthy_spread_is_too_wide_is_not_judged_and_the_next_size_is_named():
@@ -219,16 +250,61 @@ def test_a_size_whose_healthy_spread_is_too_wide_is_not_judged_and_the_next_size
     band32, why32 = exp.band(32 * MiB)
     assert band32 is None and "61% of the curve at 32 MiB (2x H200 2026-11-28)" in why32
     assert exp.band(GiB)[0] == 0.90  # where machines agree (>= 93 %), the plateau's band stays
-    assert exp.next_judged(32 * MiB) == 64 * MiB
+    assert exp.next_judged(32 * MiB) == 128 * MiB  # 64 MiB: on the ramp, two machines recorded it
     slow = [(s, b) for s, b in CURVES[("H200", 2, "broadcast")] if s <= 32 * MiB]
     slow[-1] = (32 * MiB, 0.2 * slow[-1][1])  # 20 % of the curve at 32 MiB alone: still not judged there
     v = _judge(_table("broadcast", slow), "broadcast").judgement.verdict
-    assert v.label == "unknown" and "a sweep to 64 MiB or more can be judged" in v.text
+    assert v.label == "unknown" and "a sweep to 128 MiB or more can be judged" in v.text
 
 
 def test_a_slow_size_in_a_judged_range_is_below_with_each_size_stated():
     """all_reduce on 2 GPUs at 64-128 MiB, 80 % of the curve (under the 90 % band, which the spread there
-    keeps): below expected, each size's ratio and band in the text."""
+    keeps): below expected, each judged size's ratio and band in the text, and why 64 MiB is not judged."""
     pts = [(s, b * (0.8 if s >= 64 * MiB else 1)) for s, b in CURVES[("H200", 2, "all_reduce")] if s <= 128 * MiB]
     v = _judge(_table("all_reduce", pts), "all_reduce").judgement.verdict
-    assert v.label == "below expected" and "64 MiB 80% (band 90%), 128 MiB 80% (band 90%)" in v.text
+    assert v.label == "below expected" and "128 MiB 80% (band 90%); not judged at 64 MiB (healthy spread at 64 MiB " \
+        "recorded on 2 machines only" in v.text
+
+
+def test_the_calibration_counts_the_machines_behind_each_sizes_spread():
+    """HEALTHY_LOWEST carries how many machines had a healthy run at each size: the -f 4 host (8 B x 4^k) is counted
+    at 32, 128, 512 MiB, not at the -f 2 sizes between; the 4-GPU class has two machines."""
+    low = {s: k for s, _, _, k in HEALTHY_LOWEST[(2, "broadcast")]}
+    assert low[32 * MiB] == 3 and low[64 * MiB] == 2 and low[128 * MiB] == 3 and low[GiB] == 2
+    assert max(k for pts in (v for (n, _), v in HEALTHY_LOWEST.items() if n == 4) for *_, k in pts) == 2
+
+
+def test_on_the_ramp_a_band_needs_three_machines_on_the_flat_part_one_is_enough():
+    pts = ((32 * MiB, 200.0), (128 * MiB, 300.0), (GiB, 340.0), (8 * GiB, 350.0))  # flat (>= 95 % of top) from 1 GiB
+    lowest = ((32 * MiB, 0.95, "m1", 3), (128 * MiB, 0.97, "m2", 2), (GiB, 0.99, "m1", 1))
+    exp = Expectation("all_gather", "H100", 2, "test", 1.0, pts, lowest=lowest)
+    assert exp.band(32 * MiB) == (0.9, "healthy runs reach 95% of the curve at 32 MiB (m1)")
+    assert exp.band(128 * MiB) == (None, "healthy spread at 128 MiB recorded on 2 machines only: too few to bound "
+                                         "the ramp's spread between machines")
+    assert exp.band(256 * MiB)[0] is None  # read at the nearest recorded size below: 128 MiB, two machines
+    assert not exp.flat(128 * MiB) and exp.flat(GiB) and exp.band(GiB)[0] == 0.9  # flat: as before, one machine will do
+    assert exp.next_judged(32 * MiB) == GiB
+    assert exp.to_dict()["bands"] == [[32 * MiB, 0.9, 3], [128 * MiB, None, 2], [GiB, 0.9, 1]]
+    assert exp.to_dict()["ramp_min_machines"] == RAMP_MIN_MACHINES == 3
+
+
+def test_held_out_the_2026_11_28_machine_is_not_below_where_two_machines_recorded_the_ramp_and_causes_stay_below():
+    """Issue 30's open point: judged with bands built without it, the 2x H200 2026-11-28 machine was "below expected"
+    at the 32 MiB cut (all_gather, broadcast, reduce_scatter, gather: 61-89 % of the curve) where the two other 2-GPU
+    machines agreed within 4 %.  Held out, 32 MiB rests on two machines: not judged, said why; no healthy run of any
+    machine is below at any cut, and the injected causes (no band at 1 GiB held out either) are below every healthy
+    recording's share of the ceiling, so still below."""
+    ho = _load("explain_curve_heldout")
+    doc = ho.evaluate()
+    assert [r for r in doc["healthy"] if r["verdict"] == "below expected"] == []
+    at32 = {r["collective"]: r for r in doc["healthy"] if r["machine"] == "2x H200 2026-11-28" and r["cut"] == "32M"}
+    for coll in ("all_gather", "broadcast", "reduce_scatter", "gather"):
+        assert at32[coll]["verdict"] == "unknown"
+        assert ("not judged at 32 MiB (healthy spread at 32 MiB recorded on 2 machines only: too few to bound the "
+                "ramp's spread between machines); a sweep to ") in at32[coll]["text"]
+    causes = {c["run"]: c["verdict"] for c in doc["causes"]}
+    assert len(causes) == 7 and causes.pop("cause-proto_simple") != "below expected"  # healthy busbw: its trap catches it
+    assert set(causes.values()) == {"below expected"}
+    # the 2026-11-21 host, held out, is judged without its own curves (the 2x H100 ones stand in)
+    own = {r["curve"] for r in doc["healthy"] if r["machine"] == "2x H200 2026-11-21" and r["curve"]}
+    assert own and all(c.startswith("2x H100 ") for c in own)

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .ceiling import Ceiling, fmt_gbps
-from .expected_curve import JUDGED_BAND_MIN, PLATEAU_REACHED, Expectation
+from .expected_curve import PLATEAU_REACHED, Expectation
 
 AS_EXPECTED_FRACTION = 0.90
 ABOVE_MODEL_TOLERANCE = 0.05
@@ -194,13 +194,22 @@ def summary_line(plateau: Plateau, ceiling: Ceiling, verdict: Verdict) -> str:
             + (f" ({verdict.text})" if verdict.text else ""))
 
 
+def banded_sizes(rows: Sequence[tuple[int, float]], exp: Expectation) -> list[int]:
+    """The plateau sizes from CURVE_MIN_PLATEAU_BYTES up where the curve has a value and a band: those
+    `judge_curve` judges."""
+    sizes = sorted({s for s, _ in plateau_rows(rows) if s >= CURVE_MIN_PLATEAU_BYTES})
+    return [s for s in sizes if exp.at(s) is not None and exp.band(s)[0] is not None]
+
+
 def judge_curve(rows: Sequence[tuple[int, float]], plateau: Plateau, ceiling: Ceiling, exp: Expectation) -> Verdict:
     """The sweep against what a healthy system of this kind reaches at the same sizes (`exp`, a recorded curve
     scaled to the ceiling), size by size: each plateau size from CURVE_MIN_PLATEAU_BYTES up where the curve has
     a band (`Expectation.band`: the lowest healthy ratio recorded there, less a margin, at most 90 %) gives
     measured / expected and measured / band; the verdict reads the median of the latter, so one size does not
-    decide and no median straddles the steep part of the ramp.  Sizes whose healthy spread is too wide are not
-    judged, and the verdict says the next size that can be.  Above the model / the line rate stay the
+    decide and no median straddles the steep part of the ramp.  Sizes whose healthy spread is too wide, or on
+    the ramp recorded on too few machines to bound it, are not judged (the band's reason), and the verdict says
+    the next size that can be (where none can, `run_explain` gives the verdict of a sweep with no curve of its
+    own, with this reason).  Above the model / the line rate stay the
     ceiling's (a figure past the links' model is news whatever the size).  `fraction` is plateau / ceiling."""
     if plateau.busbw is None:
         return Verdict("unknown", None, plateau.reason)
@@ -228,10 +237,8 @@ def judge_curve(rows: Sequence[tuple[int, float]], plateau: Plateau, ceiling: Ce
     where = _size(plateau.max_size)
     if not judged:
         nxt = exp.next_judged(plateau.max_size)
-        return Verdict("unknown", frac, (
-            f"not judged at {', '.join(skipped) or where}: healthy {exp.label} runs spread there by more than "
-            f"{100 * (1 - JUDGED_BAND_MIN):.0f}% of the curve" + (
-                f"; a sweep to {_size(nxt)} or more can be judged" if nxt else "")))
+        return Verdict("unknown", frac, f"not judged at {', '.join(skipped) or where}" + (
+            f"; a sweep to {_size(nxt)} or more can be judged" if nxt else ""))
     score = statistics.median(b / (w * band) for _, b, w, band in judged)
     ratios = ", ".join(f"{_size(s)} {100 * b / w:.0f}% (band {100 * band:.0f}%)" for s, b, w, band in judged)
     not_judged = f"; not judged at {', '.join(skipped)}" if skipped else ""

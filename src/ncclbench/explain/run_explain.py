@@ -31,7 +31,7 @@ from typing import Any
 from ..core.datatypes import DATATYPE_BY_NAME
 from ..core.results import ONE_RANK_LINE, ResultRow
 from .ceiling import Ceiling, expected_ceiling, fmt_gbps, network_in_use
-from .expected_curve import SHAPE_ALGOS, expected_per_size, find_expectation, healthy_floor
+from .expected_curve import SHAPE_ALGOS, Expectation, expected_per_size, find_expectation, healthy_floor
 from .failures import failure_traps
 from .log_topology import LogTopology, assumed_hosts, is_datacenter
 from .nccl_env import NCCL_FUNC
@@ -41,7 +41,9 @@ from .plateau_verdict import (
     ABOVE_MODEL_TOLERANCE,
     AS_EXPECTED_FRACTION,
     CURVE_MIN_PLATEAU_BYTES,
+    MIN_PLATEAU_BYTES,
     Verdict,
+    banded_sizes,
     judge,
     judge_curve,
     plateau_busbw,
@@ -356,8 +358,48 @@ def _against_the_curve(j: RunJudgement, f: RunFacts, rows: Sequence[tuple[int, f
     j.expected = {**exp.to_dict(), "per_size": expected_per_size(exp, [s for s, _ in rows]),
                   "ratio": _ratio_per_size(rows, exp.at)}
     if j.verdict.label in ("unknown", "as expected", "below expected") and j.plateau.busbw is not None:
-        j.verdict = judge_curve(rows, j.plateau, j.ceiling, exp)
+        curve = judge_curve(rows, j.plateau, j.ceiling, exp)
+        if (curve.label == "unknown" and j.verdict.label != "unknown" and j.plateau.max_size >= CURVE_MIN_PLATEAU_BYTES
+                and not banded_sizes(rows, exp)):
+            _no_band(j, f, rows, exp, curve.text)
+        else:
+            j.verdict = curve
     return True
+
+
+def _no_band(j: RunJudgement, f: RunFacts, rows: Sequence[tuple[int, float]], exp: Expectation, why: str) -> None:
+    """The curve has a band at none of the sweep's plateau sizes (`Expectation.band`: on the ramp, too few machines
+    recorded there to bound their spread, or their spread too wide), so it judges nothing there, and says why.  Two
+    verdicts need no band: as expected where the ceiling's verdict is (>= 90 % of NCCL's model, or a share-per-step
+    collective short of its plateau at 80-90 %: `_short_of_plateau`), and below expected where the sweep is, size by
+    size from MIN_PLATEAU_BYTES (below it busbw is latency-bound), more than the ceiling's 10 % band under the
+    lowest share of the ceiling any recorded healthy system reaches there (`Expectation.floor`): below every healthy
+    recording whatever the spread between machines (the injected causes on 2x H200, all_reduce at 1 GiB: a busy GPU
+    43 % of the ceiling, LL forced 33 %, against a floor of 88 % x 0.9).  Else not judged, with the curve's reason."""
+    _short_of_plateau(j, f)
+    v, c = j.verdict, j.ceiling
+    if v.label == "as expected":
+        j.verdict = Verdict(v.label, v.fraction, f"{v.text}; against the curve: {why}")
+        return
+    per: dict[int, list[float]] = {}
+    for s, b in plateau_rows(rows):
+        if s >= MIN_PLATEAU_BYTES:
+            per.setdefault(s, []).append(b)
+    low: list[tuple[int, float, float, str]] = []  # size, measured, lowest healthy share of the ceiling, which
+    for s, bs in sorted(per.items()):
+        got = exp.floor([s])
+        if got is not None:
+            low.append((s, statistics.median(bs), got[0], got[1]))
+    top = c.ceiling or 0.0
+    if top and low and statistics.median(b / (AS_EXPECTED_FRACTION * share * top) for _, b, share, _ in low) < 1:
+        s, b, share, label = low[-1]
+        j.verdict = Verdict("below expected", v.fraction, (
+            f"{100 * b / top:.0f}% of the {fmt_gbps(top)} GB/s ceiling at {format_bytes(s)}, more than the "
+            f"ceiling's {100 * (1 - AS_EXPECTED_FRACTION):.0f}% band under the lowest healthy system recorded there "
+            f"({label}, {100 * share:.0f}%): below every healthy recording, whatever the spread between machines; "
+            f"against the curve: {why}"))
+        return
+    j.verdict = Verdict("unknown", v.fraction, why)
 
 
 def _ratio_per_size(rows: Sequence[tuple[int, float]], at: Any) -> list[list[Any]]:
