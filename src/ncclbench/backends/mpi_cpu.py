@@ -20,7 +20,7 @@ import platform
 import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,8 @@ from ..launch.shutdown import note_for_launcher, run_last_words
 from .worker import IterationTimer, RankSlot, Worker
 
 if TYPE_CHECKING:  # the generator (and its cache) is imported when a run first fills
+    from mpi4py import MPI
+
     from ..core.verifiable import FillCache
 
 _REDUCE_TYPES = {
@@ -91,7 +93,7 @@ class MpiCommunicator:
         self._ops = {name: getattr(MPI, mpi) for name, mpi in _REDUCE_OPS.items()}
 
     # -- helpers ------------------------------------------------------------------------
-    def _buf(self, ptr: int, count: int, dtype: DataType, reducing: bool, nblocks: int = 1):
+    def _buf(self, ptr: int, count: int, dtype: DataType, reducing: bool, nblocks: int = 1) -> list[object]:
         """mpi4py message spec for `nblocks` blocks of `count` elements at `ptr`.
         The count in the spec is per block: mpi4py (like MPI) reads the counts
         of Allgather/Alltoall/Gather/Scatter buffers per process."""
@@ -110,33 +112,33 @@ class MpiCommunicator:
         self._specs[key] = spec
         return spec
 
-    def _op(self, op: RedOp):
+    def _op(self, op: RedOp) -> MPI.Op:
         return self._ops[op.name]
 
     # -- collectives ----------------------------------------------------------------------
-    def all_reduce(self, send, recv, count, dtype, op):
+    def all_reduce(self, send: int, recv: int, count: int, dtype: DataType, op: RedOp) -> None:
         src = self.MPI.IN_PLACE if send == recv else self._buf(send, count, dtype, True)
         self.comm.Allreduce(src, self._buf(recv, count, dtype, True), self._op(op))
 
-    def broadcast(self, send, recv, count, dtype, root):
+    def broadcast(self, send: int, recv: int, count: int, dtype: DataType, root: int) -> None:
         if self.rank == root and send != recv:
             ctypes.memmove(recv, send, count * dtype.itemsize)
         self.comm.Bcast(self._buf(recv, count, dtype, False), root)
 
-    def reduce(self, send, recv, count, dtype, op, root):
+    def reduce(self, send: int, recv: int, count: int, dtype: DataType, op: RedOp, root: int) -> None:
         if self.rank == root:
             src = self.MPI.IN_PLACE if send == recv else self._buf(send, count, dtype, True)
             self.comm.Reduce(src, self._buf(recv, count, dtype, True), self._op(op), root)
         else:
             self.comm.Reduce(self._buf(send, count, dtype, True), None, self._op(op), root)
 
-    def all_gather(self, send, recv, count, dtype):
+    def all_gather(self, send: int, recv: int, count: int, dtype: DataType) -> None:
         n = self.nranks
         in_place = send == recv + self.rank * count * dtype.itemsize
         src = self.MPI.IN_PLACE if in_place else self._buf(send, count, dtype, False)
         self.comm.Allgather(src, self._buf(recv, count, dtype, False, n))
 
-    def reduce_scatter(self, send, recv, count, dtype, op):
+    def reduce_scatter(self, send: int, recv: int, count: int, dtype: DataType, op: RedOp) -> None:
         n, nbytes = self.nranks, count * dtype.itemsize
         if recv == send + self.rank * nbytes:
             # NCCL's in-place layout keeps the result at this rank's block; MPI's
@@ -149,12 +151,12 @@ class MpiCommunicator:
             self.comm.Reduce_scatter_block(self._buf(send, count, dtype, True, n),
                                            self._buf(recv, count, dtype, True), self._op(op))
 
-    def alltoall(self, send, recv, count, dtype):
+    def alltoall(self, send: int, recv: int, count: int, dtype: DataType) -> None:
         n = self.nranks
         src = self.MPI.IN_PLACE if send == recv else self._buf(send, count, dtype, False, n)
         self.comm.Alltoall(src, self._buf(recv, count, dtype, False, n))
 
-    def gather(self, send, recv, count, dtype, root):
+    def gather(self, send: int, recv: int, count: int, dtype: DataType, root: int) -> None:
         n = self.nranks
         if self.rank == root:
             in_place = send == recv + root * count * dtype.itemsize
@@ -163,7 +165,7 @@ class MpiCommunicator:
         else:
             self.comm.Gather(self._buf(send, count, dtype, False), None, root)
 
-    def scatter(self, send, recv, count, dtype, root):
+    def scatter(self, send: int, recv: int, count: int, dtype: DataType, root: int) -> None:
         n = self.nranks
         if self.rank == root:
             in_place = recv == send + root * count * dtype.itemsize
@@ -173,25 +175,25 @@ class MpiCommunicator:
             self.comm.Scatter(None, self._buf(recv, count, dtype, False), root)
 
     # -- point to point, grouped like NCCL -----------------------------------------------------
-    def send(self, buf, count, dtype, peer):
+    def send(self, buf: int, count: int, dtype: DataType, peer: int) -> None:
         self._pending.append(("send", buf, count, dtype, peer))
         if self._group_depth == 0:
             self._flush()
 
-    def recv(self, buf, count, dtype, peer):
+    def recv(self, buf: int, count: int, dtype: DataType, peer: int) -> None:
         self._pending.append(("recv", buf, count, dtype, peer))
         if self._group_depth == 0:
             self._flush()
 
-    def group_start(self):
+    def group_start(self) -> None:
         self._group_depth += 1
 
-    def group_end(self):
+    def group_end(self) -> None:
         self._group_depth -= 1
         if self._group_depth == 0:
             self._flush()
 
-    def _flush(self):
+    def _flush(self) -> None:
         if not self._pending:
             return
         reqs = []
@@ -201,14 +203,14 @@ class MpiCommunicator:
         self._pending.clear()
         self.MPI.Request.Waitall(reqs)
 
-    def local_copy(self, dst, src, nbytes):
+    def local_copy(self, dst: int, src: int, nbytes: int) -> None:
         ctypes.memmove(dst, src, nbytes)
 
     def compile_group(self, items: list[tuple[Any, str, tuple]]) -> None:
         """An MPI worker drives one rank: there is never a group of local ranks to compile."""
         return None
 
-    def compile(self, calls: list[tuple[str, tuple]]):
+    def compile(self, calls: list[tuple[str, tuple]]) -> Callable[[], None]:
         """Pre-bind recorded primitive calls (see run.timing.CallRecorder):
         a lone out-of-place or in-place all_reduce becomes a closure over the
         ready mpi4py arguments; anything else is replayed through the methods

@@ -371,7 +371,7 @@ class NcclWorker(Worker):
         self._bind()
         return self.team.allreduce(value, op, self.thread)
 
-    def gather_host(self, obj: Any, combine=merge_threads) -> list[Any] | None:
+    def gather_host(self, obj: Any, combine: Callable[[Sequence[Any]], Any] = merge_threads) -> list[Any] | None:
         """One object per world process at world rank 0; with -t > 1 the
         threads' objects are merged first by `combine` (default
         `threads.merge_threads`: element-wise max of number lists,

@@ -3,7 +3,7 @@ Count per rank is rounded down to 16 bytes; busbw factor (n-1)/n."""
 
 from __future__ import annotations
 
-from ..core.fills import plain
+from ..core.fills import Fill, plain
 from .collective import CallArgs, Collective, Communicator, Counts, per_rank_base
 
 
@@ -31,10 +31,10 @@ class AllGather(Collective):
     def launch(self, comm: Communicator, send: int, recv: int, args: CallArgs) -> None:
         comm.all_gather(send, recv, args.counts.param_count, args.dtype)
 
-    def input_fills(self, args, seed):
+    def input_fills(self, args: CallArgs, seed: int) -> list[Fill]:
         return [plain(0, args.counts.send_count, block_seed(seed, args.rank))]
 
-    def expected_fills(self, args, seed, in_place):
+    def expected_fills(self, args: CallArgs, seed: int, in_place: bool) -> list[Fill]:
         c = args.counts.param_count
         return [plain(j * c, c, block_seed(seed, j)) for j in range(args.nranks)]
 

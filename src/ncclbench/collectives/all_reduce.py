@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ..core.fills import reduce_input, reduce_result
+from ..core.fills import Fill, reduce_input, reduce_result
 from .collective import CallArgs, Collective, Communicator, Counts
 
 
@@ -23,10 +23,10 @@ class AllReduce(Collective):
     def launch(self, comm: Communicator, send: int, recv: int, args: CallArgs) -> None:
         comm.all_reduce(send, recv, args.counts.param_count, args.dtype, args.op)
 
-    def input_fills(self, args, seed):
+    def input_fills(self, args: CallArgs, seed: int) -> list[Fill]:
         return [reduce_input(0, args.counts.send_count, seed, args.rank)]
 
-    def expected_fills(self, args, seed, in_place):
+    def expected_fills(self, args: CallArgs, seed: int, in_place: bool) -> list[Fill]:
         return [reduce_result(0, args.counts.recv_count, seed)]
 
 

@@ -4,7 +4,7 @@ in-place result is not checked (as nccl-tests)."""
 
 from __future__ import annotations
 
-from ..core.fills import plain
+from ..core.fills import Fill, plain
 from .all_gather import block_seed
 from .collective import CallArgs, Collective, Communicator, Counts, per_rank_base
 
@@ -26,10 +26,10 @@ class AllToAll(Collective):
     def launch(self, comm: Communicator, send: int, recv: int, args: CallArgs) -> None:
         comm.alltoall(send, recv, args.counts.param_count, args.dtype)
 
-    def input_fills(self, args, seed):
+    def input_fills(self, args: CallArgs, seed: int) -> list[Fill]:
         return [plain(0, args.counts.send_count, block_seed(seed, args.rank))]
 
-    def expected_fills(self, args, seed, in_place):
+    def expected_fills(self, args: CallArgs, seed: int, in_place: bool) -> list[Fill]:
         c = args.counts.param_count
         return [plain(j * c, c, block_seed(seed, j), index=args.rank * c) for j in range(args.nranks)]
 

@@ -14,7 +14,7 @@ import os
 from functools import lru_cache
 
 from ..core.errors import BenchError, ExitCode
-from ..core.fills import plain
+from ..core.fills import Fill, plain
 from .all_gather import block_seed
 from .collective import CallArgs, Collective, Communicator, Counts, per_rank_base
 
@@ -102,7 +102,7 @@ class AllToAllV(Collective):
     name = "alltoallv"
     checks_in_place = False
 
-    def _pattern(self, counts: Counts, itemsize: int, nranks: int):
+    def _pattern(self, counts: Counts, itemsize: int, nranks: int) -> tuple[tuple[int, ...], ...]:
         matrix = matrix_settings()
         if matrix is not None:
             return matrix_bytes(matrix[0], matrix[1], nranks)
@@ -177,12 +177,12 @@ class AllToAllV(Collective):
             roff += rb
         comm.group_end()
 
-    def input_fills(self, args, seed):
+    def input_fills(self, args: CallArgs, seed: int) -> list[Fill]:
         elt = args.dtype.itemsize
         pat = self._pattern(args.counts, elt, args.nranks)
         return [plain(0, sum(pat[args.rank]) // elt, block_seed(seed, args.rank))]
 
-    def expected_fills(self, args, seed, in_place):
+    def expected_fills(self, args: CallArgs, seed: int, in_place: bool) -> list[Fill]:
         n, r, elt = args.nranks, args.rank, args.dtype.itemsize
         pat = self._pattern(args.counts, elt, n)
         fills, roff = [], 0

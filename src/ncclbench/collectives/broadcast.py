@@ -3,7 +3,7 @@ outgoing link is the bottleneck)."""
 
 from __future__ import annotations
 
-from ..core.fills import plain
+from ..core.fills import Fill, plain
 from .collective import CallArgs, Collective, Communicator, Counts
 
 
@@ -23,12 +23,12 @@ class Broadcast(Collective):
     def launch(self, comm: Communicator, send: int, recv: int, args: CallArgs) -> None:
         comm.broadcast(send, recv, args.counts.param_count, args.dtype, args.root)
 
-    def input_fills(self, args, seed):
+    def input_fills(self, args: CallArgs, seed: int) -> list[Fill]:
         if args.rank != args.root:
             return []
         return [plain(0, args.counts.send_count, seed)]
 
-    def expected_fills(self, args, seed, in_place):
+    def expected_fills(self, args: CallArgs, seed: int, in_place: bool) -> list[Fill]:
         return [plain(0, args.counts.recv_count, seed)]
 
 

@@ -3,7 +3,7 @@ busbw factor (n-1)/n; non-root receive buffers stay untouched."""
 
 from __future__ import annotations
 
-from ..core.fills import plain, zeros
+from ..core.fills import Fill, plain, zeros
 from .collective import CallArgs, Collective, Communicator, Counts, per_rank_base
 
 
@@ -29,11 +29,11 @@ class Gather(Collective):
             return  # nccl-tests skips the call entirely for a zero count
         comm.gather(send, recv, args.counts.param_count, args.dtype, args.root)
 
-    def input_fills(self, args, seed):
+    def input_fills(self, args: CallArgs, seed: int) -> list[Fill]:
         c = args.counts.param_count
         return [plain(0, c, seed, index=args.rank * c)]
 
-    def expected_fills(self, args, seed, in_place):
+    def expected_fills(self, args: CallArgs, seed: int, in_place: bool) -> list[Fill]:
         c, n = args.counts.param_count, args.nranks
         if args.rank == args.root:
             return [plain(0, c * n, seed)]

@@ -5,7 +5,7 @@ c*(n-1); busbw = algbw."""
 
 from __future__ import annotations
 
-from ..core.fills import plain
+from ..core.fills import Fill, plain
 from .all_gather import block_seed
 from .collective import CallArgs, Collective, Communicator, Counts, per_rank_base
 
@@ -50,10 +50,10 @@ class Hypercube(Collective):
             comm.group_end()
             mask <<= 1
 
-    def input_fills(self, args, seed):
+    def input_fills(self, args: CallArgs, seed: int) -> list[Fill]:
         return [plain(0, args.counts.send_count, block_seed(seed, args.rank))]
 
-    def expected_fills(self, args, seed, in_place):
+    def expected_fills(self, args: CallArgs, seed: int, in_place: bool) -> list[Fill]:
         c = args.counts.param_count
         return [plain(j * c, c, block_seed(seed, j)) for j in range(args.nranks)]
 

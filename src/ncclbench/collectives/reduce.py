@@ -3,7 +3,7 @@ buffers stay untouched.  busbw = algbw."""
 
 from __future__ import annotations
 
-from ..core.fills import reduce_input, reduce_result, zeros
+from ..core.fills import Fill, reduce_input, reduce_result, zeros
 from .collective import CallArgs, Collective, Communicator, Counts
 
 
@@ -24,10 +24,10 @@ class Reduce(Collective):
     def launch(self, comm: Communicator, send: int, recv: int, args: CallArgs) -> None:
         comm.reduce(send, recv, args.counts.param_count, args.dtype, args.op, args.root)
 
-    def input_fills(self, args, seed):
+    def input_fills(self, args: CallArgs, seed: int) -> list[Fill]:
         return [reduce_input(0, args.counts.send_count, seed, args.rank)]
 
-    def expected_fills(self, args, seed, in_place):
+    def expected_fills(self, args: CallArgs, seed: int, in_place: bool) -> list[Fill]:
         n = args.counts.recv_count
         if args.rank == args.root:
             return [reduce_result(0, n, seed)]

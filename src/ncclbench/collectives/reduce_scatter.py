@@ -3,7 +3,7 @@ busbw factor (n-1)/n."""
 
 from __future__ import annotations
 
-from ..core.fills import reduce_input, reduce_result
+from ..core.fills import Fill, reduce_input, reduce_result
 from .collective import CallArgs, Collective, Communicator, Counts, per_rank_base
 
 
@@ -27,10 +27,10 @@ class ReduceScatter(Collective):
     def launch(self, comm: Communicator, send: int, recv: int, args: CallArgs) -> None:
         comm.reduce_scatter(send, recv, args.counts.param_count, args.dtype, args.op)
 
-    def input_fills(self, args, seed):
+    def input_fills(self, args: CallArgs, seed: int) -> list[Fill]:
         return [reduce_input(0, args.counts.send_count, seed, args.rank)]
 
-    def expected_fills(self, args, seed, in_place):
+    def expected_fills(self, args: CallArgs, seed: int, in_place: bool) -> list[Fill]:
         c = args.counts.param_count
         return [reduce_result(0, c, seed, index=args.rank * c)]
 

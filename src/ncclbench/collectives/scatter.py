@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..core.fills import plain
+from ..core.fills import Fill, plain
 from .collective import CallArgs, Collective, Communicator, Counts, per_rank_base
 
 
@@ -28,12 +28,12 @@ class Scatter(Collective):
             return
         comm.scatter(send, recv, args.counts.param_count, args.dtype, args.root)
 
-    def input_fills(self, args, seed):
+    def input_fills(self, args: CallArgs, seed: int) -> list[Fill]:
         if args.rank != args.root:
             return []
         return [plain(0, args.counts.send_count, seed)]
 
-    def expected_fills(self, args, seed, in_place):
+    def expected_fills(self, args: CallArgs, seed: int, in_place: bool) -> list[Fill]:
         c = args.counts.param_count
         return [plain(0, c, seed, index=args.rank * c)]
 

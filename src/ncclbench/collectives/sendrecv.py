@@ -4,7 +4,7 @@ the in-place result is not checked."""
 
 from __future__ import annotations
 
-from ..core.fills import plain
+from ..core.fills import Fill, plain
 from .collective import CallArgs, Collective, Communicator, Counts
 
 
@@ -29,11 +29,11 @@ class SendRecv(Collective):
         comm.recv(recv, c, args.dtype, (r - 1 + n) % n)
         comm.group_end()
 
-    def input_fills(self, args, seed):
+    def input_fills(self, args: CallArgs, seed: int) -> list[Fill]:
         c = args.counts.param_count
         return [plain(0, c, seed, index=args.rank * c)]
 
-    def expected_fills(self, args, seed, in_place):
+    def expected_fills(self, args: CallArgs, seed: int, in_place: bool) -> list[Fill]:
         c, n = args.counts.param_count, args.nranks
         return [plain(0, c, seed, index=((args.rank - 1 + n) % n) * c)]
 

@@ -20,10 +20,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from ..core.config import BACKEND_CHOICES, Backend
 from ..core.errors import ArgumentError
 from .base import CommandParser
+
+if TYPE_CHECKING:
+    from ..health.core.scan import ScanConfig
+    from ..health.runtime.mpi_group import GroupSpec
+    from ..health.runtime.scan_service import ServiceOptions
 
 NAME = "health"
 HELP = "find the slow GPU, node, NIC rail or link: one job, phases as concurrent groups, verdicts with evidence"
@@ -124,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     return service.mpi_rank(opts, cfg, spec)
 
 
-def _default_cpu_ranks(opts, note: str):
+def _default_cpu_ranks(opts: ServiceOptions, note: str) -> ServiceOptions:
     """`--backend auto` found no GPU, no launcher and no --nprocs: start the CPU ranks the benchmark
     would (one rank alone measures no link), where mpiexec is there to start them; say so on stderr."""
     import dataclasses
@@ -142,7 +148,7 @@ def _default_cpu_ranks(opts, note: str):
 # -- configuration --------------------------------------------------------------------------------
 
 
-def _config(args: argparse.Namespace, gpus: bool = False):
+def _config(args: argparse.Namespace, gpus: bool = False) -> tuple[ScanConfig, GroupSpec]:
     """The scan's configuration and each group's spec; `gpus` (the NCCL backend) gives
     --bw-size's default."""
     from ..health.core.round_judge import thresholds_for
@@ -174,7 +180,7 @@ def _config(args: argparse.Namespace, gpus: bool = False):
     return cfg, spec
 
 
-def _service_options(args: argparse.Namespace):
+def _service_options(args: argparse.Namespace) -> ServiceOptions:
     from ..health.runtime.after_scan import AfterScan
     from ..health.runtime.scan_service import ServiceOptions
 

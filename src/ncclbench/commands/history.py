@@ -6,6 +6,8 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
+from typing import TextIO
 
 from ._runs import add_db_option, db_path
 from .base import CommandParser
@@ -87,13 +89,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _note_tune(hidden: int, stream=None) -> None:
+def _note_tune(hidden: int, stream: TextIO | None = None) -> None:
     """One line saying how many tune candidate runs the list leaves out, if any."""
     if hidden:
         print(f"# {hidden} tune candidate run(s) not listed: ncclbench history --tune", file=stream or sys.stdout)
 
 
-def _note_scans(path, stream=None) -> None:
+def _note_scans(path: Path, stream: TextIO | None = None) -> None:
     """One line pointing at the health scans kept in the same store, if any."""
     from ..store.db import ResultStore
     from ..store.health_scans import list_scans
@@ -105,7 +107,7 @@ def _note_scans(path, stream=None) -> None:
               file=stream or sys.stdout)
 
 
-def _health_history(path, args: argparse.Namespace) -> int:
+def _health_history(path: Path, args: argparse.Namespace) -> int:
     """The stored health scans, newest first."""
     from ..store.db import ResultStore
     from ..store.health_scans import list_scans

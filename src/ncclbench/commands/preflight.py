@@ -6,10 +6,16 @@ N local ranks of the same command."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING, Any
 
 from ..core.config import BACKEND_CHOICES, Backend
 from ..core.errors import ArgumentError
 from .base import PROGRAM, CommandParser
+
+if TYPE_CHECKING:
+    from ..launch.detect import LaunchInfo
+    from ..launch.facts import RankFacts
+    from ..launch.preflight_checks import ExtraFacts
 
 NAME = "preflight"
 HELP = "check the launch (ranks, hosts, GPUs, versions, env traps, topology) without running collectives"
@@ -63,19 +69,20 @@ def run(args: argparse.Namespace) -> int:
                       extra=topology_facts())
 
 
-def topology_facts():
+def topology_facts() -> ExtraFacts:
     """Each host's topology (explain/): read by its first local rank, two `#` lines per host layout
     under the rank table, and `topology` in the JSON."""
     from ..launch.preflight_checks import ExtraFacts
 
-    def collect(info):
+    def collect(info: LaunchInfo) -> tuple[dict | None, str] | None:
         if info.local_rank != 0:
             return None
         from ..explain.gather_topology import read_topology
 
         return read_topology()
 
-    def report(_facts, collected):
+    def report(_facts: list[RankFacts],
+               collected: list[tuple[dict | None, str] | None]) -> tuple[list[str], dict[str, Any]]:
         from ..explain.topology import format_topology_lines, hosts_from_gathered
 
         hosts, whys = hosts_from_gathered(collected)

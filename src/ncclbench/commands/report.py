@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ._runs import REF_HELP, RunRefs, add_db_option, add_in_place_option, placement
 from .base import CommandParser
+
+if TYPE_CHECKING:
+    from ..report.html import RunJudged
+    from ..store.db import StoredRun
+    from ..store.imported import ImportedRun
 
 NAME = "report"
 HELP = "write a self-contained HTML report (plots + metadata) of runs"
@@ -23,14 +30,14 @@ def add_arguments(parser: CommandParser) -> None:
     add_in_place_option(parser, "plot")
 
 
-def judged_runs(runs) -> dict:
+def judged_runs(runs: Sequence[StoredRun | ImportedRun]) -> dict[str, RunJudged]:
     """Each run's judgement as the report shows it (`ncclbench explain`'s lines, verdict, ceiling)."""
     from ..explain.run_explain import explain_run
     from ..explain.stored import run_facts
     from ..explain.topology import format_topology_lines
     from ..report.html import RunJudged
 
-    out = {}
+    out: dict[str, RunJudged] = {}
     for r in runs:
         facts = run_facts(r)
         ex = explain_run(facts)

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -125,7 +125,7 @@ def _mix_owned(z: np.ndarray) -> np.ndarray:
     return z
 
 
-def _hash(key: int, i: np.ndarray, j) -> np.ndarray:
+def _hash(key: int, i: np.ndarray, j: int | np.ndarray) -> np.ndarray:
     """h(key, i, j) = mix(key + i*PHI + j*PSI); j is an int or a uint64 array."""
     z = i * _u(PHI)
     if isinstance(j, int):
@@ -173,7 +173,7 @@ def _inv64(g: np.ndarray) -> np.ndarray:
     return x
 
 
-def _enc_mag(P, sign: np.ndarray, a: np.ndarray, q: np.ndarray) -> np.ndarray:
+def _enc_mag(P: dict[str, int], sign: np.ndarray, a: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Bits of (-1)^sign * a * 2^q for integers 0 <= a <= 2^p; +0 for a = 0."""
     m, p = P["mant_bits"], P["mant_bits"] + 1
     L = _bitlen(a)
@@ -190,7 +190,7 @@ def _enc_mag(P, sign: np.ndarray, a: np.ndarray, q: np.ndarray) -> np.ndarray:
 _NATIVE_FLOAT = {(16, 10): np.float16, (32, 23): np.float32, (64, 52): np.float64}
 
 
-def _enc_signed(P, k: np.ndarray, q) -> np.ndarray:
+def _enc_signed(P: dict[str, int], k: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Bits of k * 2^q (+0 for k = 0) for integers |k| <= 2^p.
 
     For half/float/double the plan keeps k * 2^q a normal value of the type, so
@@ -206,13 +206,13 @@ def _enc_signed(P, k: np.ndarray, q) -> np.ndarray:
     return _enc_signed_bits(P, k, q)
 
 
-def _enc_signed_bits(P, k: np.ndarray, q) -> np.ndarray:
+def _enc_signed_bits(P: dict[str, int], k: np.ndarray, q: np.ndarray) -> np.ndarray:
     """`_enc_signed` in integer arithmetic only: any float layout (bfloat16, fp8)."""
     neg = k < 0
     return _enc_mag(P, neg.astype(_U), np.abs(k).astype(_U), q)
 
 
-def _enc_code(P, c: np.ndarray) -> np.ndarray:
+def _enc_code(P: dict[str, int], c: np.ndarray) -> np.ndarray:
     """Monotone map of a code in [0, 2^code_bits) to a finite normal value."""
     m = P["mant_bits"]
     g_half = _u(1 << (P["code_bits"] - 1))
@@ -223,7 +223,7 @@ def _enc_code(P, c: np.ndarray) -> np.ndarray:
     return np.where(pos, bits, bits | _u(1 << (P["width"] - 1)))
 
 
-def _truncdiv(P, s: np.ndarray, n: int) -> np.ndarray:
+def _truncdiv(P: dict[str, int], s: np.ndarray, n: int) -> np.ndarray:
     w = P["width"]
     wmask = _u((1 << w) - 1)
     if not P["is_signed"]:
@@ -234,7 +234,7 @@ def _truncdiv(P, s: np.ndarray, n: int) -> np.ndarray:
     return np.where(neg, (_U(0) - q) & wmask, q)
 
 
-def _rn_ratio(P, sign, num: np.ndarray, q: np.ndarray) -> np.ndarray:
+def _rn_ratio(P: dict[str, int], sign: np.ndarray, num: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Bits of (-1)^sign * RN(num * 2^q / n), num >= 1, exponent kept in normal range by the plan."""
     n, m = P["nranks"], P["mant_bits"]
     p = m + 1
@@ -261,7 +261,7 @@ def _rn_ratio(P, sign, num: np.ndarray, q: np.ndarray) -> np.ndarray:
     return bits | (fl & _u((1 << m) - 1))
 
 
-def _gen_int(P, i: np.ndarray) -> np.ndarray:
+def _gen_int(P: dict[str, int], i: np.ndarray) -> np.ndarray:
     kind, op, n, w = P["kind"], P["op"], P["nranks"], P["width"]
     kp = P["key_p"]
     sign_bit = _u(1 << (w - 1)) if P["is_signed"] else _U(0)
@@ -272,12 +272,12 @@ def _gen_int(P, i: np.ndarray) -> np.ndarray:
         kf = P["key_f"]
         if kind == 3:
             return _hash(kp, i, 2 * ((n + 1) // 2)) - _hash(kp, i, 0)
-        r = P["rank"]
-        if r % 2:
-            return _hash(kf, i, r)
-        x = _hash(kp, i, r + 2) - _hash(kp, i, r)
-        if r + 1 < n:
-            x = x - _U(2) * _hash(kf, i, r + 1)
+        rank = P["rank"]
+        if rank % 2:
+            return _hash(kf, i, rank)
+        x = _hash(kp, i, rank + 2) - _hash(kp, i, rank)
+        if rank + 1 < n:
+            x = x - _U(2) * _hash(kf, i, rank + 1)
         return x
     if kind == 3:
         if op in (0, 4):
@@ -299,7 +299,7 @@ def _gen_int(P, i: np.ndarray) -> np.ndarray:
     return np.where(j == 0, c, other) ^ sign_bit
 
 
-def _gen_float(P, i: np.ndarray) -> np.ndarray:
+def _gen_float(P: dict[str, int], i: np.ndarray) -> np.ndarray:
     kind, op, n = P["kind"], P["op"], P["nranks"]
     kp = P["key_p"]
     he = _hash(P["key_e"], i, 0)
@@ -518,7 +518,7 @@ def count_wrong_bits(actual: np.ndarray, expected: np.ndarray, dtype: DataType, 
 _CHUNK = 1 << 20  # elements compared per piece without a cache (bounds the expected array's memory)
 
 
-def _chunks(f: Fill, limit: int | None = None):
+def _chunks(f: Fill, limit: int | None = None) -> Iterator[Fill]:
     """Split a fill into generator-consistent pieces (elements past `limit` dropped)."""
     total = f.count if limit is None else max(0, min(f.count, limit - f.offset))
     for start in range(0, total, _CHUNK):

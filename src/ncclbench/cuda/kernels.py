@@ -24,9 +24,10 @@ import ctypes
 import hashlib
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ..core.atomic_file import write_atomically
@@ -48,7 +49,7 @@ def _err(message: str) -> BenchError:
     return BenchError(message, ExitCode.CUDA_ERROR)
 
 
-def _import_driver():
+def _import_driver() -> ModuleType:
     try:
         from cuda.bindings import driver
     except ImportError as e:
@@ -56,7 +57,7 @@ def _import_driver():
     return driver
 
 
-def _import_nvrtc():
+def _import_nvrtc() -> ModuleType:
     try:
         from cuda.bindings import nvrtc
     except ImportError as e:
@@ -106,7 +107,7 @@ def compile_cubin(source: str, arch: str) -> bytes:
         nvrtc.nvrtcDestroyProgram(prog)
 
 
-def _nvrtc_log(nvrtc, prog) -> str:
+def _nvrtc_log(nvrtc: ModuleType, prog: object) -> str:  # prog: an nvrtcProgram handle
     err, size = nvrtc.nvrtcGetProgramLogSize(prog)
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS or size <= 1:
         return ""
@@ -201,14 +202,14 @@ class DeviceKernels:
         return rest[0] if len(rest) == 1 else rest
 
     @contextmanager
-    def _current(self):
+    def _current(self) -> Iterator[None]:
         self._ck(self._drv.cuCtxPushCurrent(self._ctx), "cuCtxPushCurrent")
         try:
             yield
         finally:
             self._drv.cuCtxPopCurrent()
 
-    def _load_module(self):
+    def _load_module(self) -> object:  # a CUmodule handle, only passed back to the driver
         drv = self._drv
         for refresh in (False, True):
             cubin = load_or_compile_cubin(self.arch, refresh=refresh)
@@ -278,5 +279,5 @@ class DeviceKernels:
     def __enter__(self) -> DeviceKernels:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

@@ -36,11 +36,12 @@ the run; a log that went to their terminal cannot be read and is said so.
 
 from __future__ import annotations
 
+import ctypes
 import glob
 import os
 import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -124,7 +125,7 @@ class LogPhases:
     from Python while NCCL's threads may read it.
     """
 
-    def __init__(self, lib, plan: CapturePlan, environ=os.environ):
+    def __init__(self, lib: ctypes.CDLL, plan: CapturePlan, environ: MutableMapping[str, str] = os.environ):
         self.lib, self.plan, self.environ = lib, plan, environ
         self.seq = 0
         self.phase = "init"

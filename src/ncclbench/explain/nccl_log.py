@@ -20,7 +20,7 @@ import dataclasses
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ..output.nccl_log_line import LogLine, env_setting, read_log_line
 from . import mnnvl
@@ -144,7 +144,10 @@ class NcclLogFacts:
         return cls(**kw)
 
 
-def _build(cls, data: dict):
+_Part = TypeVar("_Part", NetDevice, Connection, CallChoice)
+
+
+def _build(cls: type[_Part], data: dict) -> _Part:
     names = {f.name for f in dataclasses.fields(cls)}
     return cls(**{k: v for k, v in data.items() if k in names})
 
@@ -181,7 +184,7 @@ class _Reader:
         if text not in self.f.unparsed and len(self.f.unparsed) < 50:
             self.f.unparsed.append(text)
 
-    def device(self, host, index: int, transport: str) -> NetDevice:
+    def device(self, host: str | None, index: int, transport: str) -> NetDevice:
         key = (host, transport, index)
         if key not in self.devices:
             self.devices[key] = NetDevice(index=index, transport=transport, host=host)
@@ -658,7 +661,7 @@ def merge_facts(parts: list[NcclLogFacts]) -> NcclLogFacts:  # noqa: C901 - comp
     out = NcclLogFacts()
     notes: list[str] = []
 
-    def agree(name: str):
+    def agree(name: str) -> str | None:  # one of the str fields
         values = list(dict.fromkeys(getattr(p, name) for p in parts if getattr(p, name) is not None))
         if len(values) > 1:
             notes.append(f"ranks disagree on {name}: {', '.join(map(str, values))}")

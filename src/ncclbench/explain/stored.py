@@ -24,7 +24,7 @@ from ..nccl.version_text import version_text
 from .launch_line import launch_facts
 from .log_topology import log_topology
 from .nccl_capture import choices_from
-from .nccl_log import facts_from_stored
+from .nccl_log import NcclLogFacts, facts_from_stored
 from .run_explain import Explained, RunFacts, explain_run, tests_of
 from .topology import HostTopology
 
@@ -85,7 +85,7 @@ def run_facts(run: Any) -> RunFacts:
     return f
 
 
-def _version_note(headers: int | None, library: int | None, log) -> str | None:
+def _version_note(headers: int | None, library: int | None, log: NcclLogFacts | None) -> str | None:
     """nccl-tests built against one NCCL and run with another (its banner), or ranks on different NCCLs."""
     h, lib = _nccl_version(headers), _nccl_version(library)
     # a newer library than the headers is NCCL's supported case (its ABI only grows); an older one is not

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import socket
+from types import ModuleType
 
 from ..core.errors import BenchError, ExitCode, UnsupportedError
 from .detect import LaunchInfo, derive_token
@@ -68,7 +69,7 @@ def _trap_message(info: LaunchInfo, world: int | None, library: str) -> str:
             f"launcher's library with MPI4PY_LIBMPI=/path/to/libmpi.so")
 
 
-def _load_mpi(info: LaunchInfo):
+def _load_mpi(info: LaunchInfo) -> ModuleType:
     """mpi4py.MPI, initialised, after checking (before MPI_Init, which may abort the
     process outright) that its library can talk to the launcher."""
     import sys

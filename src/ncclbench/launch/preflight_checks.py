@@ -83,11 +83,16 @@ def _per_host_conflict(name: str, groups: dict[object, list[int]],
     return groups if any(len(v) > 1 for v in by_host.values()) else {}
 
 
-def _by_value(facts: Sequence[RankFacts], key) -> dict[object, list[int]]:
+def _by_value(facts: Sequence[RankFacts], key: Callable[[RankFacts], object]) -> dict[object, list[int]]:
     groups: dict[object, list[int]] = defaultdict(list)
     for f in facts:
         groups[key(f)].append(f.rank)
     return groups
+
+
+def _env_value(name: str) -> Callable[[RankFacts], str | None]:
+    """A rank's value of environment variable `name` (None when unset)."""
+    return lambda f: f.env.get(name)
 
 
 def _describe_groups(groups: dict[object, list[int]], facts: Sequence[RankFacts]) -> str:
@@ -141,7 +146,7 @@ def check_facts(facts: Sequence[RankFacts], expected_size: int, gpus_per_rank: i
     # -- environment --------------------------------------------------------------------
     names = sorted({k for f in facts for k in f.env if k.startswith("NCCL_")})
     for name in names:
-        groups = _by_value(facts, lambda f, k=name: f.env.get(k))
+        groups = _by_value(facts, _env_value(name))
         if name in PER_HOST_ENV:
             groups = _per_host_conflict(name, groups, facts)
         if len(groups) > 1:

@@ -37,7 +37,8 @@ import socket
 import sys
 import threading
 import time
-from typing import Any
+from types import FrameType
+from typing import Any, TextIO
 
 from ..core.errors import ExitCode
 from ..core.rank_link import (  # noqa: F401  (re-exported: the launch package's public names)
@@ -149,7 +150,7 @@ class RankSignals:
     """
 
     def __init__(self, describe: str = "", *, grace_s: float = GRACE_S, quiet: bool = False,
-                 stderr=None):
+                 stderr: TextIO | None = None):
         self.describe = describe
         self.grace_s = grace_s
         self.quiet = quiet
@@ -212,7 +213,7 @@ class RankSignals:
     def __enter__(self) -> RankSignals:
         return self.install()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.restore()
 
     # -- what happens on a signal ---------------------------------------------------------
@@ -224,7 +225,7 @@ class RankSignals:
             return True
         return False
 
-    def _handler(self, signum: int, frame) -> None:
+    def _handler(self, signum: int, frame: FrameType | None) -> None:
         # raised once: a second signal (a group SIGTERM plus the launcher's
         # forwarded copy) must not interrupt the cleanup of the first
         self._note(signum)

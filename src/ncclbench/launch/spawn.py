@@ -38,7 +38,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -115,7 +115,7 @@ class _JobEnd:
         return True
 
 
-def _install(handler) -> dict[int, object] | None:
+def _install(handler: Callable[[int], object]) -> dict[int, object] | None:
     """The launcher's handlers for SIGTERM/SIGINT/SIGHUP (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
         return None

@@ -248,7 +248,7 @@ class NcclLibrary:
     def error(self, function: str, result: int, comm: int | None = None) -> NcclError:
         return NcclError(function, result, self.error_string(result), self.last_error(comm), comm=comm)
 
-    def _call(self, name: str, *args, comm: int | None = None) -> None:
+    def _call(self, name: str, *args: object, comm: int | None = None) -> None:
         fn = self._fn.get(name)
         if fn is None:
             raise BenchError(f"{name} is not available in libnccl {self.version} ({self.path})",

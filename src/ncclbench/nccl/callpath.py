@@ -61,7 +61,7 @@ class CtypesCallPath:
         self._raw = ctypes.CDLL(lib.path, mode=ctypes.RTLD_GLOBAL)
         self._fns: dict[str, Any] = {}
 
-    def _fn(self, name: str):
+    def _fn(self, name: str) -> Callable[..., int]:  # restype c_int: returns the ncclResult_t
         fn = self._fns.get(name)
         if fn is None:
             fn = getattr(self._raw, name)
@@ -146,7 +146,7 @@ class Nccl4pyCallPath:
     def describe(self) -> str:
         return f"nccl4py {self.version} (Cython)"
 
-    def _comm(self, handle: int):
+    def _comm(self, handle: int) -> object:  # an nccl4py Comm, only passed back to nccl4py
         c = self._comms.get(handle)
         if c is None:  # a plain wrapper: dropping it does not destroy the communicator
             c = self._comms[handle] = self.module.Comm(handle)

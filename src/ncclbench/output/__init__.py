@@ -9,7 +9,7 @@ writing process (world rank 0) creates reporters.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol, TextIO, runtime_checkable
 
 from ncclbench.core.config import BenchOptions
@@ -72,13 +72,16 @@ class MultiReporter:
             raise first
 
 
-def open_output_reporters(opts: BenchOptions, stream: TextIO | None = None, **json_kwargs) -> MultiReporter:
+def open_output_reporters(opts: BenchOptions, stream: TextIO | None = None, *,
+                          env: Mapping[str, str] | Iterable[str] | None = None,
+                          clock: Callable[[], str] | None = None) -> MultiReporter:
     """The output-file reporters of a run: text on `stream` (stdout) plus JSON when -J names a
     `.json` file, metrics with --metrics, CSV with --csv.  A benchmark's whole set (these, the
     result store, the progress bar) is `benchmark.orchestrate.open_reporters(plan)`.
 
     The JSON file is created here, so an unwritable path raises ArgumentError
     before the run starts; the text reporter then announces the path used.
+    `env` and `clock` go to `JsonReporter` (the environment it records, its clock).
     """
     from ncclbench.output.jsonout import JsonReporter
     from ncclbench.output.text import TextReporter
@@ -86,7 +89,7 @@ def open_output_reporters(opts: BenchOptions, stream: TextIO | None = None, **js
     reporters: list[Reporter] = []
     json_path = None
     if opts.json_enabled:
-        jrep = JsonReporter(str(opts.output_file), opts, **json_kwargs)
+        jrep = JsonReporter(str(opts.output_file), opts, env=env, clock=clock)
         json_path = jrep.path
         reporters.append(jrep)
     if opts.metrics_file:

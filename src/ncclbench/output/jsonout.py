@@ -34,6 +34,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TextIO, TypeAlias, overload
 
 from ncclbench import NCCL_TESTS_COMPAT_VERSION, __version__
 from ncclbench.core.config import BenchOptions
@@ -236,7 +237,15 @@ def summary_json(summary: RunSummary) -> str:
     return '"out_of_bounds":%s,"average_bus_bandwidth":%s,"errors":%s' % (oob, avg, errors)
 
 
-def _plain(value):
+# What json.dumps writes: the values `_plain` turns everything into.
+JsonValue: TypeAlias = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
+
+
+@overload
+def _plain(value: Mapping[Any, object]) -> dict[str, JsonValue]: ...
+@overload
+def _plain(value: object) -> JsonValue: ...
+def _plain(value: object) -> JsonValue:
     """Make RunInfo.extra & co. safe for strict JSON (finite floats, str for the unknown)."""
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
@@ -276,6 +285,7 @@ class JsonReporter:
         self.requested_path = path
         self.opts = opts
         self._clock = clock or now_string
+        self._fp: TextIO | None
         self.path, self._fp = _create_exclusive(path)
         self._info: RunInfo | None = None
         self._summary: RunSummary | None = None
@@ -437,7 +447,7 @@ class JsonReporter:
         return _plain({**(start or {}), **(end or {})})
 
 
-def _create_exclusive(path: str):
+def _create_exclusive(path: str) -> tuple[str, TextIO]:
     """Create `path`, or `<path>.0`, `<path>.1`, ... if it exists (nccl-tests' probing)."""
     attempt, index = path, 0
     while True:

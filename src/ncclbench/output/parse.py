@@ -216,7 +216,11 @@ def _half(tokens: list[str], per_iter: bool, skip: int, cputime: bool, error_col
     return HalfResult(time_us, time_us if cputime else math.nan, algbw, busbw, wrong, stats)
 
 
-def _preamble(line: str):
+# (size, count, type, redop, root, rest of the line) of a result row
+_Preamble = tuple[int, int, str, str, int, str]
+
+
+def _preamble(line: str) -> _Preamble | None:
     """(size, count, type, redop, root, rest) of a result line, or None.
 
     nccl-tests' preamble has fixed columns (`%12li  %12li  %8s  %6s  %6s`),
@@ -235,7 +239,7 @@ def _preamble(line: str):
     return int(m.group(1)), int(m.group(2)), m.group(3), m.group(4), int(m.group(5)), m.group(6)
 
 
-def _old_preamble(line: str, labels: tuple[str, ...]):
+def _old_preamble(line: str, labels: tuple[str, ...]) -> _Preamble | None:
     """(size, count, type, redop, root, rest) of a row of an older layout (its header's labels).
 
     A column the layout lacks reads as today's table prints it: redop `none`, root -1.

@@ -12,16 +12,17 @@ import dataclasses
 import html
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from .. import __version__
 from ..core.atomic_file import check_output_path, write_atomically
 from ..core.config import BenchOptions
 from ..core.errors import ArgumentError, BenchError, ExitCode, UnsupportedError
-from ..core.results import EXPLAIN_KEY
+from ..core.results import EXPLAIN_KEY, RunInfo, RunSummary
 from ..output.numfmt import now_string
 from ..store import summary_stats as stats
 from . import plots
@@ -39,6 +40,21 @@ figure { margin: 10px 0 22px 0; } figcaption { font-size: 12px; color: #555; }
 """
 
 
+class ReportRun(plots.PlottedRun, Protocol):
+    """What the report reads of a run: `store.db.StoredRun` and `store.imported.ImportedRun`
+    are the two.  Their `source`, `source_path`, `created_at`, `end_time`, `env` and
+    `messages` are shown where a run has them (read with getattr)."""
+
+    @property
+    def info(self) -> RunInfo: ...
+    @property
+    def options(self) -> BenchOptions: ...
+    @property
+    def summary(self) -> RunSummary | None: ...
+    @property
+    def status(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class RunJudged:
     """A run's judgement as the report shows it.  The command layer fills it from `explain/`
@@ -53,11 +69,11 @@ class RunJudged:
     expected_text: str = ""  # 'expected (healthy 2x H100 all_gather)'
 
 
-def _e(v) -> str:
+def _e(v: object) -> str:
     return html.escape("" if v is None else str(v))
 
 
-def _num(v, digits: int = 2) -> str:
+def _num(v: float | None, digits: int = 2) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
     return f"{v:.{digits}f}"
@@ -79,7 +95,7 @@ def _kv(pairs: list[tuple[str, object]]) -> str:
     return _table(None, [[k, v] for k, v in pairs if v not in (None, "", [])])
 
 
-def _summary_table(runs, placement: str, judged: Mapping[str, RunJudged]) -> str:
+def _summary_table(runs: Sequence[ReportRun], placement: str, judged: Mapping[str, RunJudged]) -> str:
     rows = []
     for run in runs:
         info = run.info
@@ -111,7 +127,7 @@ def _options_pairs(opts: BenchOptions) -> list[tuple[str, object]]:
     return pairs
 
 
-def _run_section(run, placement: str, judged: RunJudged | None = None) -> str:
+def _run_section(run: ReportRun, placement: str, judged: RunJudged | None = None) -> str:
     info, opts = run.info, run.options
     meta = [
         ("run", run.label), ("status", run.status), ("test", info.program),
@@ -176,7 +192,7 @@ def _expected(judged: Mapping[str, RunJudged]) -> dict[str, tuple[tuple[tuple[in
     return {label: (j.expected, j.expected_text or "expected") for label, j in judged.items() if j.expected}
 
 
-def build_report(runs, *, title: str | None = None, placement: str = "out_of_place",
+def build_report(runs: Sequence[ReportRun], *, title: str | None = None, placement: str = "out_of_place",
                  use_matplotlib: bool | None = None, judged: Mapping[str, RunJudged] | None = None) -> str:
     """The report as one HTML string.  use_matplotlib=None: if it is installed.  `judged`: run
     label -> its judgement (verdict, ceiling drawn on the busbw plot, the explain lines)."""
@@ -211,7 +227,7 @@ def build_report(runs, *, title: str | None = None, placement: str = "out_of_pla
             + "\n".join(body) + "\n</body></html>\n")
 
 
-def write_report(runs, output, *, png: bool = False, title: str | None = None,
+def write_report(runs: Sequence[ReportRun], output: str | os.PathLike[str], *, png: bool = False, title: str | None = None,
                  placement: str = "out_of_place", use_matplotlib: bool | None = None,
                  judged: Mapping[str, RunJudged] | None = None) -> list[Path]:
     """Write the HTML (and with png=True one PNG per plot next to it); return the paths."""

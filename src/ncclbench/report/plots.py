@@ -19,13 +19,27 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from ..output.numfmt import human_size
 from ..store import summary_stats as stats
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from ..core.results import ResultRow
+
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
            "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+
+
+class PlottedRun(Protocol):
+    """What a plot reads of a run (a stored or an imported one): its label and its rows."""
+
+    @property
+    def label(self) -> str: ...
+    @property
+    def rows(self) -> list[ResultRow]: ...
 
 
 @dataclass
@@ -73,7 +87,7 @@ def size_ticks(lo: int, hi: int) -> list[int]:
     return [2 ** k for k in range(start, khi + 1, step)]
 
 
-def build_specs(runs, placement: str = "out_of_place",
+def build_specs(runs: Sequence[PlottedRun], placement: str = "out_of_place",
                 ceilings: Mapping[str, tuple[float, str]] | None = None,
                 expected: Mapping[str, tuple[Sequence[tuple[int, float]], str]] | None = None) -> list[PlotSpec]:
     """One line per (run, series); the plots that have data.  `ceilings`: run label -> (expected
@@ -140,7 +154,7 @@ def have_matplotlib() -> bool:
     return True
 
 
-def _mpl_figure(spec: PlotSpec):
+def _mpl_figure(spec: PlotSpec) -> Figure:
     from matplotlib.figure import Figure
     from matplotlib.ticker import FixedLocator, NullLocator
 
@@ -188,7 +202,7 @@ def mpl_svg(spec: PlotSpec) -> str:
     return svg
 
 
-def mpl_png(spec: PlotSpec, path) -> None:
+def mpl_png(spec: PlotSpec, path: str) -> None:
     fig = _mpl_figure(spec)
     fig.savefig(path, format="png", dpi=110)
 
@@ -231,7 +245,7 @@ def svg_plot(spec: PlotSpec, width: int = 900, height: int = 460) -> str:
         t = (math.log10(v) - y0) / (y1 - y0) if spec.ylog else (v - y0) / (y1 - y0)
         return mt + ph - t * ph
 
-    def ok(v) -> bool:
+    def ok(v: float | None) -> bool:
         return v is not None and not math.isnan(v) and (v > 0 or not spec.ylog)
 
     e = html.escape

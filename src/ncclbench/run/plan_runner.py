@@ -15,7 +15,7 @@ from ..backends.threads import on_each_thread
 from ..backends.worker import Worker
 from ..core.config import Average
 from ..core.datatypes import DataType, RedOp
-from ..core.results import HalfResult, ResultRow, RunSummary
+from ..core.results import HalfResult, PerIterStats, ResultRow, RunSummary
 from ..output import Reporter
 from ..output.numfmt import now_string
 from .iteration_stats import bandwidths, elementwise_max, per_iter_stats
@@ -73,7 +73,7 @@ class WorkerRun:
         wrong = wrong_world if (opts.check and verify) else None
         return HalfResult(t, m.cpu_time_us, algbw, busbw, wrong, per_iter)
 
-    def _per_iter(self, m: Measurement):
+    def _per_iter(self, m: Measurement) -> PerIterStats | None:
         if m.samples_us is None:
             return None
         # One row per world process (a backend with several threads per process

@@ -9,6 +9,8 @@ must run one after the other.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..collectives.collective import CallArgs, Collective
 from ..core.datatypes import DATATYPE_BY_NAME, NO_OP, REDOP_BY_NAME
 
@@ -21,11 +23,11 @@ class CallRecorder:
         self.rank, self.nranks = rank, nranks
         self.calls: list[tuple[str, tuple]] = []
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Callable[..., None]:
         if name.startswith("_"):
             raise AttributeError(name)
 
-        def record(*args):
+        def record(*args: object) -> None:
             self.calls.append((name, args))
 
         return record
