@@ -63,7 +63,7 @@ def format_comparison(c: Comparison) -> str:
 
 
 def comparison_to_dict(c: Comparison) -> dict[str, Any]:
-    def point(p: Point | None):
+    def point(p: Point | None) -> dict[str, Any] | None:
         return None if p is None else {"busbw": finite(p.busbw), "time_us": finite(p.time_us),
                                        "spread_pct": p.spread_pct}
     return {

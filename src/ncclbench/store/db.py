@@ -35,12 +35,18 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core.config import BenchOptions
 from ..core.errors import ArgumentError, BenchError, ExitCode
 from ..core.processes import pid_alive
 from ..core.results import HalfResult, PerIterStats, ResultRow, RunInfo, RunSummary
 from ..output.numfmt import now_string
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_D = TypeVar("_D", bound="DataclassInstance")  # a dataclass rebuilt from a stored record (_from_dict)
 
 SCHEMA_VERSION = 3
 # 'failed': an imported log of a run that ended with an error (nccl-tests' "Test NCCL failure", NCCL WARN
@@ -184,7 +190,7 @@ def _now() -> str:
 
 # ---------------------------------------------------------------- (de)serialisation
 
-def _from_dict(cls, data: dict):
+def _from_dict(cls: type[_D], data: Mapping[str, Any]) -> _D:
     """Build a dataclass from a dict, ignoring keys it no longer has and
     defaulting keys it gained: stored runs outlive code changes."""
     names = {f.name for f in dataclasses.fields(cls)}
@@ -364,7 +370,7 @@ class ResultStore:
     def __enter__(self) -> ResultStore:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     @contextlib.contextmanager
@@ -557,7 +563,7 @@ class ResultStore:
         r = self.conn.execute("SELECT max(id) FROM runs").fetchone()
         return None if r[0] is None else int(r[0])
 
-    def _header(self, r) -> RunHeader:
+    def _header(self, r: sqlite3.Row | tuple[Any, ...]) -> RunHeader:
         status, reason = r[2], r[15]
         if status == "running" and r[12] == socket.gethostname() and r[13] and not pid_alive(r[13]):
             status = "interrupted"  # its writer died without a word (kill -9, OOM, the MPI job killed it)
@@ -598,7 +604,7 @@ class ResultStore:
         """How many runs that source stored."""
         return int(self.conn.execute("SELECT COUNT(*) FROM runs WHERE source = ?", (source,)).fetchone()[0])
 
-    def _unknown(self, ref) -> str:
+    def _unknown(self, ref: int | str) -> str:
         n = self.count_runs()
         if n == 0:
             return f"unknown run {ref}: the result store {self.path} is empty"

@@ -53,14 +53,14 @@ def legacy_hash(run: ImportedRun) -> str | None:
 
 
 
-def _b(v) -> bool:
+def _b(v: object) -> bool:
     """nccl-tests writes booleans as the strings "true"/"false"."""
     if isinstance(v, str):
         return v.strip().lower() == "true"
     return bool(v)
 
 
-def _f(v) -> float:
+def _f(v: Any) -> float:  # a JSON value: number, string, null
     if v is None:
         return math.nan
     try:
@@ -69,7 +69,7 @@ def _f(v) -> float:
         return math.nan
 
 
-def _half(obj, per_iter) -> HalfResult | None:
+def _half(obj: object, per_iter: object) -> HalfResult | None:
     if not isinstance(obj, dict):
         return None
     cpu = "cpu_time" in obj
@@ -91,7 +91,7 @@ def _half(obj, per_iter) -> HalfResult | None:
                       per_iter=stats)
 
 
-def _row(res) -> ResultRow | None:
+def _row(res: object) -> ResultRow | None:
     if not isinstance(res, dict) or "size" not in res:
         return None
     oop = _half(res.get("out_of_place"), res.get("out_of_place_per_iter"))

@@ -22,7 +22,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from ..core.results import PLATEAU_DEFINITION as PLATEAU_DEFINITION
-from ..core.results import ResultRow
+from ..core.results import HalfResult, ResultRow, RunSummary
 from ..core.results import plateau_sizes as _plateau_sizes
 
 MiB, KiB = 1 << 20, 1 << 10
@@ -164,7 +164,7 @@ def delta_pct(a: float | None, b: float | None) -> float | None:
 SeriesKey = tuple[str, str, int]
 
 
-def _value(half, per_iter_median: bool) -> float:
+def _value(half: HalfResult, per_iter_median: bool) -> float:
     """A size's time: the printed mean (what the gate uses: on the 2-core test
     machine under load, runs' medians of 3..20 iterations moved more from run to
     run than their means, bench/results/gate-false-alarms.md), or the median of
@@ -239,7 +239,7 @@ def has_per_iter(rows: list[ResultRow], placement: str = "out_of_place") -> bool
 
 # ---------------------------------------------------------------- the gate's latency rounds (--gate)
 
-def gate_round_values(summary, placement: str = "out_of_place") -> dict[SeriesKey, list[dict[int, float]]]:
+def gate_round_values(summary: RunSummary | None, placement: str = "out_of_place") -> dict[SeriesKey, list[dict[int, float]]]:
     """Per series, one {size: time} per gate round (run/gate_rounds.py: the small sizes measured
     again for the gate, `RunSummary.gate_latency`); {} for a run measured without --gate."""
     g = getattr(summary, "gate_latency", None) if summary is not None else None
@@ -260,7 +260,7 @@ def round_profile(rounds: list[dict[int, float]]) -> dict[int, float]:
     return {s: _median([r[s] for r in rounds if s in r]) for s in sizes}
 
 
-def gate_rounds_text(summary) -> str | None:
+def gate_rounds_text(summary: RunSummary | None) -> str | None:
     """How a run's gated figure was measured ('8 rounds, each in a fresh NCCL communicator'), or None."""
     g = getattr(summary, "gate_latency", None) if summary is not None else None
     if not g:

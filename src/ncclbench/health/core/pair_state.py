@@ -293,7 +293,7 @@ def _symptom(rec: Recorded, i: int) -> str:
     return rec.score.symptom[i] if rec.score.symptom else ""
 
 
-def unit_of(x) -> int | None:
+def unit_of(x: int | float | np.integer) -> int | None:
     x = int(x)
     return None if x < 0 else x
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from ...explain.curve_data import CURVES
 from ...explain.plateau_verdict import ABOVE_MODEL_TOLERANCE, above_model_reason
@@ -158,7 +159,7 @@ def physics_reference(shape: str, ceiling: float, bound: str, ngpus: int, bw_byt
                     provisional=rec.provisional or bool(stand_in))
 
 
-def _replace(ref: PhysicsRef, **kw) -> PhysicsRef:
+def _replace(ref: PhysicsRef, **kw: Any) -> PhysicsRef:
     return PhysicsRef(**{**asdict(ref), **kw})
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from .causes import HostCauses, attach_causes
 from .findings import NO_ANSWER_C, NO_ANSWER_V, NODE_COMPONENTS, SUSPECT_V, Finding, drain_hosts, merge
 from .fleet import Fleet
-from .localize import RepeatScan
+from .localize import PhaseScan, RepeatScan
 from .pair_phase import PairScan
 from .physics import PhysicsRef
 from .round_judge import Baseline, RoundResult, Thresholds
@@ -259,7 +259,7 @@ def _measurements(fleet: Fleet, scans: list) -> list[dict]:
     return out
 
 
-def _ref_source(scan, shape: str) -> str | None:
+def _ref_source(scan: PhaseScan, shape: str) -> str | None:
     """Where a group's busbw reference came from: "fleet", "baseline NAME", or None (none)."""
     refs = scan.refs.get(shape)
     return refs.busbw.source if refs is not None and refs.busbw is not None else None

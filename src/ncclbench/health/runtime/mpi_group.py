@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ...backends.mpi_cpu import ALIGN, HostMemoryWorker, MpiCommunicator, aligned_address
 from ...backends.worker import RankSlot
+from ...core.datatypes import DataType, RedOp
 from ...core.errors import BenchError, ExitCode
 from .group_measure import GroupSpec, GroupTimeout, measure_sizes
 
@@ -55,12 +56,12 @@ class DeadlineComm(MpiCommunicator):
         super().__init__(comm, scratch)
         self.deadline = deadline
 
-    def all_reduce(self, send, recv, count, dtype, op):
+    def all_reduce(self, send: int, recv: int, count: int, dtype: DataType, op: RedOp) -> None:
         src = self.MPI.IN_PLACE if send == recv else self._buf(send, count, dtype, True)
         _wait(self.comm.Iallreduce(src, self._buf(recv, count, dtype, True), self._op(op)),
               self.deadline, "all_reduce")
 
-    def compile(self, calls):
+    def compile(self, calls: list[tuple[str, tuple]]) -> Callable[[], None]:
         if len(calls) == 1 and calls[0][0] == "all_reduce":
             send, recv, count, dtype, op = calls[0][1]
             src = self.MPI.IN_PLACE if send == recv else self._buf(send, count, dtype, True)
