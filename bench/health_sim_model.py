@@ -59,6 +59,7 @@ def cell(nhosts: int, kind: str, slowdown: float, trials: int, seed: int, sigma_
     fleet = Fleet.uniform(nhosts, 8)
     found = false_alarms = 0
     times = []
+    alarms: dict[str, int] = {}  # false alarms by component
     for t in range(trials):
         rng = np.random.default_rng([seed, nhosts, list(KINDS).index(kind) if kind in KINDS else 9, t])
         faults, want = fault_scenario(KINDS.get(kind, "healthy"), fleet, rng, factor=1.0 - slowdown)
@@ -67,11 +68,15 @@ def cell(nhosts: int, kind: str, slowdown: float, trials: int, seed: int, sigma_
         names = {fleet.hosts[h] for h in want.get("hosts", ())}
         hit = [f for f in rep.confirmed if want and f.component == want["component"] and set(f.hosts) == names]
         found += bool(hit)
-        false_alarms += len([f for f in rep.confirmed if f not in hit])
+        for f in rep.confirmed:
+            if f not in hit:
+                false_alarms += 1
+                alarms[f.component] = alarms.get(f.component, 0) + 1
         times.append(fabric.clock_s)
     return {"nhosts": nhosts, "kind": kind, "slowdown": slowdown, "trials": trials,
             "found_pct": None if kind == "healthy" else 100.0 * found / trials,
-            "false_alarms": false_alarms, "scan_s_median": float(np.median(times))}
+            "false_alarms": false_alarms, "false_alarms_by_component": alarms,
+            "scan_s_median": float(np.median(times))}
 
 
 def markdown(rows: list[dict], meta: dict) -> str:

@@ -282,10 +282,10 @@ class RoundShift:
     suspect confirmed against them shares their chance error with its first verdict (others high by
     chance make a healthy host "slow" twice).  Its controls are those groups measured again beside
     the suspect, so the reference is always scaled by them (spread widened as above): the
-    confirmation then rests on figures of its own round.  With run-to-run noise 1.7-2.5x the
-    recorded one (2 and 3 %, simulated 3-host fleets), this left the false alarms where they were
-    before the floor judged small fleets, where the floor alone had doubled them
-    (bench/results/health-sim-model-2026-11-28-intra.md)."""
+    confirmation then rests on figures of its own round.  Kept unscaled, such a reference had
+    doubled the false alarms of simulated 3-host fleets whose run-to-run noise is 2.5x the
+    recorded one (the floor judges them too strictly there, as it does any phase); scaled, they
+    stay near what the MAD made of them (bench/results/health-sim-model-2026-11-28-intra.md)."""
 
     bw: float  # control busbw now / in its fleet round (geometric mean over the controls)
     lat: float | None  # control latency now / in its fleet round (None: no latency figure)
