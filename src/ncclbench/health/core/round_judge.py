@@ -152,8 +152,9 @@ def floor_noise_reference(ref: Reference, values: Sequence[float] | np.ndarray, 
     Their own spread is a MAD of 2 to 6 figures: relative error 1.16/sqrt(n) = 82-47 %, and taken
     one standard error up (1.82-1.47x) the chance scatter of a few healthy groups hides a slow one.
     Two healthy NVLink groups 2.6 % apart made a spread of 3.5 %, under which a host 10 % slow read
-    z -2.8 and was never measured again: a -10 % NVLink was found in 50-70 % of simulated 3-host
-    fleets and 87 % of 4-host ones (bench/results/health-sim-model-2026-11-28.md; 1000 fleets each).
+    z -2.8 and was never measured again: a -10 % NVLink was found in 77 % of simulated 3-host
+    fleets and 84 % of 4-host ones, 98 % of both against the floor (200 fleets each on held-out
+    seeds, bench/results/health-sim-model-2026-11-28-intra.md).
     What a few figures do tell is their level.  The noise of one group's figure against the median
     of n others is the scan's noise floor (`Thresholds.bw_floor`, the run-to-run spread of these
     groups as recorded, `Thresholds.floor_source`, which every scan prints with its thresholds) times
