@@ -167,3 +167,24 @@ def test_a_fleet_that_scatters_too_much_is_not_judged_and_says_so():
     assert len(refs.notes) == 1 and "pairs:2x1: latency not judged" in refs.notes[0]
     sc = score(RoundResult(bw, lat, np.zeros(4, dtype=int)), refs, 3.5, 0.5)
     assert sc.status == [OK, OK, OK, OK]  # no latency verdict without a latency reference
+
+
+def test_a_small_fleets_others_give_their_level_and_the_recorded_floor_their_noise():
+    """Two others 2.6 % apart: their MAD one standard error up is a 3.5 % spread (1 degree of
+    freedom); the floor's is 1 % x sqrt(1 + 1/2).  Two others 6 % apart disagree beyond the floor
+    (3.5 x 1 % x sqrt(2)): their own spread stays.  A later round rescales a floor reference by its
+    controls even when they did not move beyond their noise (its center is the fleet round's)."""
+    from ncclbench.health.core.round_judge import FloorNoiseReference, floor_noise_reference
+
+    others = [357.6, 367.1]
+    own = robust_reference(others, 0.01, 2)
+    assert own.spread / own.center == pytest.approx(0.035, abs=0.001)
+    ref = floor_noise_reference(own, others, 0.01, 3.5)
+    assert isinstance(ref, FloorNoiseReference) and ref.center == own.center
+    assert ref.spread == pytest.approx(0.01 * own.center * np.sqrt(1.5))
+    apart = [352.0, 374.0]
+    assert floor_noise_reference(robust_reference(apart, 0.01, 2), apart, 0.01, 3.5) == \
+        robust_reference(apart, 0.01, 2)
+    still = RoundShift.from_ratios([0.995, 0.99], [], 2)
+    assert still.apply(References(ref, None)).busbw.center == pytest.approx(ref.center * np.sqrt(0.995 * 0.99))
+    assert "not rescaled" in still.apply(References(own, None)).busbw.source

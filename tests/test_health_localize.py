@@ -369,3 +369,74 @@ def test_a_latency_spike_does_not_add_to_two_bandwidth_dips():
     dips3 = {**dips, ("pairs r3", ((0, 0), (3, 0))): 0.6}
     rep3 = scan(fleet, FakeFabric(dips=dips3), phases=("pairs",))
     assert confirmed(rep3) == [(NODE_NIC, ("node3",), "all rails", "slow")], rep3.findings
+
+
+class ScriptedIntra:
+    """The intra phase's figures, as given per round and host (GB/s; latency 15 us)."""
+
+    def __init__(self, figures):
+        self.figures = figures  # round name -> {host: busbw}
+        self.rounds = []
+
+    def __call__(self, rnd):
+        from ncclbench.health.core.round_judge import RoundResult
+
+        self.rounds.append(rnd)
+        res = RoundResult.empty(len(rnd.groups))
+        for i, g in enumerate(rnd.groups):
+            res.busbw[i] = self.figures[rnd.name][g.hosts[0]]
+            res.lat_us[i] = 15.0
+        return res
+
+
+def test_a_10_percent_slow_nvlink_of_three_hosts_is_judged_against_the_recorded_noise():
+    """3 hosts (simulated fleet, bench/results/health-sim-model-2026-11-28.md): node0's NVLink 10 %
+    slow, the other two 2.6 % apart by chance.  Their MAD one standard error up was a 3.5 % spread:
+    z -2.8, node0 never measured again, a -10 % NVLink found in half the simulated 3-host fleets.
+    Two figures say their level, the recorded floor their noise: node0 is slow, then slow again
+    beside them (its controls) on a new communicator: confirmed."""
+    fleet = Fleet.uniform(3, 8)
+    fabric = ScriptedIntra({"intra r1": {0: 326.9, 1: 357.6, 2: 367.1},
+                            "intra r2": {0: 333.9, 1: 366.1, 2: 372.2}})
+    rep = scan(fleet, fabric, phases=("intra",))
+    assert [r.name for r in fabric.rounds] == ["intra r1", "intra r2"]
+    assert confirmed(rep) == [(NODE_INTRA, ("node0",), "8 GPUs", "slow")], rep.findings
+    first = rep.findings[0].evidence[0]
+    assert "z -8.0" in first and "spread: the recorded floor 1 % x sqrt(1 + 1/2)" in first, first
+    assert rep.host_status == {"node0": "faulty", "node1": "healthy", "node2": "healthy"}
+
+
+def test_four_hosts_judge_each_intra_group_against_the_recorded_noise_too():
+    """4 hosts: the MAD of the 3 others, one standard error up (1.67x), missed 16 % of simulated
+    -10 % NVLink faults (200 fleets, bench/results/health-sim-model-2026-11-28-intra.md); here the others' MAD-sigma is 2.9 % and node3 at 0.9x of their
+    median read z -2.1, not even a suspect.  Against the floor: z -8.6, then slow again."""
+    fleet = Fleet.uniform(4, 8)
+    fabric = ScriptedIntra({"intra r1": {0: 355.0, 1: 362.0, 2: 369.0, 3: 326.0},
+                            "intra r2": {0: 357.0, 1: 363.0, 2: 366.0, 3: 327.0}})
+    rep = scan(fleet, fabric, phases=("intra",))
+    assert confirmed(rep) == [(NODE_INTRA, ("node3",), "8 GPUs", "slow")], rep.findings
+
+
+def test_small_fleet_others_that_disagree_beyond_the_floor_keep_their_own_spread():
+    """Two others 6 % apart are beyond what the 1 % floor allows two healthy groups (3.5 x 1 % x
+    sqrt(2) = 4.9 %): the fleet scatters more than the record says, so node0 at 0.9x of their
+    median is judged against their own spread, as before: not a fault."""
+    fleet = Fleet.uniform(3, 8)
+    fabric = ScriptedIntra({"intra r1": {0: 326.0, 1: 352.0, 2: 374.0}})
+    rep = scan(fleet, fabric, phases=("intra",))
+    assert rep.confirmed == [] and [r.name for r in fabric.rounds] == ["intra r1"], rep.findings
+
+
+def test_a_small_fleets_confirmation_rests_on_its_own_rounds_figures():
+    """node0 sits 4.6 % under two others that were high by chance in round 1 (z -3.8 against the
+    floor: a suspect).  Measured again, node0 is as low, but so are the others beside it (-2 %,
+    within what the controls' own noise would leave unrescaled): against round 1's figures the
+    re-run would read z -3.7 and convict a healthy host; against its own round's controls it is
+    z -1.6, and not a fault."""
+    fleet = Fleet.uniform(3, 8)
+    fabric = ScriptedIntra({"intra r1": {0: 350.0, 1: 366.0, 2: 368.0},
+                            "intra r2": {0: 350.5, 1: 358.5, 2: 360.0}})
+    rep = scan(fleet, fabric, phases=("intra",))
+    assert [r.name for r in fabric.rounds] == ["intra r1", "intra r2"]
+    assert rep.confirmed == [], rep.findings
+    assert rep.host_status["node0"] == "healthy"

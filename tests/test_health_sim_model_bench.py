@@ -39,3 +39,11 @@ def test_a_spent_budget_records_what_was_not_run(tmp_path):
     doc = json.loads((tmp_path / "health-sim-model-after.json").read_text())
     assert doc["meta"]["not_run"] and len(doc["rows"]) + len(doc["meta"]["not_run"]) == 2
     assert "Not run (budget 0.0 s spent)" in (tmp_path / "health-sim-model-after.md").read_text()
+
+
+def test_a_noisier_fleet_is_said_in_the_table(tmp_path):
+    mod = _load()
+    assert mod.main([str(tmp_path), "--sizes", "3", "--trials", "1", "--kinds", "healthy", "--sigma-run", "0.02"]) == 0
+    doc = json.loads((tmp_path / "health-sim-model-after.json").read_text())
+    assert doc["meta"]["sigma_run"] == 0.02
+    assert "Run-to-run noise of a group 2.0 % (--sigma-run" in (tmp_path / "health-sim-model-after.md").read_text()

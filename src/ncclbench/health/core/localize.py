@@ -57,6 +57,7 @@ from .round_judge import (
     Score,
     Thresholds,
     fleet_shift,
+    floor_noise_reference,
     percent_of,
     references,
     score,
@@ -72,6 +73,13 @@ VERDICT = {SLOW: SLOW_V, NO_ANSWER: NO_ANSWER_V, WRONG: WRONG_V}
 # independent figures (a rescaled reference's spread widens by sqrt(1 + 1/n) for their noise)
 # while adding little load beside the suspects.
 CONTROLS_PER_SHAPE = 2
+# Phases whose groups' run-to-run noise is the recorded floor (`Thresholds.floor_source`: all_reduce
+# busbw of the GPUs of one node over NVLink, repeated on a new communicator; on the CPU backend its
+# own record): in a small fleet (`RepeatScan._leave_one_out`) each group is judged against the others'
+# median with the floor as the spread, where they agree with it (`round_judge.floor_noise_reference`).
+# Not the rail phase: no NIC figure was ever repeated on our machines (physics.HEALTHY's NIC record is
+# a provisional stand-in); nor the local phase, whose floor no record cites yet.
+FLOOR_NOISE_PHASES = ("intra",)
 NO_CONTROL = ("no control ran beside it in this round (no group that was ok in a fleet round had its GPUs free), "
               "so a round slowed as a whole cannot be told from a fault")
 
@@ -357,7 +365,9 @@ class RepeatScan(PhaseScan):
 
     def _fleet_refs(self, shape: str, group: Group) -> References:
         """The fleet references of `shape` without `group`'s own fleet figures (`_leave_one_out`):
-        made from the other groups (at least 2), the baseline beside them as for the whole fleet."""
+        made from the other groups (at least 2), the baseline beside them as for the whole fleet;
+        in the phases of FLOOR_NOISE_PHASES with the noise floor as the busbw spread where the
+        others agree with it (`round_judge.floor_noise_reference`)."""
         if not self._leave_one_out(shape):
             return super()._fleet_refs(shape, group)
         bw, lat = [], []
@@ -371,7 +381,10 @@ class RepeatScan(PhaseScan):
                 if i not in rec.result.unsteady_lat:
                     lat.append(float(rec.result.lat_us[i]))
         thr = replace(self.thr, min_groups=2)
-        return references(np.array(bw), np.array(lat), shape, thr, self.baseline)
+        refs = references(np.array(bw), np.array(lat), shape, thr, self.baseline)
+        if self.phase in FLOOR_NOISE_PHASES and refs.busbw is not None:
+            refs = replace(refs, busbw=floor_noise_reference(refs.busbw, bw, self.thr.bw_floor, self.thr.suspect_z))
+        return refs
 
     def next_round(self) -> Round | None:
         if not self.groups or len(self.records) >= 2:

@@ -142,6 +142,47 @@ def robust_reference(values: Sequence[float] | np.ndarray, floor: float, min_gro
 
 
 @dataclass(frozen=True)
+class FloorNoiseReference(Reference):
+    """A reference whose spread is the recorded noise floor, not its groups' own (`floor_noise_reference`)."""
+
+
+def floor_noise_reference(ref: Reference, values: Sequence[float] | np.ndarray, floor: float,
+                          limit_z: float) -> Reference:
+    """A small fleet's reference (the 2 to 6 other groups a group is judged against when its shape has
+    3 to 7, `localize.RepeatScan._leave_one_out`), with the recorded noise floor as its spread.
+
+    Their own spread is a MAD of 2 to 6 figures: relative error 1.16/sqrt(n) = 82-47 %, and taken
+    one standard error up (1.82-1.47x) the chance scatter of a few healthy groups hides a slow one.
+    Two healthy NVLink groups 2.6 % apart made a spread of 3.5 %, under which a host 10 % slow read
+    z -2.8 and was never measured again: a -10 % NVLink was found in 77 % of simulated 3-host
+    fleets and 84 % of 4-host ones, 98 % of both against the floor (200 fleets each on held-out
+    seeds, bench/results/health-sim-model-2026-11-28-intra.md).
+    What a few figures do tell is their level.  The noise of one group's figure against the median
+    of n others is the scan's noise floor (`Thresholds.bw_floor`, the run-to-run spread of these
+    groups as recorded, `Thresholds.floor_source`, which every scan prints with its thresholds) times
+    sqrt(1 + 1/n), the others carrying noise too.
+
+    Only where the others agree with that noise: two of them further apart than `limit_z` times the
+    floor's noise of a difference (floor x sqrt(2)) say the fleet scatters more than the record, or
+    that one of them is off, and the reference keeps their own spread (`ref`, unchanged).
+
+    A later round rescales such a reference by its controls whether or not they moved
+    (`RoundShift`): its center is the fleet round's figures, whose chance error a confirmation
+    against them would share with the first verdict."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if ref.source != "fleet" or v.size < 2 or not ref.center:
+        return ref
+    sigma = floor * abs(ref.center)
+    if float(v.max() - v.min()) > limit_z * sigma * np.sqrt(2.0):
+        return ref
+    spread = sigma * float(np.sqrt(1.0 + 1.0 / v.size))
+    source = (f"fleet ({v.size} other groups, within the noise floor of each other; spread: the recorded "
+              f"floor {100 * floor:g} % x sqrt(1 + 1/{v.size}), its source in the thresholds)")
+    return FloorNoiseReference(ref.center, spread, ref.n, source, ref.raw_spread)
+
+
+@dataclass(frozen=True)
 class Baseline:
     """A stored reference per group shape: {shape: (busbw median, spread)}, same for latency."""
 
@@ -237,7 +278,17 @@ class RoundShift:
     scaled (its spread widened by sqrt(1 + 1/n) for the controls' noise) only where the round's
     movement is beyond MOVED_Z standard errors of that mean (a control's ratio taken to scatter
     like sqrt(2) groups of the reference); otherwise the suspect is judged as before, and the
-    evidence says the controls did not move."""
+    evidence says the controls did not move.
+
+    Except a small fleet's reference with the noise floor as its spread (`FloorNoiseReference`,
+    the intra groups of 3 to 7 hosts): its center is the other groups' fleet-round figures, and a
+    suspect confirmed against them shares their chance error with its first verdict (others high by
+    chance make a healthy host "slow" twice).  Its controls are those groups measured again beside
+    the suspect, so the reference is always scaled by them (spread widened as above): the
+    confirmation then rests on figures of its own round.  Kept unscaled, such a reference had
+    doubled the false alarms of simulated 3-host fleets whose run-to-run noise is 2.5x the
+    recorded one (the floor judges them too strictly there, as it does any phase); scaled, they
+    stay near what the MAD made of them (bench/results/health-sim-model-2026-11-28-intra.md)."""
 
     bw: float  # control busbw now / in its fleet round (geometric mean over the controls)
     lat: float | None  # control latency now / in its fleet round (None: no latency figure)
@@ -266,7 +317,7 @@ class RoundShift:
             return None
         n = max(1, self.n)
         rel = ref.spread / abs(ref.center) if ref.center else float("inf")
-        if abs(np.log(factor)) <= MOVED_Z * rel * np.sqrt(2.0 / n):
+        if abs(np.log(factor)) <= MOVED_Z * rel * np.sqrt(2.0 / n) and not isinstance(ref, FloorNoiseReference):
             return replace(ref, source=f"{ref.source} ({self.text}: within their noise, not rescaled)")
         widen = float(np.sqrt(1.0 + 1.0 / n))
         return Reference(ref.center * factor, ref.spread * factor * widen, ref.n,
