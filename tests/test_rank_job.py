@@ -195,3 +195,34 @@ def test_a_preflight_trap_ends_the_job_before_any_worker(monkeypatch, capsys):
     assert job.exit_status == int(ExitCode.INVALID_USAGE)
     assert "sees no GPU" in capsys.readouterr().err
     assert log == ["failed BenchError", "observer closed"]
+
+
+def test_live_explain_hears_the_jobs_steps_on_the_gpu_backend(monkeypatch):
+    """Explain as the job's observer on NCCL's backend: the launch checks decide which rank of a
+    host reads its topology (the launcher's local rank 1 is NCCL's first on its host here), the
+    capture is set before the workers, the read starts at the communicators' init."""
+    from ncclbench.explain.live import LiveExplain, TopologyReader
+
+    monkeypatch.delenv(LAUNCHER_PID_ENV, raising=False)
+    log = Log()
+    monkeypatch.setattr("ncclbench.launch.bootstrap.make_host_comm", lambda *a, **k: FakeHost(log))
+    monkeypatch.setattr("ncclbench.explain.live.TopologyReader",
+                        lambda gpus: log.append(f"topology read (gpus {gpus})") or TopologyReader(read=lambda: (None, "")))
+    monkeypatch.setattr(LiveExplain, "_begin_capture", lambda self, lib: log.append("capture set"))
+    monkeypatch.setattr(rank_job, "launch_checks", lambda *a: rank_job.LaunchChecks(places=[0]))
+
+    def nccl_workers(opts, backend, host, collective, on_comm_init=None):
+        log.append("workers made")
+        on_comm_init()  # what create_nccl_workers does right before ncclCommInitRank
+        log.append("communicators formed")
+        return [FakeWorker(log)]
+
+    monkeypatch.setattr(rank_job, "make_workers", nccl_workers)
+    launch = detect_launch({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "1"})
+    explain = LiveExplain(BenchOptions(), Backend.NCCL, launch.local_rank, environ={})
+    assert explain.local_rank == 1
+    with RankJob(BenchOptions(), Backend.NCCL, launch, explain) as job:
+        job.preflight()
+        assert explain.local_rank == 0
+        job.start_workers()
+    assert log[:4] == ["capture set", "workers made", "topology read (gpus True)", "communicators formed"]

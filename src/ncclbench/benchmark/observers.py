@@ -2,8 +2,8 @@
 
 * the outputs (text table, -J JSON, --metrics, --csv) and the progress bar: Reporters, opened
   once the plan exists on the reporting rank (an unwritable -J fails before the first row);
-* the result store (`StoreObserver`): a Reporter too, and the job's record, where a signal,
-  an error or a closed pipe leaves the run's outcome;
+* the result store (`StoreObserver`): a Reporter too, and the job's record (`RankJob.record`),
+  where a signal, an error or a closed pipe leaves the run's outcome;
 * the gate: `BaselineGate` (--baseline NAME: refused before the sweep when it cannot judge,
   then the stored run gated: exit 7 or 9) and `GateRounds` (the gate's latency rounds after
   the timed loops);
@@ -28,7 +28,7 @@ from ..explain.live import wanted as explain_wanted
 from ..launch.detect import LaunchInfo
 from ..output import MultiReporter, Reporter
 from ..run.events import NullObserver, RunObserver
-from ..run.rank_job import CLOSED_PIPE, RankJob
+from ..run.rank_job import RankJob
 
 if TYPE_CHECKING:  # the store is imported when a run opens it, not at every rank's start
     from ..store.reporter import StoreReporter
@@ -186,11 +186,6 @@ class StoreObserver(ReporterObserver):
         self.store = StoreReporter.open(env=self.env)
         job.record = self.store
         return self.store
-
-    def failed(self, exc: BaseException) -> None:
-        if isinstance(exc, BrokenPipeError) and self.store is not None:
-            self.store.set_outcome("interrupted", CLOSED_PIPE)
-        super().failed(exc)
 
 
 class BaselineGate(NullObserver):
