@@ -1,8 +1,9 @@
-"""One tune job, on every rank: form the job, build the candidates and the
-backend's switcher, make the run plan a plain run would make on the same
-workers (`run.plan.make_plan`: nccl-tests' memory clamp on the sizes, the
-datatype/op check, the root), run the interleaved schedule over the plan's
-sizes, and (on the reporting rank) judge and write the outputs.
+"""One tune job, on every rank: form the job as a plain run does (`run.rank_job.RankJob`:
+rank signals, the host communicator, the launch checks, how a signal or an error ends it),
+build the candidates and the backend's switcher, make the run plan a plain run would make on
+the same workers (`run.plan.make_plan`: nccl-tests' memory clamp on the sizes, the
+datatype/op check, the root), run the interleaved schedule over the plan's sizes, and (on
+the reporting rank) judge and write the outputs.
 
 A one-rank job has nothing to tune: NCCL runs a one-rank collective as a
 local copy (ncclLaunchOneRank, src/enqueue.cc), and MPI's collective
@@ -17,7 +18,6 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..core.config import Backend
@@ -72,7 +72,7 @@ def check_environment(topts: TuneOptions, backend: Backend) -> None:
         raise ArgumentError(lines[0])
 
 
-@dataclass
+@dataclasses.dataclass
 class Candidates:
     """What tune measures on this rank: the candidates, how it switches between them, the
     library's name and version (NCCL's code, None for MPICH) and the notes for the result."""
