@@ -24,6 +24,7 @@ from ..core.errors import BenchError, ExitCode
 from ..core.results import HalfResult, ResultRow, RunInfo
 from ..store.db import TUNE_SOURCE, StoredRun
 from .emit import band_range, bands_disagree, env_file, report_lines, result_json, tuner_config, won_bands
+from .options import TuneOptions
 from .result import TuneResult
 
 _EMPTY = HalfResult(math.nan, math.nan, math.nan, math.nan, None)
@@ -120,7 +121,7 @@ def _write(path: Path, text: str) -> None:
         raise BenchError(f"tune: cannot write {path}: {e.strerror or e}", ExitCode.ARGUMENT) from None
 
 
-def write_outputs(result: TuneResult, topts, opts: BenchOptions) -> dict[str, str]:
+def write_outputs(result: TuneResult, topts: TuneOptions, opts: BenchOptions) -> dict[str, str]:
     """Print the report, write the files, store and plot; returns {kind: path}."""
     written: dict[str, str] = {}
     for line in report_lines(result):
