@@ -18,7 +18,6 @@ REASON = "long because"
 # (file under src/ncclbench, function) -> its length in lines when this check came
 LONG: dict[tuple[str, str], int] = {
     ("backends/nccl_setup.py", "create_nccl_workers"): 119,
-    ("benchmark/orchestrate.py", "run_here"): 96,
     ("explain/ceiling.py", "expected_ceiling"): 115,
     ("explain/failures.py", "failure_traps"): 142,
     ("explain/log_topology.py", "log_topology"): 115,
@@ -29,7 +28,6 @@ LONG: dict[tuple[str, str], int] = {
     ("output/parse.py", "parse_tests"): 136,
     ("report/plots.py", "svg_plot"): 81,
     ("store/jsonlog.py", "_parse"): 98,
-    ("tune/job.py", "run_tune_here"): 88,
 }
 
 

@@ -1,14 +1,18 @@
-"""The explain hooks of one rank's benchmark run: `bench.run_here` calls them in this order.
+"""The explain part of one rank's benchmark run: a `run.events.RunObserver`
+(`benchmark.observers.run_observers` makes it when explain is wanted), told the run's steps:
 
-    explain = LiveExplain(opts, backend, launch.local_rank)   start: topology read in a thread
-    explain.before_workers(opts.nccl_lib)        before NCCL's first log line: capture settings
-    ... workers made; right before NCCL's communicator init: explain.start_topology() ...
-    explain.after_workers(host, rank_facts, info) every rank: topology to rank 0 -> banner lines,
-                                                  RunInfo.extra; NCCL log in its `timed` phase
+    LiveExplain(opts, backend, launch.local_rank) the run's start: the user's settings kept
+    job_formed(job)          the launch checks said which rank reads each host's topology
+    workers_starting(job)    before NCCL's first log line: capture settings (before_workers)
+    comm_init()              right before NCCL's communicator init: topology read in a thread
+    planned(job, info)       every rank: topology to rank 0 -> banner lines, RunInfo.extra;
+                             NCCL log in its `timed` phase (after_workers)
+    row(row)                 the rows, kept (the verdict is computed from them at the end)
     ... the timed loops (nothing of explain runs there) ...
-    explain.finish(plan, workers, host, summary)  every rank: one untimed op per size, NCCL's
-                                                  account to rank 0 -> lines and data in summary
-    explain.close()
+    measured(job, summary)   every rank: one untimed op per size, NCCL's account to rank 0 ->
+                             lines and data in summary (finish)
+    exit_status(code)        --fail-on-trap LEVEL: 7 when a trap that severe was raised
+    close()                  the log files removed, the user's NCCL settings given back
 
 Why the topology is read in a thread: NVML's start, a few hundred sysfs
 reads and importing the judging code (which the thread does too, on the GPU
@@ -37,9 +41,11 @@ from ..core.results import EXPLAIN_KEY, ResultRow, RunInfo, RunSummary
 from ..launch.facts import RankFacts
 from ..launch.hostcomm import HostComm
 from ..nccl.version_text import version_text
+from ..run.events import NullObserver
 from ..run.plan import RunPlan
 
 if TYPE_CHECKING:  # the rest of explain/ is imported where it is used, off the start-up path
+    from ..run.rank_job import RankJob
     from .nccl_capture import NcclRunCapture, RankCapture
     from .run_explain import Explained, RunFacts
     from .topology import HostTopology
@@ -116,7 +122,7 @@ def _nccl_version_text(code: int | None) -> str | None:
     return version_text(code) if code else None
 
 
-class LiveExplain:
+class LiveExplain(NullObserver):
     """One rank's part in judging its run (see the module docstring)."""
 
     def __init__(self, opts: BenchOptions, backend: Backend, local_rank: int,
@@ -136,6 +142,28 @@ class LiveExplain:
         self.host_env: dict[str, dict[str, str]] = {}  # host -> its ranks' NCCL settings (rank 0 only)
         self.topology_unknown = ""
         self.result: Explained | None = None
+
+    # -- the run's events (run.events) ---------------------------------------------------------
+    def job_formed(self, job: RankJob) -> None:
+        self.local_rank = job.on_host  # each host's first rank as NCCL groups hosts reads its topology
+
+    def workers_starting(self, job: RankJob) -> None:
+        self.before_workers(job.opts.nccl_lib)
+
+    def comm_init(self) -> None:
+        self.start_topology()
+
+    def planned(self, job: RankJob, info: RunInfo) -> None:
+        self.after_workers(job.host, job.rank_facts, info)
+
+    def row(self, row: ResultRow) -> None:
+        self.rows.row(row)
+
+    def measured(self, job: RankJob, summary: RunSummary | None) -> None:
+        self.finish(job.plan, job.workers, job.host, summary)
+
+    def exit_status(self, code: int) -> int:
+        return max(code, self.exit_code())
 
     # -- before the communicators ------------------------------------------------------------
     def before_workers(self, nccl_lib: str | None = None) -> None:

@@ -77,7 +77,7 @@ def open_output_reporters(opts: BenchOptions, stream: TextIO | None = None, *,
                           clock: Callable[[], str] | None = None) -> MultiReporter:
     """The output-file reporters of a run: text on `stream` (stdout) plus JSON when -J names a
     `.json` file, metrics with --metrics, CSV with --csv.  A benchmark's whole set (these, the
-    result store, the progress bar) is `benchmark.orchestrate.open_reporters(plan)`.
+    result store, the progress bar) follows the run as observers (`benchmark.observers`).
 
     The JSON file is created here, so an unwritable path raises ArgumentError
     before the run starts; the text reporter then announces the path used.

@@ -128,5 +128,8 @@ def run_workers(plan: RunPlan, workers: Sequence[Worker], reporter: Reporter | N
     """Run the plan on every worker of this process (one thread each) and return
     the summary seen by the reporting worker (None on other processes)."""
     runs = [WorkerRun(plan, w, reporter) for w in workers]
-    summaries = on_each_thread(len(runs), lambda i: runs[i].run())
+    if len(runs) == 1:  # on_each_thread's one-thread case, without handing the run there and back
+        summaries = [runs[0].run()]
+    else:
+        summaries = on_each_thread(len(runs), lambda i: runs[i].run())
     return summaries[0] if workers[0].is_reporter else None

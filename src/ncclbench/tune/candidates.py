@@ -102,8 +102,8 @@ def parse_ctas(text: str | None) -> list[int] | None:
 
 # -- NCCL ----------------------------------------------------------------------------------
 
-def _nccl_names(names: list[str] | None, canon: Callable[[str], str | None], known: list[str], option: str, what: str,
-                version_code: int) -> list[str | None]:
+def _nccl_names(names: list[str] | None, canon: Callable[[str], str | None], known: list[str], option: str,
+                what: str, version_code: int) -> list[str | None]:
     """Canonical names (None = AUTO); a spelling no NCCL release knows is an
     ArgumentError listing what this release knows.  Not given: all of `known`."""
     if names is None:

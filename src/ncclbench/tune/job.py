@@ -1,8 +1,9 @@
-"""One tune job, on every rank: form the job, build the candidates and the
-backend's switcher, make the run plan a plain run would make on the same
-workers (`run.plan.make_plan`: nccl-tests' memory clamp on the sizes, the
-datatype/op check, the root), run the interleaved schedule over the plan's
-sizes, and (on the reporting rank) judge and write the outputs.
+"""One tune job, on every rank: form the job as a plain run does (`run.rank_job.RankJob`:
+rank signals, the host communicator, the launch checks, how a signal or an error ends it),
+build the candidates and the backend's switcher, make the run plan a plain run would make on
+the same workers (`run.plan.make_plan`: nccl-tests' memory clamp on the sizes, the
+datatype/op check, the root), run the interleaved schedule over the plan's sizes, and (on
+the reporting rank) judge and write the outputs.
 
 A one-rank job has nothing to tune: NCCL runs a one-rank collective as a
 local copy (ncclLaunchOneRank, src/enqueue.cc), and MPI's collective
@@ -15,17 +16,18 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from ..backends.worker import Worker
-from ..collectives import lookup
 from ..core.config import Backend
-from ..core.errors import ArgumentError, BenchError, print_error
+from ..core.errors import ArgumentError
 from ..launch.detect import LaunchInfo
-from ..launch.hostid import host_label
 from ..output.numfmt import now_string
 from ..output.text import reducing_max_bytes_text
-from ..run.plan import RunPlan, make_plan
+from ..run.events import NullObserver
+from ..run.plan import RunPlan
+from ..run.rank_job import RankJob
 from . import nccl_rules
 from .candidates import CandidateSet, mpich_candidates, nccl_candidates, preset_conflicts
 from .options import TuneOptions
@@ -70,94 +72,113 @@ def check_environment(topts: TuneOptions, backend: Backend) -> None:
         raise ArgumentError(lines[0])
 
 
-def run_tune_here(topts: TuneOptions, backend: Backend, launch: LaunchInfo, note: str | None) -> int:
-    """Run the tune job with this process as one rank; return the exit status."""
-    from ..launch.bootstrap import make_host_comm
+@dataclasses.dataclass
+class Candidates:
+    """What tune measures on this rank: the candidates, how it switches between them, the
+    library's name and version (NCCL's code, None for MPICH) and the notes for the result."""
 
-    is_mpi = backend is Backend.MPI
-    opts = topts.bench
-    if not is_mpi and not opts.timeout:
-        opts = dataclasses.replace(opts, timeout=DEFAULT_TIMEOUT_S)
-    host = make_host_comm(launch, opts.timeout or None, prefer_mpi=is_mpi, require_mpi=is_mpi,
-                          op_timeout_s=opts.timeout or None)
-    switcher: MpichSwitcher | NcclSwitcher | None = None
-    workers: list[Worker] = []
+    cset: CandidateSet
+    switcher: MpichSwitcher | NcclSwitcher
+    library: str
+    version_code: int | None
+    notes: list[str]
+
+
+@contextmanager
+def same_on_every_rank() -> Iterator[None]:
+    """An ArgumentError here (a candidate name, an empty size range) comes from the options and
+    the library, the same on every rank: each rank says it, no rank is aborted."""
     try:
-        if topts.verify and launch.kind != "single":
-            raise ArgumentError("tune --verify starts ordinary runs itself: start tune with --nprocs N "
-                                "(or, on one GPU host, without a launcher), or verify by hand with the env lines")
-        check_environment(topts, backend)
-        coll = lookup(opts.collective)
-        if coll is None:
-            raise ArgumentError(f"unknown collective {opts.collective!r}")
-        nnodes = len(set(host.allgather(host_label())))  # hosts as NCCL groups them (NCCL_HOSTID)
-        reporter = host.rank == 0
-        notes = [note] if note else []
-        if not is_mpi and os.environ.get("NCCL_TUNER_PLUGIN"):
-            notes.append(f"NCCL_TUNER_PLUGIN={os.environ['NCCL_TUNER_PLUGIN']} is set: the plugin may override "
-                         "NCCL's choice, so 'default' is NCCL's choice with that plugin")
-        if is_mpi:
-            from ..backends.mpi_cpu import MpiWorker
-            from .candidate_runner import MpichSwitcher
-            from .mpich import MpiT, algorithm_cvar, cvar_choices
+        yield
+    except ArgumentError as exc:
+        exc.all_ranks = True
+        raise
 
-            cvar = algorithm_cvar(coll.name)
-            mpit = MpiT()
-            try:
-                choices = cvar_choices(mpit.info(cvar)) if cvar else {}
-            finally:
-                mpit.close()
-            cset = mpich_candidates(coll.name, choices, list(topts.algos) if topts.algos else None)
-            assert cvar is not None  # mpich_candidates refused a collective without one
-            worker = MpiWorker(opts, host)
-            workers = [worker]
-            if worker.nranks < 2:
-                if reporter:
-                    print(f"# ncclbench tune {coll.name}: {ONE_RANK_MPI}", flush=True)
-                return 0
-            switcher = MpichSwitcher(worker, cvar, choices)
-            library = worker.library_description()
-            version_code = None
-        else:
-            from ..nccl.binding import get_library
-            from .nccl_job import NcclSwitcher
 
-            lib = get_library(opts.nccl_lib)
-            version_code = lib.version_code
-            library = f"NCCL {lib.version}"
-            newer = nccl_rules.newer_than_rules_note(version_code)
-            if newer:
-                notes.append(newer)
-            nranks = host.size * opts.nthreads * opts.ngpus
-            if nranks < 2:
-                # names are still checked: a typo is an error whatever the rank count
-                nccl_candidates("all_reduce", version_code, list(topts.algos) if topts.algos else None,
-                                list(topts.protos) if topts.protos else None)
-                if reporter:
-                    print(f"# ncclbench tune {coll.name}: {library}: {ONE_RANK_NCCL}", flush=True)
-                return 0
-            cset = nccl_candidates(coll.name, version_code, list(topts.algos) if topts.algos else None,
-                                   list(topts.protos) if topts.protos else None,
-                                   list(topts.ctas) if topts.ctas else None, nnodes)
-            nccl_switcher = NcclSwitcher(opts, host, coll, cset.candidates)
-            switcher = nccl_switcher
-            cset = CandidateSet([c for c in cset.candidates if c.label in nccl_switcher.workers],
-                                cset.skipped + nccl_switcher.dropped)
-        library = " ".join(library.split())  # MPICH's "MPICH Version:      5.0.2"
+def refuse_early(topts: TuneOptions, backend: Backend, launch: LaunchInfo) -> None:
+    """What tune refuses before the job forms: --verify under an external launcher, and a
+    variable the user set that tune itself varies."""
+    if topts.verify and launch.kind != "single":
+        raise ArgumentError("tune --verify starts ordinary runs itself: start tune with --nprocs N "
+                            "(or, on one GPU host, without a launcher), or verify by hand with the env lines")
+    check_environment(topts, backend)
+
+
+def run_tune_here(topts: TuneOptions, backend: Backend, launch: LaunchInfo, note: str | None) -> int:
+    """Run the tune job with this process as one rank; return the exit status.  The job forms,
+    is checked, ends on a signal or an error as a benchmark's does (`run.rank_job`)."""
+    opts = topts.bench
+    if backend is not Backend.MPI and not opts.timeout:
+        opts = dataclasses.replace(opts, timeout=DEFAULT_TIMEOUT_S)
+    refuse_early(topts, backend, launch)
+    with RankJob(opts, backend, launch, NullObserver()) as job, same_on_every_rank():
+        checks = job.preflight()
+        notes = [*([note] if note else []), *checks.warnings]
+        found = mpich_candidates_here(topts, job, notes) if backend is Backend.MPI else \
+            nccl_candidates_here(topts, job, notes)
+        if found is None:  # one rank: nothing to tune, said
+            return 0
         # Any candidate's worker: they share the world's buffer size (the same options and GPUs).
-        plan = make_plan(opts, coll, backend, switcher.control)
-        return measure_and_report(topts, plan, cset, switcher, library, version_code, nnodes, notes, reporter)
-    except BenchError as exc:
-        code = print_error(exc)
-        if host.size > 1 and not exc.all_ranks and not isinstance(exc, ArgumentError):
-            host.abort(code)
-        return code
+        plan = job.make_plan(found.switcher.control)
+        return measure_and_report(topts, plan, found.cset, found.switcher, found.library, found.version_code,
+                                  job.hosts, found.notes, job.host.rank == 0)
+    return job.exit_status  # a signal or an anticipated error ended the job
+
+
+def mpich_candidates_here(topts: TuneOptions, job: RankJob, notes: list[str]) -> Candidates | None:
+    """The CPU backend's candidates: MPICH's algorithm cvar, written through MPI_T on the one
+    worker; None (and a line) for a one-process job."""
+    from .candidate_runner import MpichSwitcher
+    from .mpich import MpiT, algorithm_cvar, cvar_choices
+
+    coll = job.collective
+    cvar = algorithm_cvar(coll.name)
+    mpit = MpiT()
+    try:
+        choices = cvar_choices(mpit.info(cvar)) if cvar else {}
     finally:
-        if switcher is not None:
-            switcher.close()
-        for w in workers:
-            w.close()
-        host.close()
+        mpit.close()
+    cset = mpich_candidates(coll.name, choices, list(topts.algos) if topts.algos else None)
+    assert cvar is not None  # mpich_candidates refused a collective without one
+    worker = job.start_workers()[0]
+    if worker.nranks < 2:
+        if job.host.rank == 0:
+            print(f"# ncclbench tune {coll.name}: {ONE_RANK_MPI}", flush=True)
+        return None
+    switcher = MpichSwitcher(worker, cvar, choices)
+    job.on_end(switcher.close)
+    library = " ".join(worker.library_description().split())  # MPICH's "MPICH Version:      5.0.2"
+    return Candidates(cset, switcher, library, None, notes)
+
+
+def nccl_candidates_here(topts: TuneOptions, job: RankJob, notes: list[str]) -> Candidates | None:
+    """The GPU backend's candidates, each on communicators of its own (`NcclSwitcher`); those
+    NCCL refuses at init dropped with its reason.  None (and a line) for a one-rank job."""
+    from ..nccl.binding import get_library
+    from .nccl_job import NcclSwitcher
+
+    opts, coll = job.opts, job.collective
+    if os.environ.get("NCCL_TUNER_PLUGIN"):
+        notes.append(f"NCCL_TUNER_PLUGIN={os.environ['NCCL_TUNER_PLUGIN']} is set: the plugin may override "
+                     "NCCL's choice, so 'default' is NCCL's choice with that plugin")
+    lib = get_library(opts.nccl_lib)
+    library = f"NCCL {lib.version}"
+    newer = nccl_rules.newer_than_rules_note(lib.version_code)
+    if newer:
+        notes.append(newer)
+    algos, protos = list(topts.algos) if topts.algos else None, list(topts.protos) if topts.protos else None
+    if job.host.size * opts.nthreads * opts.ngpus < 2:
+        nccl_candidates("all_reduce", lib.version_code, algos, protos)  # a typo is an error whatever the ranks
+        if job.host.rank == 0:
+            print(f"# ncclbench tune {coll.name}: {library}: {ONE_RANK_NCCL}", flush=True)
+        return None
+    cset = nccl_candidates(coll.name, lib.version_code, algos, protos, list(topts.ctas) if topts.ctas else None,
+                           job.hosts)
+    switcher = NcclSwitcher(opts, job.host, coll, cset.candidates)
+    job.on_end(switcher.close, abort=switcher.abort)
+    cset = CandidateSet([c for c in cset.candidates if c.label in switcher.workers],
+                        cset.skipped + switcher.dropped)
+    return Candidates(cset, switcher, library, lib.version_code, notes)
 
 
 def _tty_progress(size: int) -> None:

@@ -105,6 +105,13 @@ class NcclSwitcher:
             except BenchError:
                 pass
 
+    def abort(self) -> None:
+        """A peer died (the job's failure callback, from another thread): abort every candidate's
+        communicators so no rank stays stuck in a device wait; `close` still releases them."""
+        for workers in list(self.workers.values()):
+            for w in workers:
+                w.abort()
+
     def close(self) -> None:
         for label in list(self.workers):
             for w in self.workers.pop(label):
