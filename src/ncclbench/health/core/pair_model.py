@@ -184,6 +184,15 @@ def _fmt_pairs(pairs: Sequence[tuple[int, int]], p: _Pairs, names: Sequence[str]
                      + (" (upper bound)" if (a, b) in p.censored else "") for a, b in pairs)
 
 
+def _reference(values: Sequence[float], floor: float) -> tuple[float, float] | None:
+    """(median, noise) of reference pairs' log busbw; None where they scatter past
+    SCATTER_LIMIT (no telling what is normal among them)."""
+    s, raw = _noise(values, floor)
+    if raw > np.log1p(SCATTER_LIMIT):
+        return None
+    return float(np.median(values)), s
+
+
 def _host_test(h: int, active: list[tuple[int, int]], p: _Pairs, floor: float,
                names: Sequence[str]) -> Conviction | None:
     """Host h against the pairs without it: its best pair over their median."""
@@ -191,11 +200,10 @@ def _host_test(h: int, active: list[tuple[int, int]], p: _Pairs, floor: float,
     others = [q for q in active if h not in q and q not in p.censored]
     if len(own) < 2 or not others:
         return None
-    ref_vals = [p.value[q] for q in others]
-    ref = float(np.median(ref_vals))
-    s, raw = _noise(ref_vals, floor)
-    if raw > np.log1p(SCATTER_LIMIT):
+    reference = _reference([p.value[q] for q in others], floor)
+    if reference is None:
         return None
+    ref, s = reference
     own_vals = [p.value[q] for q in own]
     if _noise(own_vals, 0.0)[1] > np.log1p(SCATTER_LIMIT):
         return None  # its own pairs disagree: not one slow NIC (a NIC limits all its pairs alike)
@@ -215,11 +223,10 @@ def _link_test(q: tuple[int, int], active: list[tuple[int, int]], p: _Pairs, flo
     others = [r for r in active if r != q and r not in p.censored]
     if len(others) < 2:
         return None
-    ref_vals = [p.value[r] for r in others]
-    ref = float(np.median(ref_vals))
-    s, raw = _noise(ref_vals, floor)
-    if raw > np.log1p(SCATTER_LIMIT):
+    reference = _reference([p.value[r] for r in others], floor)
+    if reference is None:
         return None
+    ref, s = reference
     n = p.rounds[q]
     z = (p.value[q] - ref) / (s * np.sqrt(1.0 / n + 1.0 / len(others)))
     if z >= -limit_z:
