@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..core.results import PLATEAU_DEFINITION as PLATEAU_DEFINITION
@@ -203,19 +204,24 @@ def run_values(rows: list[ResultRow], placement: str = "out_of_place",
     return out
 
 
+def _iteration_samples(rows: list[ResultRow], placement: str) -> Iterator[tuple[SeriesKey, int, int, float]]:
+    """(series, size, samples kept, CV %) of every row with -I per-iteration samples."""
+    for r in rows:
+        p = getattr(r, placement).per_iter
+        if r.size <= 0 or p is None or not p.times_us or math.isnan(p.cv_pct):
+            continue
+        yield (r.type, r.redop, r.root), r.size, max(1, len(p.times_us) - p.skipped_iterations), p.cv_pct
+
+
 def iteration_noise(rows: list[ResultRow], placement: str = "out_of_place") -> dict[SeriesKey, dict[int, float]]:
     """Per series and size, the standard error of the printed mean time as a
     fraction of it, from the -I per-iteration samples (CV / sqrt(samples));
     sizes without samples are absent.  Repeats (-N) keep the largest."""
     out: dict[SeriesKey, dict[int, float]] = {}
-    for r in rows:
-        p = getattr(r, placement).per_iter
-        if r.size <= 0 or p is None or not p.times_us or math.isnan(p.cv_pct):
-            continue
-        n = max(1, len(p.times_us) - p.skipped_iterations)
-        se = p.cv_pct / 100.0 / math.sqrt(n)
-        d = out.setdefault((r.type, r.redop, r.root), {})
-        d[r.size] = max(se, d.get(r.size, 0.0))
+    for key, size, n, cv_pct in _iteration_samples(rows, placement):
+        se = cv_pct / 100.0 / math.sqrt(n)
+        d = out.setdefault(key, {})
+        d[size] = max(se, d.get(size, 0.0))
     return out
 
 
@@ -223,13 +229,9 @@ def iteration_counts(rows: list[ResultRow], placement: str = "out_of_place") -> 
     """Per series and size, how many -I samples its standard error (`iteration_noise`) rests on
     (the fewest over -N repeats): its degrees of freedom are that less one."""
     out: dict[SeriesKey, dict[int, int]] = {}
-    for r in rows:
-        p = getattr(r, placement).per_iter
-        if r.size <= 0 or p is None or not p.times_us or math.isnan(p.cv_pct):
-            continue
-        n = max(1, len(p.times_us) - p.skipped_iterations)
-        d = out.setdefault((r.type, r.redop, r.root), {})
-        d[r.size] = min(n, d.get(r.size, n))
+    for key, size, n, _ in _iteration_samples(rows, placement):
+        d = out.setdefault(key, {})
+        d[size] = min(n, d.get(size, n))
     return out
 
 
