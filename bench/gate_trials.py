@@ -209,19 +209,26 @@ class CpuSetup:
 class GpuSetup:
     """The NCCL backend on `ngpus` GPUs; injections per run (environment, or a hog beside it)."""
 
-    def __init__(self, ngpus: int, hog_device: int, args: str):
-        self.ngpus, self.hog_device = ngpus, hog_device
-        self.test = GPU_TEST + args.split()
+    def __init__(self, ngpus: int, hog_device: int, args: str, pin_cpu: int | None = None):
+        self.ngpus, self.hog_device, self.pin_cpu = ngpus, hog_device, pin_cpu
+        # One GPU: all_reduce of one rank moves no data (busbw 0): broadcast's busbw is its algbw.
+        self.test = (GPU_TEST if ngpus > 1 else ["broadcast_perf", *GPU_TEST[1:]]) + args.split()
         self.gate_args: list[str] = []
+        # taskset for every run (and its round jobs, which inherit it): a CPU hog on that core then
+        # takes a share of the launching thread's time, the one latency injection one rank has
+        self.pin = ["taskset", "-c", str(pin_cpu)] if pin_cpu is not None else []
 
     def set_gate_rounds(self, rounds: int) -> None:
         self.gate_args = ["--gate-rounds", str(rounds)]
 
     @property
     def command(self) -> str:
-        return " ".join(["ncclbench", *self.test, *self.gate_args, "--nprocs", str(self.ngpus)])
+        return " ".join([*self.pin, "ncclbench", *self.test, *self.gate_args, "--nprocs", str(self.ngpus)])
 
     def candidates(self, figure: str) -> list[Setting]:
+        if figure != "plateau busbw" and self.pin_cpu is not None:
+            return [Setting(f"CPU hog duty {d:g} on CPU {self.pin_cpu}", cpu_hog_duty=d)
+                    for d in (0.2, 0.25, 0.15, 0.3, 0.35, 0.5)]
         if figure == "plateau busbw":
             return ([Setting(f"NCCL_MAX_NCHANNELS={c}", {"NCCL_MAX_NCHANNELS": str(c)}) for c in (24, 16, 12, 8, 6, 4, 2, 1)]
                     + [Setting(f"NCCL_MAX_CTAS={c}", {"NCCL_MAX_CTAS": str(c)}) for c in (8, 4)]
@@ -235,13 +242,17 @@ class GpuSetup:
 
     def run(self, s: Setting, db: Path, log) -> dict:
         hog = self._start_hog(s.hog_duty) if s.hog_duty else None
+        cpu_hog = subprocess.Popen([*self.pin, PY, "-c", CPU_HOG, str(s.cpu_hog_duty)]) if s.cpu_hog_duty else None
         try:
-            return run_with_env([PY, "-m", "ncclbench", *self.test, *self.gate_args, "--nprocs", str(self.ngpus)],
-                                s.env, db, log)
+            return run_with_env([*self.pin, PY, "-m", "ncclbench", *self.test, *self.gate_args, "--nprocs",
+                                 str(self.ngpus)], s.env, db, log)
         finally:
             if hog is not None:
                 hog.terminate()
                 hog.communicate(timeout=30)
+            if cpu_hog is not None:
+                cpu_hog.kill()
+                cpu_hog.wait()
 
     def _start_hog(self, duty: float) -> subprocess.Popen:
         hog = subprocess.Popen([PY, str(HOG_SCRIPT), "--device", str(self.hog_device), "--seconds", "120",
@@ -257,7 +268,7 @@ class GpuSetup:
         return hog
 
     def describe(self) -> dict:
-        return {"setup": "gpu", "gpus": self.ngpus, "hog_device": self.hog_device}
+        return {"setup": "gpu", "gpus": self.ngpus, "hog_device": self.hog_device, "pin_cpu": self.pin_cpu}
 
     def close(self) -> None:
         """Nothing lasts beyond a run."""
@@ -746,6 +757,9 @@ def main() -> int:
     g.add_argument("--ngpus", type=int, default=0, help="GPUs (default: all visible)")
     g.add_argument("--hog-device", type=int, default=1)
     g.add_argument("--args", default="", help="more options after the test's")
+    g.add_argument("--pin-cpu", type=int, default=None,
+                   help="run every run on this CPU (taskset); the latency candidates are then a CPU hog on it "
+                        "(the one latency injection a single rank has; the default on one GPU: CPU 2)")
     d = sub.add_parser("dry")
     for p in (c, g, d):
         p.add_argument("--out", required=True)
@@ -808,9 +822,10 @@ def make_setup(args, out: Path):
     from ncclbench.backends.select import gpu_count
 
     n = args.ngpus or gpu_count()
-    if n < 2:
-        raise SystemExit("gate_trials gpu: needs 2 or more GPUs (one rank moves no data)")
-    return GpuSetup(n, args.hog_device, args.args)
+    if n < 2 and args.only != "latency":
+        raise SystemExit("gate_trials gpu: needs 2 or more GPUs (one rank moves no data), or --only latency")
+    pin = args.pin_cpu if args.pin_cpu is not None or n > 1 else 2
+    return GpuSetup(n, args.hog_device, args.args, pin)
 
 
 def _write(doc: dict, out: Path, results: str | None) -> int:

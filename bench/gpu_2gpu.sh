@@ -9,7 +9,7 @@
 #              the injected causes); EXPLAIN_S (330)
 #   gate       issue 31: bench/gate_trials.py gpu --ngpus 2 (calibrated injections, 20 trials);
 #              GATE_S (560), the script's own --budget-s is GATE_S - 40
-#   gate_latency  issue 31 item 3: bench/gate_trials.py gpu --ngpus 2 --only latency (the +30 % latency case
+#   gate_latency  issue 31 item 3: bench/gate_trials.py gpu --ngpus GATE_NGPUS (2) --only latency (the +30 % latency case
 #              and its control, every run measured with --gate, 20 trials); GATE_LATENCY_S (260), the
 #              script's own --budget-s is GATE_LATENCY_S - 30
 #   health     issue 29: bench/health_fleet_gpu.py over fake hosts (needs .gpuwork/ipr, made by
@@ -87,7 +87,7 @@ for s in "$@"; do
                --budget-s $((EXPLAIN_S - 30)) ;;
     gate) step gate "$GATE_S" "$PY" bench/gate_trials.py gpu --ngpus 2 --trials 20 --budget-s $((GATE_S - 40)) \
             --out "$OUT/gate" --results "$OUT/gate/gate-trials-gpu.md" ;;
-    gate_latency) step gate_latency "$GATE_LATENCY_S" "$PY" bench/gate_trials.py gpu --ngpus 2 --only latency \
+    gate_latency) step gate_latency "$GATE_LATENCY_S" "$PY" bench/gate_trials.py gpu --ngpus "${GATE_NGPUS:-2}" --only latency \
                     --trials 20 --budget-s $((GATE_LATENCY_S - 30)) --args=--no-explain --out "$OUT/gate_latency" \
                     --results "$OUT/gate_latency/gate-trials-gpu-latency.md" ;;
     health) step health "$HEALTH_S" "$PY" bench/health_fleet_gpu.py "$OUT/health/hf" --iproute2 .gpuwork/ipr \

@@ -125,6 +125,45 @@ def test_runs_that_agree_closer_than_their_rounds_allow_get_their_rounds_spread_
     assert j.noise.sigma > 0.5 * per_run
 
 
+def _as_process_rounds(run):
+    run.summary.gate_latency.update(fresh="in a fresh process (the job started again)", renews="process")
+    return run
+
+
+def test_rounds_in_fresh_processes_are_the_runs_noise_and_a_3_run_baseline_sees_30pct():
+    """Rounds that are each a process of their own are independent draws of what moves between runs:
+    their spread (shrunk by the median) enters as a measure of the whole-run noise, pooled with the runs'
+    shifts on both their dof -- so a 3-run baseline is judged on 2 + 3 x 9 dof, not Student's t on 2, and
+    a +30 % rise with the recorded per-process 12.7 % is caught while an identical run is ok."""
+    rng = random.Random(21)
+    base = [_as_process_rounds(gated_run(rng, per_round=0.127, label=f"b{i}")) for i in range(3)]
+    same = _as_process_rounds(gated_run(rng, per_round=0.127, label="same"))
+    slow = _as_process_rounds(gated_run(rng, per_round=0.127, level=1.3, label="slow"))
+    j = latency(gate(same, base[-1], max_rise_pct=15, history=base[:-1]))
+    assert j.verdict == "ok" and "each a fresh process" in j.noise.source
+    assert j.noise.dof == 2 + 3 * (GATE_ROUNDS - 1)
+    assert j.detectable_pct < 25
+    g = gate(slow, base[-1], max_rise_pct=15, history=base[:-1])
+    assert g.exit_code == 7 and [f.figure for f in g.failures] == [LATENCY]
+    # the same numbers read as rounds of one process (a fresh communicator): only a floor, 2 dof
+    for r in (*base, slow):
+        r.summary.gate_latency["renews"] = "communicator"
+    k = latency(gate(slow, base[-1], max_rise_pct=15, history=base[:-1]))
+    assert k.noise.dof == 2 and k.detectable_pct > j.detectable_pct
+
+
+def test_a_one_run_baseline_of_process_rounds_is_judged_on_its_rounds():
+    """One gated run whose rounds were processes of their own: its rounds' spread on R - 1 dof, not the
+    per-process prior (an upper bound); identical ok, a doubling caught."""
+    rng = random.Random(8)
+    base = _as_process_rounds(gated_run(rng, per_round=0.127, label="b"))
+    same = _as_process_rounds(gated_run(rng, per_round=0.127, label="same"))
+    j = latency(gate(same, base))
+    assert j.verdict == "ok" and j.noise.dof == GATE_ROUNDS - 1 and "each a fresh process" in j.noise.source
+    double = _as_process_rounds(gated_run(rng, per_round=0.127, level=2.0, label="x2"))
+    assert gate(double, base).exit_code == 7
+
+
 def test_a_baseline_measured_without_gate_keeps_table_times_and_says_why():
     rng = random.Random(7)
     base = [gated_run(rng, per_round=0.05, label=f"b{i}") for i in range(3)]
@@ -201,8 +240,9 @@ def test_gate_options():
 @pytest.mark.skipif(sys.platform != "linux", reason="the CPU backend's ranks")
 def test_a_gated_cpu_run_records_its_rounds_and_leaves_the_table_alone(tmp_path):
     """A real run of two CPU ranks with --gate-rounds 3: the table has the rows a plain run has, one line
-    after it says what the rounds did (a duplicated MPI communicator per round), and the store keeps the
-    rounds the gate reads; a plain run has no such line and no rounds."""
+    after it says what the rounds did (ncclbench started the ranks, so each round was a job of its own,
+    run/gate_processes.py), and the store keeps the rounds the gate reads; a plain run has no such line and
+    no rounds."""
     env = {**os.environ, "NCCLBENCH_DB": str(tmp_path / "r.sqlite"), "PYTHONPATH": str(ROOT / "src"),
            "NCCLBENCH_EXPLAIN": "0"}
     args = [sys.executable, "-m", "ncclbench", "all_reduce_perf", "-b", "8", "-e", "128K", "-f", "4", "-n", "5",
@@ -216,14 +256,36 @@ def test_a_gated_cpu_run_records_its_rounds_and_leaves_the_table_alone(tmp_path)
     assert rows[0] == rows[1] and len(rows[0]) == 8
     assert "# gate latency" not in plain.stdout
     line = next(ln for ln in gated.stdout.splitlines() if ln.startswith("# gate latency (float sum)"))
-    assert "3 rounds, each in a duplicated MPI communicator, of 7 sizes 8 B..32 KiB" in line
+    assert "3 rounds, each in a fresh process (the job started again), of 7 sizes 8 B..32 KiB" in line
     c = sqlite3.connect(tmp_path / "r.sqlite")
     sums = [json.loads(x[0]) for x in c.execute("SELECT summary FROM runs ORDER BY id")]
+    assert len(sums) == 2  # the round jobs are not stored as runs
     assert sums[0]["gate_latency"] is None
     g = sums[1]["gate_latency"]
-    assert g["rounds"] == 3 and len(g["series"][0]["out_of_place"]) == 3
+    assert g["rounds"] == 3 and len(g["series"][0]["out_of_place"]) == 3 and g["renews"] == "process"
     assert g["series"][0]["sizes"] == [8, 32, 128, 512, 2048, 8192, 32768]
     assert json.loads((tmp_path / "g.json").read_text())["ncclbench"]["gate_latency"]["rounds"] == 3
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the CPU backend's ranks")
+def test_under_a_launcher_it_did_not_start_the_rounds_stay_in_the_run(tmp_path):
+    """Ranks started by mpiexec itself cannot start the job again: the rounds run in the ranks, each in a
+    duplicated MPI communicator, and the record says a round renews the communicator only."""
+    from ncclbench.launch.spawn import find_mpiexec
+
+    mpiexec = find_mpiexec()
+    if mpiexec is None:
+        pytest.skip("no mpiexec")
+    env = {**os.environ, "NCCLBENCH_DB": str(tmp_path / "r.sqlite"), "PYTHONPATH": str(ROOT / "src"),
+           "NCCLBENCH_EXPLAIN": "0"}
+    p = subprocess.run([mpiexec, "-n", "2", sys.executable, "-m", "ncclbench", "all_reduce_perf", "-b", "8", "-e",
+                        "8K", "-f", "4", "-n", "5", "-w", "1", "-c", "0", "--backend", "mpi", "--gate-rounds", "2",
+                        "-J", str(tmp_path / "g.json")], capture_output=True, text=True, env=env, timeout=240)
+    assert p.returncode == 0, p.stderr[-2000:]
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("# gate latency (float sum)"))
+    assert "2 rounds, each in a duplicated MPI communicator" in line
+    g = json.loads((tmp_path / "g.json").read_text())["ncclbench"]["gate_latency"]
+    assert g["rounds"] == 2 and g["renews"] == "communicator"
 
 
 class _Lib:

@@ -215,12 +215,27 @@ class BaselineGate(NullObserver):
 
 class GateRounds(NullObserver):
     """--gate-rounds: the gate's latency rounds, after explain read NCCL's account of the run
-    (they make communicators of their own), into the summary and its footer."""
+    (they make communicators of their own), into the summary and its footer.  Where the command
+    line measured them before the run, each a job of its own (run/gate_processes.py), they are read,
+    not measured; a round job measures its one round on its own communicator and hands it back."""
 
     def measured(self, job: RankJob, summary: RunSummary | None) -> None:
+        from ..run import gate_processes as gp
         from ..run.gate_rounds import gate_lines, run_gate_rounds
 
-        rounds = run_gate_rounds(job.plan, job.workers)
+        if gp.is_round_job():
+            mine = run_gate_rounds(job.plan, job.workers, fresh=False)
+            if mine is not None:
+                gp.write_round(mine)
+            return
+        before = gp.read_rounds()
+        rounds: dict | None
+        if before is not None and before.get("series"):
+            rounds = before
+        else:
+            rounds = run_gate_rounds(job.plan, job.workers)
+            if rounds is not None and before is not None and before.get("failed"):
+                rounds["fresh"] = f"{rounds['fresh']} ({before['failed']}: measured in this run instead)"
         if summary is not None and rounds is not None:
             summary.gate_latency = rounds
             summary.gate_lines = gate_lines(rounds)

@@ -19,8 +19,10 @@ import sys
 from ..backends.select import choose_backend, default_cpu_ranks, default_cpu_ranks_note
 from ..benchmark.orchestrate import COMMAND_LINE_ENV, local_ranks_to_start, run_here, spawn
 from ..core.config import Backend, BenchOptions
+from ..launch.detect import LaunchInfo
 from ..launch.shutdown import LAUNCHER_PID_ENV
 from ..launch.spawn import find_mpiexec, strip_nprocs
+from ..run import gate_processes as gp
 from ..run.bench_args import HelpRequested, parse_bench_args
 
 
@@ -47,6 +49,8 @@ def run_benchmark(program: str, args: list[str]) -> int:
     if started_as:  # a rank this command started: record the command line as typed (--nprocs kept)
         with contextlib.suppress(ValueError, TypeError):
             opts = dataclasses.replace(opts, argv=tuple(str(a) for a in json.loads(started_as)))
+    if gp.is_round_job():  # one round of a gated run's latency figure (run/gate_processes.py)
+        opts = gp.round_job_options(opts)
     backend, note = choose_backend(opts.backend, opts.nccl_lib)
 
     from ..launch.detect import check_nprocs, detect_launch
@@ -56,6 +60,32 @@ def run_benchmark(program: str, args: list[str]) -> int:
     if launch.rank == 0 and LAUNCHER_PID_ENV not in os.environ:  # once per job: not again in the ranks we start
         for line in before_run_notes(opts):
             print(f"ncclbench: {line}", file=sys.stderr, flush=True)
+    with gp.rounds_for_checked_run(_gate_rounds_first(opts, program, args, launch.kind)):
+        return _start_or_run(opts, program, args, backend, launch, note)
+
+
+def _gate_rounds_first(opts: BenchOptions, program: str, args: list[str], launch_kind: str) -> dict | None:
+    """A gated run that starts its own processes measures its latency rounds first, each a job of
+    its own (run/gate_processes.py); None where the run measures them itself.  A round job that
+    fails leaves {"failed": why}: the run then measures its rounds itself and says why."""
+    if not (opts.gate_rounds and gp.starts_its_processes(launch_kind) and gp.has_gate_sizes(opts)):
+        return None
+    if opts.baseline:  # a baseline that cannot judge fails the run at its start: not after the rounds
+        from ..benchmark.observers import storing
+        from ..store.reporter import baseline_problem
+
+        if baseline_problem(opts.baseline, storing(opts)):
+            return None
+    say = (lambda line: print(f"\r\x1b[K{line}", end="", file=sys.stderr, flush=True)) if sys.stderr.isatty() else None
+    record, why = gp.measure_in_round_jobs(program, args, opts.gate_rounds, say)
+    if say is not None:
+        print("\r\x1b[K", end="", file=sys.stderr, flush=True)
+    return record if record is not None else {"failed": why}
+
+
+def _start_or_run(opts: BenchOptions, program: str, args: list[str], backend: Backend, launch: LaunchInfo,
+                  note: str | None) -> int:
+    """Start this host's ranks (--nprocs, one per GPU, the CPU ranks) or run as one rank here."""
     nprocs, one_per_gpu = local_ranks_to_start(opts, backend, launch)
     child_args = [program, *strip_nprocs(args)]
     if nprocs:

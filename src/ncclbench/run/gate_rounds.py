@@ -9,11 +9,14 @@ in-place columns, timed back to back, agreed within 1.5 % (2.5 % in the held-out
 correlated 0.98 across runs; -N 20 cycles of one process moved 1.3-5 % (hypercube runs of
 2026-11-21, 4x H200).  Runs 3 s apart did not correlate (0.05 and 0.18; lag-one 0.00 over 20
 rounds): the shift is drawn once per process, not by the machine's drift.  More iterations or
-cycles in one process cannot average it; only more draws can.  So each round runs on a fresh
-communicator where the backend makes one (NCCL: a new ncclComm of the same ranks; the CPU
-backend: a duplicated MPI communicator), which renews the per-communicator state (channels,
-buffers, connections) -- whether that renews the draw is what the GPU trials measure
-(bench/gate_trials.py --only latency prints the share); the rounds also spread the samples in time.
+cycles in one process cannot average it; only more draws can.  Where ncclbench starts the job's
+processes itself, each round is a job of its own, started again before the checked run
+(run/gate_processes.py: the 2x H200 trials at 4eaaea1 showed a fresh communicator renews only part
+of the draw: 9.5 % per run stayed).  Under a launcher ncclbench did not start, each round runs here
+on a fresh communicator where the backend makes one (NCCL: a new ncclComm of the same ranks; the
+CPU backend: a duplicated MPI communicator), which renews the per-communicator state (channels,
+buffers, connections) and spreads the samples in time.  The record says which (`renews`:
+"process", "communicator" or "nothing"), and the gate weighs the rounds' spread by it.
 
 Per round, every small size is timed out of place and in place like a table row, with enough
 iterations that one timed loop lasts about GATE_LOOP_US (more samples where they cost
@@ -24,6 +27,7 @@ says what was done; the rows of the table are untouched.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import statistics
@@ -33,12 +37,11 @@ from typing import Any
 from ..backends.threads import on_each_thread
 from ..backends.worker import Worker
 from ..output.numfmt import human_size
+from .gate_processes import FRESH_PROCESS, GATE_MAX_SIZE
 from .plan import RunPlan
 from .plan_runner import combine_time
 from .timing import Placement, measure, warm_up
 
-# The small sizes the gate's latency figure is made of (store/summary_stats.LATENCY_MAX_SIZE).
-GATE_MAX_SIZE = 64 << 10
 # One timed loop of a round lasts about this long: on 2x H200 a small op costs ~12 us, so ~170
 # iterations; on the CPU backend over veth ~25-60 us.  Per-iteration jitter averages over the loop;
 # what a loop cannot average (the per-process shift) the rounds are for.  28 loops (14 sizes x 2
@@ -53,15 +56,16 @@ def gate_sizes(plan: RunPlan) -> list[int]:
     return sorted({s for s in plan.sizes.sweep() if 0 < s <= GATE_MAX_SIZE})
 
 
-def run_gate_rounds(plan: RunPlan, workers: list[Worker]) -> dict[str, Any] | None:
+def run_gate_rounds(plan: RunPlan, workers: list[Worker], fresh: bool = True) -> dict[str, Any] | None:
     """Measure the rounds on every worker of this process (collective over the world: every
     process calls it); the record for the run's summary at the reporting worker, None elsewhere
-    or when there is nothing to measure."""
-    results = on_each_thread(len(workers), lambda i: _rounds(plan, workers[i]))
+    or when there is nothing to measure.  `fresh`: each round on fresh communicators; False in a
+    round job (run/gate_processes.py), whose process is itself fresh."""
+    results = on_each_thread(len(workers), lambda i: _rounds(plan, workers[i], fresh))
     return results[0] if workers[0].is_reporter else None
 
 
-def _rounds(plan: RunPlan, w: Worker) -> dict[str, Any] | None:
+def _rounds(plan: RunPlan, w: Worker, fresh_comms: bool) -> dict[str, Any] | None:
     opts, coll = plan.options, plan.collective
     sizes = gate_sizes(plan)
     nrounds = opts.gate_rounds
@@ -75,7 +79,7 @@ def _rounds(plan: RunPlan, w: Worker) -> dict[str, Any] | None:
     how: list[str] = []
     t0 = time.perf_counter()
     for r in range(nrounds):
-        with w.fresh_communicators() as fresh:
+        with w.fresh_communicators() if fresh_comms else contextlib.nullcontext(FRESH_PROCESS) as fresh:
             how.append(fresh)
             for dtype, op, root in tests:
                 elt = dtype.itemsize
@@ -103,7 +107,10 @@ def _rounds(plan: RunPlan, w: Worker) -> dict[str, Any] | None:
                 rec["out_of_place"].append(row_o)
                 rec["in_place"].append(row_i)
     seconds = time.perf_counter() - t0
-    return {"rounds": nrounds, "fresh": how[-1] if how else "on the run's communicator", "loop_us": GATE_LOOP_US,
+    renews = "process" if not fresh_comms else "communicator" if how and how[-1] != "on the run's communicator" \
+        else "nothing"
+    return {"rounds": nrounds, "fresh": how[-1] if how else "on the run's communicator", "renews": renews,
+            "loop_us": GATE_LOOP_US,
             "seconds": round(seconds, 3),
             "iterations": sorted({n for n in iters.values()}),
             "series": [{"type": t, "redop": o, "root": root, **rec} for (t, o, root), rec in series.items()]}

@@ -38,7 +38,8 @@ def iteration_sigma(a: dict[int, float], counts: dict[int, int], sizes: list[int
 def reference_noise(sizes: list[int], per_run: list[dict[int, float]], cyc_a: list[dict[int, float]],
                     backend: str, metric: Metric, *, single: bool = False, iters: tuple[float, int] | None = None,
                     system: str | None = None, rough_sizes: list[int] | None = None,
-                    size_class: str | None = None, floor: noise.Spread | None = None) -> Noise:
+                    size_class: str | None = None, floor: noise.Spread | None = None,
+                    estimate: noise.Spread | None = None) -> Noise:
     """The noise of one figure's change, from the reference alone (see store/noise.py): the
     prior for the backend, system and size class, updated by what the baseline measured
     (`noise.posterior`): its history's whole-run shifts (2 runs or more), else its -N
@@ -46,9 +47,13 @@ def reference_noise(sizes: list[int], per_run: list[dict[int, float]], cyc_a: li
     alone, or the baseline's own size-to-size roughness where larger ("assumed"; over
     `rough_sizes`, the figure's size class: a plateau of 2 sizes shows no roughness).
     `size_class`: the prior's class where not the metric's (the gate rounds' latency figure);
-    `floor`: the least a run's figure moves between runs (the gate rounds' spread within runs)."""
+    `floor`: the least a run's figure moves between runs (the gate rounds' spread within runs);
+    `estimate`: a measure of the whole-run noise itself, pooled with the runs' shifts (the gate
+    rounds' spread where each round was a process of its own: run/gate_processes.py)."""
     size_class = size_class or metric.size_class
-    measured = _measured_shift(sizes, per_run, cyc_a, single, floor)
+    measured = _measured_shift(sizes, per_run, cyc_a, single, floor if estimate is None else None)
+    if estimate is not None:
+        measured = _with_estimate(measured, estimate, max(1, len(per_run)))
     if measured is not None:
         shift, dof, what, n_ref = measured
         post = noise.posterior(noise.prior_for(backend, size_class, system), shift, dof, what)
@@ -58,6 +63,20 @@ def reference_noise(sizes: list[int], per_run: list[dict[int, float]], cyc_a: li
                      "unknown)", False, iters[1])
     rough = None if single else noise.pooled([noise.roughness(r, rough_sizes or sizes) for r in per_run])
     return noise.assumed_noise(backend, size_class, rough, system)
+
+
+def _with_estimate(measured: tuple[float, int, str, int] | None, estimate: noise.Spread,
+                   n_runs: int) -> tuple[float, int, str, int]:
+    """The runs' shifts (if any) and an estimate of the same whole-run noise as one (variances
+    weighted by their dof): rounds that are each a fresh process are independent draws of what
+    moves between runs, so their spread, shrunk by the median taken, is a run's noise too."""
+    what = f"the baseline's rounds, each a fresh process ({100 * math.expm1(estimate.sigma):.1f}% per run on {estimate.dof} dof)"
+    if measured is None or measured[1] <= 0:
+        return estimate.sigma, estimate.dof, what, n_runs
+    shift, dof, source, n_ref = measured
+    total = dof + estimate.dof
+    sigma = math.sqrt((dof * shift ** 2 + estimate.dof * estimate.sigma ** 2) / total)
+    return sigma, total, f"{source} and {what}", n_ref
 
 
 def _measured_shift(sizes: list[int], per_run: list[dict[int, float]], cyc_a: list[dict[int, float]],

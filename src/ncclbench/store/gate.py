@@ -122,6 +122,7 @@ class _Source:
     rounds_a: list[dict[int, float]] = field(default_factory=list)  # the reference run's gate rounds
     rounds_b: list[dict[int, float]] = field(default_factory=list)
     gated: bool = False  # from the gate rounds, not the table
+    estimate: noise.Spread | None = None  # the whole-run noise as the rounds measured it (rounds in fresh processes)
 
 
 @dataclass
@@ -201,7 +202,7 @@ def _judge_figure(sc: SeriesComparison, figure: Figure, sizes: list[int], src: _
     iters = iteration_sigma(reads.iter_a.get(sc.key_a, {}), reads.count_a.get(sc.key_a, {}), sizes)
     nz = reference_noise(judged, src.per_run, src.cyc_a, reads.backend, metric, single=figure.single,
                          iters=iters, system=reads.system, rough_sizes=rough,
-                         size_class=src.size_class, floor=src.floor)
+                         size_class=src.size_class, floor=src.floor, estimate=src.estimate)
     limit = limit_pct(asked.limit(metric), nz, metric)
     worse = worse_pct(change, metric)
     cyc_a, cyc_b = (src.rounds_a, src.rounds_b) if src.gated else (src.cyc_a, src.cyc_b)
@@ -234,13 +235,16 @@ def _latency_source(table: _Source, ka: SeriesKey, kb: SeriesKey, reads: _Reads)
         if sp is not None:
             spreads.append(noise.Spread(sp.sigma * math.sqrt(noise.median_variance(len(x))), sp.dof, sp.what))
     floor = noise.pooled(spreads)
+    renew = {stats.gate_rounds_renew(r.summary) for r in (*reads.refs, reads.run)}
     n = sorted({len(x) for x in rounds} | {len(reads.run_rounds[kb])})
     what = stats.gate_rounds_text(reads.refs[0].summary) or "rounds"
     how = (f"gate rounds: {what}" if len(n) == 1 else f"gate rounds: {n[0]}-{n[-1]} per run") + \
         "; the median of rounds"
+    spread = None if floor is None else noise.Spread(floor.sigma, floor.dof, "rounds' spread")
+    processes = renew == {"process"}  # every round a process of its own: the spread is the runs' noise
     return _Source(per_run, ref, stats.round_profile(reads.run_rounds[kb]), [], [], noise.GATED_LATENCY,
-                   None if floor is None else noise.Spread(floor.sigma, floor.dof, "rounds' spread"), how,
-                   rounds[0], reads.run_rounds[kb], gated=True)
+                   None if processes else spread, how, rounds[0], reads.run_rounds[kb], gated=True,
+                   estimate=spread if processes else None)
 
 
 def _median_of(values: dict[int, float], sizes: list[int]) -> float | None:

@@ -262,6 +262,14 @@ def round_profile(rounds: list[dict[int, float]]) -> dict[int, float]:
     return {s: _median([r[s] for r in rounds if s in r]) for s in sizes}
 
 
+def gate_rounds_renew(summary: RunSummary | None) -> str:
+    """What each of a run's gate rounds measured afresh (run/gate_rounds.py): "process",
+    "communicator" or "nothing"; "communicator" for runs recorded before the record said it
+    (their rounds were each on a fresh communicator where the backend made one)."""
+    g = getattr(summary, "gate_latency", None) if summary is not None else None
+    return str((g or {}).get("renews", "communicator"))
+
+
 def gate_rounds_text(summary: RunSummary | None) -> str | None:
     """How a run's gated figure was measured ('8 rounds, each in a fresh NCCL communicator'), or None."""
     g = getattr(summary, "gate_latency", None) if summary is not None else None
