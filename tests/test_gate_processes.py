@@ -53,6 +53,9 @@ def test_only_a_command_that_started_every_process_starts_round_jobs(monkeypatch
     monkeypatch.delenv(LAUNCHER_PID_ENV)
     monkeypatch.setenv(gp.ROUND_OUT_ENV, "/tmp/x")  # a round job never starts round jobs of its own
     assert not gp.starts_its_processes("single")
+    monkeypatch.delenv(gp.ROUND_OUT_ENV)
+    monkeypatch.setenv(gp.ROUND_JOBS_ENV, "0")  # turned off: the rounds stay in the run
+    assert not gp.starts_its_processes("single")
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="starts processes")

@@ -68,10 +68,17 @@ def round_job_options(opts: BenchOptions) -> BenchOptions:
         fail_on_trap=None, gate_rounds=1)
 
 
+# NCCLBENCH_GATE_ROUND_JOBS=0: the rounds stay in the run's processes, each on a fresh communicator
+# (a round job costs a process start: about 1.9 s on 1x H200, 2026-11-28), as under a launcher.
+ROUND_JOBS_ENV = "NCCLBENCH_GATE_ROUND_JOBS"
+
+
 def starts_its_processes(launch_kind: str) -> bool:
     """Whether this command line starts every process of its job (so it can start them again):
-    no launcher around it, and not itself a rank or a round job that ncclbench started."""
-    return launch_kind == "single" and LAUNCHER_PID_ENV not in os.environ and not is_round_job()
+    no launcher around it, and not itself a rank or a round job that ncclbench started; and
+    round jobs not turned off (ROUND_JOBS_ENV=0)."""
+    return (launch_kind == "single" and LAUNCHER_PID_ENV not in os.environ and not is_round_job()
+            and os.environ.get(ROUND_JOBS_ENV, "1") != "0")
 
 
 def has_gate_sizes(opts: BenchOptions) -> bool:
