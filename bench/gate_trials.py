@@ -627,8 +627,8 @@ def latency_noise(out: Path, runs: dict) -> dict:
     """Where the latency figure's noise sits, over the good runs (first series, 1 sd per run, leave one
     out as `noise.shift_sigma`): the table's figure (one draw per process), a round against the other
     rounds of its run (fresh communicators in one process: `noise.cycle_spread`, pooled), the gated
-    figure (the median of R rounds), what the gated figure would move by if every round renewed the
-    whole per-process draw (a round's spread x sqrt(median variance of R)), and the part the rounds
+    figure (per size the fastest of R rounds), what the gated figure would move by if every round renewed
+    the whole per-process draw (a round's spread x sqrt(variance of the least of R)), and the part the rounds
     do not renew (the rest of the gated figure's variance)."""
     from ncclbench.store import ResultStore, noise
     from ncclbench.store import summary_stats as stats
@@ -651,7 +651,7 @@ def latency_noise(out: Path, runs: dict) -> dict:
         g = noise.shift_sigma(profiles, sizes)
         within = noise.pooled([noise.cycle_spread(x, sizes) for x in gated])
         if g is not None and within is not None:
-            renewed = within.sigma * math.sqrt(noise.median_variance(int(nr)))
+            renewed = within.sigma * math.sqrt(noise.min_variance(int(nr)))
             found.update(rounds=nr, gated_pct=round(100 * g, 2), round_pct=round(100 * within.sigma, 2),
                          round_dof=within.dof, renewed_pct=round(100 * renewed, 2),
                          not_renewed_pct=round(100 * math.sqrt(max(0.0, g * g - renewed * renewed)), 2))
@@ -665,9 +665,10 @@ def latency_noise_text(x: dict) -> str:
             f"{x.get('table_pct', '-')} % (one draw per process)")
     if "gated_pct" in x:
         text += (f"; a round against the other rounds of its run {x['round_pct']} % on {x['round_dof']} dof (fresh "
-                 f"communicators in one process); the gated figure, the median of {x['rounds']:g} rounds, "
+                 f"communicators in one process); the gated figure, the fastest of {x['rounds']:g} rounds, "
                  f"{x['gated_pct']} % -- {x['renewed_pct']} % if every round renewed the whole per-process draw "
-                 f"(a round's spread x sqrt(1.571 / {x['rounds']:g})), so the part the rounds do not renew is "
+                 f"(a round's spread x the spread of the least of {x['rounds']:g} normal values), so the part the "
+                 f"rounds do not renew is "
                  f"{x['not_renewed_pct']} % per run")
     return text + "."
 

@@ -42,9 +42,12 @@ def test_a_round_job_measures_the_small_sizes_once_and_writes_nothing_else():
     assert gp.has_gate_sizes(opts) and not gp.has_gate_sizes(BenchOptions(min_bytes=1 << 20, max_bytes=1 << 30))
 
 
-def test_only_a_command_that_started_every_process_starts_round_jobs(monkeypatch):
+def test_only_a_command_that_started_every_process_starts_round_jobs_and_only_when_asked(monkeypatch):
     monkeypatch.delenv(LAUNCHER_PID_ENV, raising=False)
     monkeypatch.delenv(gp.ROUND_OUT_ENV, raising=False)
+    monkeypatch.delenv(gp.ROUND_JOBS_ENV, raising=False)
+    assert not gp.starts_its_processes("single")  # off by default (the module says why)
+    monkeypatch.setenv(gp.ROUND_JOBS_ENV, "1")
     assert gp.starts_its_processes("single")
     for kind in ("ompi", "slurm", "torchrun", "ncclbench-spawn", "mpich-hydra"):
         assert not gp.starts_its_processes(kind)
@@ -54,7 +57,7 @@ def test_only_a_command_that_started_every_process_starts_round_jobs(monkeypatch
     monkeypatch.setenv(gp.ROUND_OUT_ENV, "/tmp/x")  # a round job never starts round jobs of its own
     assert not gp.starts_its_processes("single")
     monkeypatch.delenv(gp.ROUND_OUT_ENV)
-    monkeypatch.setenv(gp.ROUND_JOBS_ENV, "0")  # turned off: the rounds stay in the run
+    monkeypatch.setenv(gp.ROUND_JOBS_ENV, "0")
     assert not gp.starts_its_processes("single")
 
 

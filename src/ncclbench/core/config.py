@@ -34,12 +34,10 @@ BACKEND_CHOICES = ("auto", *(b.value for b in Backend))
 
 
 # The gate's latency rounds (`--gate`, run/gate_rounds.py): how many a gated run makes unless
-# --gate-rounds says.  From the noise model (store/noise.py): small-message time moves 12.7 % per process
-# (the GPU prior); if each round's fresh communicator renews that draw, a run's median of R rounds moves
-# 12.7 % x sqrt(1.571 / R), and a 5-run baseline pooled with a recorded prior (24 dof, t = 2.797) sees a
-# +30 % rise 19 times in 20 from R = 10 (5.0 % per run: limit 17.5 %, the rise 1.75 sd beyond it).  Until
-# gated runs are recorded the baseline's own runs alone set the noise (t = 4.604 on 4 dof), where R = 10
-# sees it about 4 times in 5: what the GPU trials measure (bench/gate_trials.py --only latency).
+# --gate-rounds says.  The figure is per size the fastest round: a round is at the machine's floor or
+# lifted whole (1x H200, 2026-11-28: lifted rounds 30-50 % above), and with 10 rounds the fastest is
+# at the floor unless 10 of 10 are lifted; on fresh communicators a round costs about 0.5 s there
+# (14 runs of 5 rounds: 4.4 s a gated run, bench/results/gate-rounds-1xH200-2026-11-28/).
 GATE_ROUNDS = 10
 GATE_ROUNDS_MAX = 100
 

@@ -1,12 +1,16 @@
-"""The gate's latency rounds in fresh processes, where ncclbench starts the job's processes itself.
+"""The gate's latency rounds in fresh processes (opt-in: NCCLBENCH_GATE_ROUND_JOBS=1), where
+ncclbench starts the job's processes itself.
 
-Why: small-message time moves between processes far more than within one, and a fresh
-communicator renews only part of that draw (2x H200, NCCL 2.28.9, 25 identical runs, 4eaaea1:
-the table's figure 17.8 % per process, a round on a fresh communicator 10.6 % against the other
-rounds of its process, 9.5 % per run left that no round of the process renews;
-bench/results/gate-trials-gpu-2026-11-28-2xH200/latency-4eaaea1/).  A median of rounds in one
-process can never get under that 9.5 %; a median of rounds that are each a process of their
-own can, as far as the rounds go.
+Why it exists: on 2x H200 (NCCL 2.28.9, 25 identical runs, 4eaaea1) a round on a fresh communicator
+moved 10.6 % against the other rounds of its process, while the run's figure kept 9.5 % per run that
+no round of the process renewed (bench/results/gate-trials-gpu-2026-11-28-2xH200/latency-4eaaea1/);
+if that part were drawn once per process, rounds that are each a process of their own would average
+it away.  Why it is off: measured side by side on 1x H200 (2026-11-28, bench/gate_rounds_ab.py,
+14 runs of each, alternating; bench/results/gate-rounds-1xH200-2026-11-28/), the rounds that were
+processes of their own agreed within 3.2 % inside a run, yet the runs moved 38 % (median of rounds;
+12 % fastest round) against 18 % (10 %) for rounds on fresh communicators, at 12.7 s a run against
+4.4 s: what moves small-message time there is the machine's state over minutes, which no round of a
+run renews.  It stays for machines where the part is per process (a trial says which).
 
 How: when a gated run (`--gate`, `--baseline`) is started by this command line itself -- one
 process, `--nprocs N`, one process per GPU, or the CPU ranks ncclbench starts -- the command line
@@ -14,13 +18,10 @@ is run again, before the checked run, once per round, as a *round job*: the same
 sweep cut to its sizes <= 64 KiB, no checking, no store, no explain, no outputs but the round's
 record (`ROUND_OUT_ENV`: a file the round job's reporting rank writes).  Each round job starts
 its processes from scratch (CUDA context, NCCL communicator, buffers, threads), so each round is
-an independent draw.  The checked run then reads the rounds from `ROUNDS_FILE_ENV` instead of
-measuring them in its own process.  Under a launcher ncclbench did not start (mpirun, srun,
-torchrun) a rank cannot start the job again: the rounds stay in the run's processes, each on a
-fresh communicator, as the run's line says.
-
-A round job costs a process start (on GPUs about a second: CUDA and NCCL initialisation) beside
-its ~60 ms of timing; the run's line says how long the rounds took.
+an independent draw of whatever a process draws.  The checked run then reads the rounds from
+`ROUNDS_FILE_ENV` instead of measuring them in its own process.  Under a launcher ncclbench did
+not start (mpirun, srun, torchrun) a rank cannot start the job again: the rounds stay in the
+run's processes, each on a fresh communicator, as the run's line says.
 """
 
 from __future__ import annotations
@@ -68,17 +69,17 @@ def round_job_options(opts: BenchOptions) -> BenchOptions:
         fail_on_trap=None, gate_rounds=1)
 
 
-# NCCLBENCH_GATE_ROUND_JOBS=0: the rounds stay in the run's processes, each on a fresh communicator
-# (a round job costs a process start: about 1.9 s on 1x H200, 2026-11-28), as under a launcher.
+# NCCLBENCH_GATE_ROUND_JOBS=1: each round a job of its own (off by default: see the module; a round
+# job costs a process start, about 1.7 s on 1x H200, 2026-11-28).
 ROUND_JOBS_ENV = "NCCLBENCH_GATE_ROUND_JOBS"
 
 
 def starts_its_processes(launch_kind: str) -> bool:
-    """Whether this command line starts every process of its job (so it can start them again):
-    no launcher around it, and not itself a rank or a round job that ncclbench started; and
-    round jobs not turned off (ROUND_JOBS_ENV=0)."""
-    return (launch_kind == "single" and LAUNCHER_PID_ENV not in os.environ and not is_round_job()
-            and os.environ.get(ROUND_JOBS_ENV, "1") != "0")
+    """Whether round jobs are asked for (ROUND_JOBS_ENV=1) and this command line starts every
+    process of its job (so it can start them again): no launcher around it, and not itself a rank
+    or a round job that ncclbench started."""
+    return (os.environ.get(ROUND_JOBS_ENV) == "1" and launch_kind == "single"
+            and LAUNCHER_PID_ENV not in os.environ and not is_round_job())
 
 
 def has_gate_sizes(opts: BenchOptions) -> bool:

@@ -9,19 +9,20 @@ in-place columns, timed back to back, agreed within 1.5 % (2.5 % in the held-out
 correlated 0.98 across runs; -N 20 cycles of one process moved 1.3-5 % (hypercube runs of
 2026-11-21, 4x H200).  Runs 3 s apart did not correlate (0.05 and 0.18; lag-one 0.00 over 20
 rounds): the shift is drawn once per process, not by the machine's drift.  More iterations or
-cycles in one process cannot average it; only more draws can.  Where ncclbench starts the job's
-processes itself, each round is a job of its own, started again before the checked run
-(run/gate_processes.py: the 2x H200 trials at 4eaaea1 showed a fresh communicator renews only part
-of the draw: 9.5 % per run stayed).  Under a launcher ncclbench did not start, each round runs here
-on a fresh communicator where the backend makes one (NCCL: a new ncclComm of the same ranks; the
-CPU backend: a duplicated MPI communicator), which renews the per-communicator state (channels,
-buffers, connections) and spreads the samples in time.  The record says which (`renews`:
-"process", "communicator" or "nothing"), and the gate weighs the rounds' spread by it.
+cycles in one process cannot average it; only more draws can.  So each round runs on a fresh
+communicator where the backend makes one (NCCL: a new ncclComm of the same ranks; the CPU backend:
+a duplicated MPI communicator), which renews the per-communicator state (channels, buffers,
+connections) and spreads the samples in time.  Measured since (1x H200, 2026-11-28,
+bench/results/gate-rounds-1xH200-2026-11-28/): what the rounds of a run share is the machine's
+state over minutes, not the process -- rounds that were each a process of their own
+(run/gate_processes.py, opt-in) agreed within 3 % inside a run and drifted as much between runs.
+The record says what a round renewed (`renews`: "process", "communicator" or "nothing"), and the
+gate weighs the rounds' spread by it.
 
 Per round, every small size is timed out of place and in place like a table row, with enough
 iterations that one timed loop lasts about GATE_LOOP_US (more samples where they cost
-microseconds; never fewer than -n), no checking.  The gate takes per size the median over rounds,
-then the median over sizes (store/summary_stats.round_profile, store/gate.py).  One line after the table
+microseconds; never fewer than -n), no checking.  The gate takes per size the fastest round, then
+the median over sizes (store/summary_stats.round_profile, store/gate.py).  One line after the table
 says what was done; the rows of the table are untouched.
 """
 
@@ -140,17 +141,17 @@ def gate_lines(record: dict[str, Any] | None) -> list[str]:
         label = " ".join(x for x in (s["type"], s["redop"] if s["redop"] not in ("", "none") else "",
                                      f"root {s['root']}" if int(s["root"]) >= 0 else "") if x)
         figs = [statistics.median(r) for r in s.get("out_of_place", []) if r]
-        med = statistics.median(_per_size_medians(s.get("out_of_place", [])))
+        med = statistics.median(_per_size_fastest(s.get("out_of_place", [])))
         spread = f"; rounds {min(figs):.2f}..{max(figs):.2f} us" if len(figs) > 1 else ""
         n = f"{its[0]}" if len(its) == 1 else f"{its[0]}-{its[-1]}"
         out.append(f"# gate latency ({label}): {record['rounds']} rounds, each {record['fresh']}, of {len(sizes)} "
                    f"sizes {human_size(sizes[0])}..{human_size(sizes[-1])} x {n} iterations (about "
                    f"{record['loop_us'] / 1000:g} ms a loop) in {record['seconds']:.1f} s: {med:.2f} us out of place, "
-                   f"the median over sizes of each size's median over rounds{spread}; the table above is the "
+                   f"the median over sizes of each size's fastest round{spread}; the table above is the "
                    "run's own")
     return out
 
 
-def _per_size_medians(rounds: list[list[float]]) -> list[float]:
+def _per_size_fastest(rounds: list[list[float]]) -> list[float]:
     cols = list(zip(*rounds)) if rounds else []
-    return [statistics.median(c) for c in cols] or [math.nan]
+    return [min(c) for c in cols] or [math.nan]

@@ -84,8 +84,8 @@ def _measured_shift(sizes: list[int], per_run: list[dict[int, float]], cyc_a: li
     """(whole-run shift, its dof, what it was measured on, runs the reference is the median of)
     from the baseline's history, else its -N cycles; None when it has neither.  Where few runs'
     medians agreed closer than their sizes' jitter allows, `noise.jitter_floor` stands in; where
-    they agreed closer than `least` (a figure that is a median of rounds moves at least by their
-    spread), that does.  Cycles of one process measure shifts within it: the reference is still one run."""
+    they agreed closer than `least` (a figure made of rounds moves at least by their spread), that
+    does.  Cycles of one process measure shifts within it: the reference is still one run."""
     for runs, what in ((per_run, "runs"), (cyc_a, "-N cycles")):
         if len(runs) < 2:
             continue

@@ -55,7 +55,7 @@ GATE_DEFINITION = (
     "roughness where that is larger (on the roughness's effective dof), printed as \"assumed\".  Runs "
     "measured with --gate (implied by --baseline) carry the sizes <= 64 KiB again in rounds on fresh "
     "communicators: where the checked run and every run of the baseline carry them, the latency floor is "
-    "the median over rounds, and its noise the baseline's runs' own shifts (at least their rounds' spread; "
+    "per size the fastest round, and its noise the baseline's runs' own shifts (at least their rounds' spread; "
     "the per-process prior only bounds it, for a baseline of one run).  OK means the figure was measured precisely enough to see "
     "the change asked for and there is none: a figure worse than asked but within its noise, or whose "
     "limit is more than 1.5x what was asked, is \"cannot confirm\": not judged, exit 9.  "
@@ -229,22 +229,30 @@ def _latency_source(table: _Source, ka: SeriesKey, kb: SeriesKey, reads: _Reads)
     rounds = [r[ka] for r in reads.ref_rounds]
     per_run = [stats.round_profile(x) for x in rounds]
     ref = noise.reference_profile(per_run) if len(per_run) > 1 else per_run[0]
-    spreads = []
-    for x in rounds:  # a run's figure, the median of its rounds, moves at least by its rounds' spread
-        sp = noise.cycle_spread(x, sorted(set(ref) & set().union(*x)))
-        if sp is not None:
-            spreads.append(noise.Spread(sp.sigma * math.sqrt(noise.median_variance(len(x))), sp.dof, sp.what))
-    floor = noise.pooled(spreads)
     renew = {stats.gate_rounds_renew(r.summary) for r in (*reads.refs, reads.run)}
+    processes = renew == {"process"}  # every round a process of its own: the spread is the runs' noise
+    floor = _rounds_spread(rounds, sorted(set(ref)))
     n = sorted({len(x) for x in rounds} | {len(reads.run_rounds[kb])})
     what = stats.gate_rounds_text(reads.refs[0].summary) or "rounds"
     how = (f"gate rounds: {what}" if len(n) == 1 else f"gate rounds: {n[0]}-{n[-1]} per run") + \
-        "; the median of rounds"
-    spread = None if floor is None else noise.Spread(floor.sigma, floor.dof, "rounds' spread")
-    processes = renew == {"process"}  # every round a process of its own: the spread is the runs' noise
+        "; per size the fastest round"
+    spread = None if floor is None else noise.Spread(floor.sigma, floor.dof, floor.what)
     return _Source(per_run, ref, stats.round_profile(reads.run_rounds[kb]), [], [], noise.GATED_LATENCY,
                    None if processes else spread, how, rounds[0], reads.run_rounds[kb], gated=True,
                    estimate=spread if processes else None)
+
+
+def _rounds_spread(rounds: list[list[dict[int, float]]], sizes: list[int]) -> noise.Spread | None:
+    """How far a run's gated figure (per size the fastest of its n rounds) moves by its rounds alone:
+    the spread of a round at the machine's floor (the two fastest rounds' gap, noise.floor_spread:
+    lifted rounds say nothing of it) x sqrt(min_variance(n)).  Rounds on fresh communicators share
+    what the machine does over minutes, so for them this is only a floor; rounds that were each a
+    process of their own are independent draws, and it is an estimate `reference_noise` pools with
+    the runs' shifts (about one dof per run)."""
+    n = int(statistics.median(len(x) for x in rounds))
+    sp = noise.floor_spread(rounds, sizes)
+    return None if sp is None else noise.Spread(sp.sigma * math.sqrt(noise.min_variance(n)), sp.dof,
+                                                "rounds' spread at the floor")
 
 
 def _median_of(values: dict[int, float], sizes: list[int]) -> float | None:

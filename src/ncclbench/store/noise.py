@@ -132,15 +132,14 @@ PRIORS: dict[tuple[str, str], Prior] = {
 }
 
 # The gate's latency figure of runs measured for the gate (`--gate`, run/gate_rounds.py: the small
-# sizes again in several rounds, each on a fresh communicator where the backend makes one, the
-# figure the median over rounds).  How much of the between-process shift of small-message time a
-# round resamples is not recorded yet (GPU: bench/results/gate-trials-gpu-2026-11-28-2xH200/ shows the
-# shift is per process -- runs 3 s apart correlate 0.05 and 0.18, lag-one 0.00 over 20 rounds -- while
-# -N cycles of one process move 1.3-5 %, OOP and in-place columns of one process 1.5-2.5 %: which
-# per-process state a fresh communicator renews is what the next GPU trials measure).  Until it is, the
-# per-process prior is only an upper bound for such a run's figure: a gated baseline of 2 runs or more
-# is judged on its own runs' shifts (Student's t on their dof, its rounds' spread as a floor), and a
-# one-run gated baseline gets the per-process prior.
+# sizes again in several rounds, each on a fresh communicator where the backend makes one; per size
+# the fastest round, then the median over sizes).  What moves it between runs is the machine's state
+# over minutes, not the process: on 1x H200 (2026-11-28, bench/results/gate-rounds-1xH200-2026-11-28/)
+# rounds that were each a process of their own agreed within 3 % inside a run while the runs drifted
+# 12 % (the fastest round) to 38 % (the median of rounds) over four minutes.  The per-process prior is
+# only an upper bound for such a figure: a gated baseline of 2 runs or more is judged on its own runs'
+# shifts (Student's t on their dof, its rounds' spread as a floor), and a one-run gated baseline gets
+# the per-process prior.
 GATED_LATENCY = "latency rounds"
 for _dev in ("cpu", "gpu"):
     _p = PRIORS[(_dev, "latency")]
@@ -378,6 +377,19 @@ def median_variance(n: int) -> float:
     return 1.0 / n if n <= 2 else MEDIAN_EFFICIENCY ** 2 / n
 
 
+# Variance of the smallest of n independent normal values, in units of one value's variance (the
+# order statistics' tables; checked by simulation, 400 000 draws each); beyond 10 the Gumbel limit
+# (pi^2 / 6) / (2 ln n), within 1.3 % of simulation from n = 15.
+_MIN_VARIANCE = {1: 1.0, 2: 0.6817, 3: 0.5595, 4: 0.4917, 5: 0.4475, 6: 0.4159, 7: 0.3919, 8: 0.3729, 9: 0.3574,
+                 10: 0.3443}
+
+
+def min_variance(n: int) -> float:
+    """Variance of the minimum of n values, in units of one value's variance (normal values)."""
+    n = max(1, n)
+    return _MIN_VARIANCE.get(n) or (math.pi ** 2 / 6) / (2 * math.log(n))
+
+
 def combine(shift: float, shift_source: str, n_reference: int = 1, n_checked: int = 1, *,
             shift_dof: float | None = None) -> Noise:
     """The noise of a change between a reference (the median of `n_reference`
@@ -461,6 +473,32 @@ def cycle_spread(cycles: Sequence[Mapping[int, float]], sizes: Sequence[int]) ->
         return None
     s = shift_sigma(cycles, sizes)
     return None if s is None else Spread(s, len(cycles) - 1, "-N cycle shifts")
+
+
+def floor_spread(rounds_of_runs: Sequence[Sequence[Mapping[int, float]]], sizes: Sequence[int]) -> Spread | None:
+    """How far one round moves at the machine's floor, from the gap between each run's two fastest
+    rounds; None where no run has 2 rounds.  Why not the rounds' spread: rounds are at the floor or
+    lifted whole (1x H200, 2026-11-28: within 3 % or 30-50 % above), and the lifted ones set any
+    spread of all rounds (12.5 % there, where the fastest round moved 4.7 % between runs).  The two
+    fastest are at the floor while at most n - 2 rounds are lifted.  Each round's whole shift is the
+    median over sizes of its log ratio to the per-size median of its run's rounds; for normal values
+    the gap between the two smallest of n has mean (e2 - e1) sigma (e: the expected normal order
+    statistics, Blom's approximation), so sigma = mean gap / (e2 - e1); about one dof per run."""
+    gaps: list[float] = []
+    for rounds in rounds_of_runs:
+        n = len(rounds)
+        if n < 2:
+            continue
+        ref = reference_profile(list(rounds))
+        shifts = sorted(m for m in (median_change(log_ratios(ref, r, sizes)) for r in rounds) if m is not None)
+        if len(shifts) < 2:
+            continue
+        z = statistics.NormalDist()
+        e1, e2 = (z.inv_cdf((k - 0.375) / (n + 0.25)) for k in (1, 2))
+        gaps.append((shifts[1] - shifts[0]) / (e2 - e1))
+    if not gaps:
+        return None
+    return Spread(statistics.fmean(gaps), len(gaps), "two fastest rounds' gap")
 
 
 def far_noisier(checked: Spread, reference: Spread, size_class: str | None = None) -> float | None:

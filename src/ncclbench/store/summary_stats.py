@@ -257,9 +257,19 @@ def gate_round_values(summary: RunSummary | None, placement: str = "out_of_place
 
 
 def round_profile(rounds: list[dict[int, float]]) -> dict[int, float]:
-    """A run's gated small-message times: per size, the median over its rounds."""
+    """A run's gated small-message times: per size, its fastest round.  Why the fastest, not the
+    median: a round is either at the machine's floor or lifted whole by something beside it (on
+    1x H200, 2026-11-28: rounds of one run within 3 % of each other, or 30-50 % above in a share of
+    rounds that grew over minutes); the fastest round moved 10-12 % between runs where the median of
+    rounds moved 18-38 % (bench/results/gate-rounds-1xH200-2026-11-28/).  A real rise in what an op
+    costs lifts the floor too."""
     sizes = sorted({s for r in rounds for s in r})
-    return {s: _median([r[s] for r in rounds if s in r]) for s in sizes}
+    return {s: _fastest([r[s] for r in rounds if s in r]) for s in sizes}
+
+
+def _fastest(xs: list[float]) -> float:
+    xs = [x for x in xs if not math.isnan(x)]
+    return min(xs) if xs else math.nan
 
 
 def gate_rounds_renew(summary: RunSummary | None) -> str:
