@@ -518,6 +518,16 @@ def cases_of(only: str | None) -> tuple:
     return LATENCY_CASES if only == "latency" else CASES
 
 
+def allow_one_rank() -> None:
+    """A one-GPU collection is a study of the latency figure's noise, not a check of a link: the gate
+    refuses one-rank runs ("one rank moves no data"), so its judging here turns that one refusal off
+    (in this process only; the report says so)."""
+    import ncclbench.store.baseline_rules as rules
+    import ncclbench.store.comparison as comparison
+
+    rules.refuse_one_rank = comparison.refuse_one_rank = lambda *runs: None  # type: ignore[assignment]
+
+
 def judge(out: Path, trials: int, runs: dict, only: str | None = None, quiet: bool = False) -> dict:
     """Every trial of every case judged with this tree's gate; a line per trial as it is judged."""
     from ncclbench.store import ResultStore
@@ -675,6 +685,7 @@ def latency_noise_text(x: dict) -> str:
 
 def report(doc: dict) -> str:
     m = doc["meta"]
+    one_rank = (m.get("setup") or {}).get("gpus") == 1
     only = m.get("only")
     cases = cases_of(only)
     rounds = (doc.get("calibration") or {}).get("gate_rounds") or {}
@@ -684,7 +695,9 @@ def report(doc: dict) -> str:
              f"(budget {m['budget_s']} s).",
              f"Command: `{m['command']}`; each run: `{m['run_command']}`."
              + (f" Judged again with commit {m['judged_with_commit']} (`python bench/gate_trials.py judge`)."
-                if m.get("judged_with_commit") else ""), "",
+                if m.get("judged_with_commit") else "")
+             + (" One GPU, one rank: a study of the latency figure's noise; judged with the gate's one-rank "
+                "refusal turned off (`allow_one_rank`)." if one_rank else ""), "",
              (f"Every run measured for the gate with {rounds['rounds']} rounds ({rounds.get('how')}). "
               if rounds.get("rounds") else "") +
              "Judged with the default limits (--max-drop 5 %; latency against its noise alone; the latency case "
@@ -781,6 +794,8 @@ def main() -> int:
     if args.setup == "judge":
         doc = json.loads((out / "gate-trials.json").read_text())
         doc["meta"]["judged_with_commit"] = args.commit or commit()
+        if (doc["meta"].get("setup") or {}).get("gpus") == 1:
+            allow_one_rank()
         trials = max([int(r) for d in doc["runs"].values() for r in d] + [1])
         only = doc["meta"].get("only")
         doc.update(judge(out, trials, doc["runs"], only), good_run_shifts=good_run_shifts(out, doc["runs"]),
@@ -808,6 +823,8 @@ def main() -> int:
     if args.gate_rounds != "auto" and not args.gate_rounds.isdigit():
         raise SystemExit(f"gate_trials: --gate-rounds {args.gate_rounds!r}: a count or auto")
     rounds = None if args.gate_rounds == "auto" else int(args.gate_rounds)
+    if args.setup == "gpu" and setup.ngpus == 1:
+        allow_one_rank()
     got = collect(setup, out, args.trials, clock, checkpoint, only=args.only, gate_rounds=rounds)
     doc = {"meta": meta(got["runs"]), "runs": got["runs"], "calibration": got["calibration"],
            **judge(out, args.trials, got["runs"], args.only), "good_run_shifts": good_run_shifts(out, got["runs"]),
