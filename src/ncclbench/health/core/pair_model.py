@@ -321,7 +321,7 @@ class _Rank:
         ranks = sorted(1 + int(np.sum(self.others < v)) + int(np.sum(self.own < v)) for v in self.own)
         if ranks == list(range(1, k + 1)) and not np.any(self.others <= self.own.max()):
             return f"its {k} pairs are the {k} slowest of {n}"
-        return f"its {k} pairs rank {', '.join(map(str, ranks))} of {n} (slowest first)"
+        return f"its {k} pairs rank {', '.join(map(str, ranks[:-1]))} and {ranks[-1]} of {n}, slowest first"
 
 
 def _rank_test(h: int, rounds: dict[str, _Round], gate: float) -> _Rank | None:
