@@ -13,7 +13,8 @@ reference plus the lowest of its components' factors.  The estimate is made
 one component at a time, the most certain first:
 
 * a host is slow when even its *best* partner's pair sits below the pairs
-  that do not hold it (the host common to all slow pairs); a link fault
+  that do not hold it (the host common to all slow pairs), or when its pairs
+  are consistently the slowest against their rounds (rank evidence, below); a link fault
   leaves its hosts' other pairs fast, so it cannot convict a host; nor can pairs
   of the host that disagree with each other over `round_judge.SCATTER_LIMIT` (a NIC
   limits all its pairs alike; a loaded CPU-backend host's pairs ranged
@@ -30,6 +31,31 @@ the standard error counts the independent measurements on both sides.  A
 component is convicted past `Thresholds.confirm_z`, and only on two
 independent measurements (two partners for a host, two rounds for a link),
 as every other verdict of the scan.
+
+Rank evidence: the z test assumes the healthy pairs' noise is roughly Gaussian around one
+level.  Where it is not, it misses a host that is plainly slowest: 8 fake hosts time-sliced on
+one H200 (2026-11-28) put healthy pairs in two modes 20 % apart and moved whole rounds by 25 %, so
+the MAD-sigma was 8-9 % and node2, at half the others' link rate, read z -2.5 with its best pair at
+0.8x - while its pair was the slowest of its round in 7 of 7 rounds ("8 healthy", exit 0).  So
+beside the z test a host is convicted on its ranks, free of any noise distribution: each usable pair
+(active, not censored) is set against its round - its log busbw less the median of the other pairs
+of that round that do not hold the host (each pair its best round, as above) - and the host's k
+pairs are compared with the N pairs without it by the Mann-Whitney U, whose exact null (all k + N
+exchangeable: the host like the others) gives the chance of ranks that low (1 / C(N+k, k) when
+its pairs are the k slowest).  Against its round, not the pooled values, because a round's level
+moves for the whole machine: a pair of the low round beside one of the high round says nothing of
+either host.  Not a rank within its round: with the host's pair one of m a round, no chance can
+fall below (1/m)^k (6e-5 at 8 hosts, 1.4e-3 at 7), while the pooled ratios compare each of its
+pairs with all N.  The others are referred to the median of their round less themselves (leave one
+out), so they spread at least as much as the host's pairs do and the chance errs high (seeded
+fleets of bimodal noise like the above, 6 to 16 hosts: under 0.04 % of hosts below 1e-3).  A
+4-host round has one pair without the host, so the others have no reference: no rank evidence, the
+z test alone, as before.  A host is convicted on its ranks when the chance is below RANK_ALPHA
+(1e-3, the scan's false-alarm budget) over the number of hosts tested, its factor - the median of
+its pairs' ratios to their rounds - is below what the z test needs at the noise floor (floor x
+confirm_z: 0.966x on GPUs), and it has at least two such pairs (two partners).  The refusals hold
+as for the z test (its reference scatters, its own pairs disagree), and one slow pair (a link) barely
+moves a host's ranks.
 
 A measurement can be censored (`upper_bound`): a group that had not finished
 when the round's deadline passed gives only an upper bound on its busbw.  It
@@ -59,6 +85,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from math import comb
 
 import numpy as np
 
@@ -94,6 +121,7 @@ class Conviction:
     evidence: list[str] = field(default_factory=list)
     best: float = float("nan")  # log busbw of its best measurement (a host: its best pair)
     noise: float = float("nan")  # the log spread it was judged with
+    chance: float = float("nan")  # a host convicted on its ranks: the chance of ranks that low were it like the others
 
 
 @dataclass
@@ -109,6 +137,7 @@ class _Pairs:
     value: dict[tuple[int, int], float]  # the best round's log busbw
     rounds: dict[tuple[int, int], int]
     censored: set[tuple[int, int]]
+    by_round: dict[str, dict[tuple[int, int], float]] = field(default_factory=dict)  # round -> pair -> log busbw
 
 
 def _collect(measurements: Iterable[Measurement]) -> tuple[_Pairs, list[str]]:
@@ -130,7 +159,11 @@ def _collect(measurements: Iterable[Measurement]) -> tuple[_Pairs, list[str]]:
         if m.upper_bound:
             censored.add(key)
     value = {k: max(float(np.median(v)) for v in by_round.values()) for k, by_round in logs.items()}
-    return _Pairs(value, {k: len(v) for k, v in logs.items()}, censored), notes
+    rounds: dict[str, dict[tuple[int, int], float]] = defaultdict(dict)
+    for k, by_round in logs.items():
+        for label, v in by_round.items():
+            rounds[label][k] = float(np.median(v))
+    return _Pairs(value, {k: len(v) for k, v in logs.items()}, censored, dict(rounds)), notes
 
 
 UPPER_QUANTILE = 75  # percent
@@ -193,9 +226,10 @@ def _reference(values: Sequence[float], floor: float) -> tuple[float, float] | N
     return float(np.median(values)), s
 
 
-def _host_test(h: int, active: list[tuple[int, int]], p: _Pairs, floor: float,
-               names: Sequence[str]) -> Conviction | None:
-    """Host h against the pairs without it: its best pair over their median."""
+def _host_test(h: int, active: list[tuple[int, int]], p: _Pairs, floor: float, limit_z: float,
+               rounds: dict[str, _Round], ntested: int, names: Sequence[str]) -> Conviction | None:
+    """Host h against the pairs without it, convicted (None where not): its best pair over their
+    median past limit_z (the z test), or its pairs consistently the slowest (`_rank_test`)."""
     own = [q for q in active if h in q]
     others = [q for q in active if h not in q and q not in p.censored]
     if len(own) < 2 or not others:
@@ -210,11 +244,137 @@ def _host_test(h: int, active: list[tuple[int, int]], p: _Pairs, floor: float,
     best = max(own_vals)
     z = (best - ref) / (s * np.sqrt(1.0 + 1.0 / len(others)))
     measured = float(np.exp(np.median([p.value[q] for q in own])))
-    factor = float(np.exp(best - ref))
-    line = (f"{names[h]}: {len(own)} of {len(own)} pairs at {factor:.2f}x or less of the others' pairs "
-            f"(its pairs: {_fmt_pairs(own, p, names)} GB/s; the {len(others)} pair(s) without it: median "
-            f"{np.exp(ref):.3g} GB/s, noise {s:.1%}; best pair z {z:+.1f})")
-    return Conviction(HOST, (h,), factor, float(z), True, measured, float(np.exp(ref)), [line], best, s)
+    if z < -limit_z:
+        factor = float(np.exp(best - ref))
+        line = (f"{names[h]}: {len(own)} of {len(own)} pairs at {factor:.2f}x or less of the others' pairs "
+                f"(its pairs: {_fmt_pairs(own, p, names)} GB/s; the {len(others)} pair(s) without it: median "
+                f"{np.exp(ref):.3g} GB/s, noise {s:.1%}; best pair z {z:+.1f})")
+        return Conviction(HOST, (h,), factor, float(z), True, measured, float(np.exp(ref)), [line], best, s)
+    rank = _rank_test(h, rounds, floor * limit_z)
+    if rank is None or rank.chance >= RANK_ALPHA / max(ntested, 1):
+        return None
+    line = (f"{names[h]}: {rank.text(names[h])} (chance {_one_in(rank.chance)} were it like the others), at "
+            f"{np.exp(rank.factor):.2f}x of their rounds' medians (each pair against the pairs of its round "
+            f"without {names[h]}); its best pair alone is short of the limit (z {z:+.1f} against the noise {s:.1%} "
+            f"of the {len(others)} pair(s) without it), but its pairs are consistently the slowest (false-alarm "
+            f"budget {RANK_ALPHA:g} over the {ntested} hosts; its pairs: {_fmt_pairs(own, p, names)} GB/s)")
+    return Conviction(HOST, (h,), float(np.exp(rank.factor)), float(z), True, measured, float(np.exp(ref)), [line],
+                      best, s, rank.chance)
+
+
+RANK_ALPHA = 1e-3  # the rank evidence's false-alarm budget per scan, shared among the hosts tested (Bonferroni)
+
+
+@dataclass(frozen=True)
+class _Round:
+    """One round's usable pairs (active, not censored): their log busbw, sorted, and each one's index."""
+
+    pairs: list[tuple[int, int]]
+    values: np.ndarray
+    index: dict[tuple[int, int], int]
+    loo: np.ndarray  # per pair, the median of the round's other pairs (nan where it is alone)
+
+
+def _rounds(active: Sequence[tuple[int, int]], p: _Pairs) -> dict[str, _Round]:
+    """The rounds of the usable pairs (active, not censored), for the rank evidence."""
+    usable = set(active) - p.censored
+    out = {}
+    for label, by_pair in p.by_round.items():
+        pairs = [q for q in by_pair if q in usable]
+        if not pairs:
+            continue
+        values = np.array([by_pair[q] for q in pairs])
+        out[label] = _Round(pairs, values, {q: i for i, q in enumerate(pairs)}, _loo_medians(values))
+    return out
+
+
+def _loo_medians(values: np.ndarray) -> np.ndarray:
+    """For each value, the median of the others (nan for a lone value)."""
+    n = values.size
+    if n < 2:
+        return np.full(n, np.nan)
+    order = np.argsort(values, kind="stable")
+    s = values[order]
+    rank = np.empty(n, dtype=int)
+    rank[order] = np.arange(n)
+
+    def reduced(j: int) -> np.ndarray:  # the j-th smallest of the others, per value
+        return np.where(rank > j, s[j], s[min(j + 1, n - 1)])
+
+    m = n - 1
+    if m % 2:
+        return reduced(m // 2)
+    return (reduced(m // 2 - 1) + reduced(m // 2)) / 2
+
+
+@dataclass(frozen=True)
+class _Rank:
+    """The rank evidence of one host: its pairs' log ratios to their rounds against the others'."""
+
+    own: np.ndarray  # its pairs' log ratios (each to the median of its round's pairs without the host)
+    others: np.ndarray  # the pairs without it, each to the median of its round's other pairs without the host
+    chance: float  # P(its pairs rank this low | exchangeable with the others): Mann-Whitney, exact
+    factor: float  # the median of `own`: how slow it typically is against its rounds
+
+    def text(self, name: str) -> str:
+        k, n = self.own.size, self.own.size + self.others.size
+        ranks = sorted(1 + int(np.sum(self.others < v)) + int(np.sum(self.own < v)) for v in self.own)
+        if ranks == list(range(1, k + 1)) and not np.any(self.others <= self.own.max()):
+            return f"its {k} pairs are the {k} slowest of {n}"
+        return f"its {k} pairs rank {', '.join(map(str, ranks[:-1]))} and {ranks[-1]} of {n}, slowest first"
+
+
+def _rank_test(h: int, rounds: dict[str, _Round], gate: float) -> _Rank | None:
+    """Host h's rank evidence (the module's docstring), or None where it has fewer than two
+    pairs with a round reference, or its pairs are not `gate` (log) slower than their rounds."""
+    own: dict[tuple[int, int], float] = {}
+    for rnd in rounds.values():
+        for q, i in rnd.index.items():
+            if h in q and np.isfinite(rnd.loo[i]):
+                own[q] = max(own.get(q, -np.inf), float(rnd.values[i] - rnd.loo[i]))  # its best round
+    if len(own) < 2:
+        return None
+    factor = float(np.median(list(own.values())))
+    if factor >= -gate:
+        return None  # not slow enough to matter at the scan's noise floor (the magnitude a z conviction needs)
+    others: dict[tuple[int, int], float] = {}
+    for rnd in rounds.values():
+        keep = np.array([h not in q for q in rnd.pairs])
+        if keep.sum() < 2:
+            continue
+        vals = rnd.values[keep]
+        for q, r in zip([q for q in rnd.pairs if h not in q], vals - _loo_medians(vals)):
+            others[q] = max(others.get(q, -np.inf), float(r))
+    if not others:
+        return None
+    mine, theirs = np.array(list(own.values())), np.array(list(others.values()))
+    # ties counted against the conviction: each of its pairs above every other pair at or below it
+    u = int(np.sum(theirs[None, :] <= mine[:, None]))
+    return _Rank(mine, theirs, _mann_whitney_tail(mine.size, theirs.size, u), factor)
+
+
+def _mann_whitney_tail(k: int, n: int, u: int) -> float:
+    """P(U <= u) for the Mann-Whitney U of k values against n (the count of (its, other) pairs where
+    its value is the larger) when all k + n are exchangeable: the coefficients of the Gaussian
+    binomial [n + k choose k]_q, prod_i (1 - q^(n+i)) / (1 - q^i), up to degree u, over C(n + k, k)."""
+    if u >= k * n:
+        return 1.0
+    coef = [1] + [0] * u
+    for i in range(1, k + 1):
+        for d in range(u, n + i - 1, -1):  # times (1 - q^(n+i))
+            coef[d] -= coef[d - n - i]
+        for d in range(i, u + 1):  # over (1 - q^i)
+            coef[d] += coef[d - i]
+    return min(1.0, sum(coef) / comb(n + k, k))
+
+
+def _one_in(chance: float) -> str:
+    """'1 in 1.2 million', as a user reads a small chance."""
+    x = 1.0 / max(chance, 1e-300)
+    for scale, word in ((1e12, "trillion"), (1e9, "billion"), (1e6, "million")):
+        if x >= scale:
+            return f"1 in {x / scale:.2g} {word}"
+    return f"1 in {x:,.0f}"
 
 
 def _link_test(q: tuple[int, int], active: list[tuple[int, int]], p: _Pairs, floor: float, limit_z: float,
@@ -253,12 +413,15 @@ def judge_pairs(measurements: Iterable[Measurement], hosts: Sequence[int], names
     active = sorted(p.value)
     out: list[Conviction] = []
     convicted: set[int] = set()
+    ntested = len(hosts)
     while True:
+        rounds = _rounds(active, p)
         tests = [c for h in hosts if h not in convicted
-                 if (c := _host_test(h, active, p, floor, names)) is not None and c.z < -limit_z]
+                 if (c := _host_test(h, active, p, floor, limit_z, rounds, ntested, names)) is not None]
         if not tests:
             break
-        worst = min(tests, key=lambda c: c.z)
+        # the slowest first: a z conviction by its z, then one on ranks alone by its chance
+        worst = min(tests, key=lambda c: (0, c.z) if c.z < -limit_z else (1, c.chance))
         out.append(worst)
         convicted.add(worst.hosts[0])
         active = [q for q in active if worst.hosts[0] not in q]
