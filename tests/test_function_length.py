@@ -25,7 +25,6 @@ LONG: dict[tuple[str, str], int] = {
     ("health/core/pair_state.py", "PairState.__init__"): 81,
     ("launch/detect.py", "detect_launch"): 120,
     ("output/collective_infer.py", "infer_collective"): 88,
-    ("output/parse.py", "parse_tests"): 136,
     ("report/plots.py", "svg_plot"): 81,
     ("store/jsonlog.py", "_parse"): 98,
 }
