@@ -19,7 +19,6 @@ REASON = "long because"
 LONG: dict[tuple[str, str], int] = {
     ("backends/nccl_setup.py", "create_nccl_workers"): 119,
     ("explain/ceiling.py", "expected_ceiling"): 115,
-    ("explain/failures.py", "failure_traps"): 142,
     ("explain/log_topology.py", "log_topology"): 115,
     ("explain/nccl_log.py", "merge_facts"): 87,
     ("health/core/pair_state.py", "PairState.__init__"): 81,
