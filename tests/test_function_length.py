@@ -22,7 +22,6 @@ LONG: dict[tuple[str, str], int] = {
     ("explain/log_topology.py", "log_topology"): 115,
     ("explain/nccl_log.py", "merge_facts"): 87,
     ("health/core/pair_state.py", "PairState.__init__"): 81,
-    ("launch/detect.py", "detect_launch"): 120,
     ("output/collective_infer.py", "infer_collective"): 88,
     ("report/plots.py", "svg_plot"): 81,
     ("store/jsonlog.py", "_parse"): 98,
