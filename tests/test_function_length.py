@@ -17,7 +17,6 @@ REASON = "long because"
 
 # (file under src/ncclbench, function) -> its length in lines when this check came
 LONG: dict[tuple[str, str], int] = {
-    ("backends/nccl_setup.py", "create_nccl_workers"): 119,
     ("explain/ceiling.py", "expected_ceiling"): 115,
     ("explain/log_topology.py", "log_topology"): 115,
     ("explain/nccl_log.py", "merge_facts"): 87,
