@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-MAX_MARKED = 25
+MAX_MARKED = 3
 MARK = re.compile(r"#\s*noqa:[^#]*\bC901\b")
 
 

@@ -17,16 +17,7 @@ REASON = "long because"
 
 # (file under src/ncclbench, function) -> its length in lines when this check came
 LONG: dict[tuple[str, str], int] = {
-    ("backends/nccl_setup.py", "create_nccl_workers"): 119,
-    ("explain/ceiling.py", "expected_ceiling"): 115,
-    ("explain/failures.py", "failure_traps"): 142,
-    ("explain/log_topology.py", "log_topology"): 115,
-    ("explain/nccl_log.py", "merge_facts"): 87,
     ("health/core/pair_state.py", "PairState.__init__"): 81,
-    ("launch/detect.py", "detect_launch"): 120,
-    ("output/collective_infer.py", "infer_collective"): 88,
-    ("output/parse.py", "parse_tests"): 136,
-    ("report/plots.py", "svg_plot"): 81,
     ("store/jsonlog.py", "_parse"): 98,
 }
 

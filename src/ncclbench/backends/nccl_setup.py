@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from ..collectives.collective import Collective
 from ..core.config import BenchOptions
@@ -22,9 +23,9 @@ from ..cuda.runtime import NULL_STREAM, CudaError, CudaRuntime, DeviceProps, get
 from ..launch.affinity import bind_to_gpu
 from ..launch.hostcomm import HostComm
 from ..nccl import runmodel
-from ..nccl.binding import NCCL_WIN_COLL_SYMMETRIC, NcclError, get_library, short_hostname
+from ..nccl.binding import NCCL_WIN_COLL_SYMMETRIC, NcclError, NcclLibrary, get_library, short_hostname
 from ..nccl.callpath import CALL_PATH_ENV, timed_call_path, timed_calls_text
-from ..nccl.native_loop import NATIVE_ENV
+from ..nccl.native_loop import NATIVE_ENV, NativeLoop
 from .nccl_gpu import NcclSlot, NcclWorker, ProcessSetup, communicator_for, release_memory
 from .nccl_native import open_native_loop
 from .threads import ThreadTeam
@@ -46,25 +47,27 @@ def _agree(host: HostComm, error: BaseException | None) -> None:
             raise BenchError(f"process {proc}: {text}", ExitCode(code))
 
 
-def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Collective | str,  # noqa: C901 - complexity 19 when the limit came; split it (issue 33)
-                        config_overrides: dict[str, int] | None = None,
-                        on_comm_init: Callable[[], None] | None = None) -> list[NcclWorker]:
-    """Set up this process's part of the run (see module docstring) and return
-    one NcclWorker per -t thread, in thread order.  Collective over `host`:
-    every world process must call it.  Failures raise BenchError in every
-    process (exit 2 CUDA, 3 NCCL, 5 too few GPUs / unsupported option).
+@dataclass(frozen=True)
+class _HostLayout:
+    """Step 1's outcome, agreed on world-wide: the library and runtime this process opened, and
+    where it sits among the world's processes (host, local rank, NCCL_TESTS_SPLIT group)."""
 
-    `config_overrides`: ncclConfig_t fields set on top of the run's own (tune's
-    candidates: minCTAs, maxCTAs, ...); a field this libnccl lacks raises
-    ValueError (nccl/config_struct.py).  `on_comm_init`: called right before the
-    communicators' init, whose ~0.5 s in C with the GIL released is the start-up's
-    one long stretch where other Python work (explain's topology read) costs nothing."""
-    if opts.device_implementation > 0:
-        raise UnsupportedError("device-API kernels (-D) are not supported by ncclbench yet")
-    T, G = opts.nthreads, opts.ngpus
-    env = os.environ
+    lib: NcclLibrary
+    cuda: CudaRuntime
+    native: NativeLoop | None
+    native_why: str
+    hostname: str
+    hosts: list[str]
+    colors: list[int]
+    local: int
+    group_proc: int
+    group_size: int
+    leader: int
 
-    # Step 1: library, runtime, host layout -- agreed on world-wide.
+
+def _host_layout(opts: BenchOptions, host: HostComm, env: Mapping[str, str]) -> _HostLayout:
+    """Step 1: library, runtime, host layout.  One allgather carries both each process's place and
+    its error, so that a process that cannot open the library stops every process with its line."""
     lib = cuda = native = None
     native_why = ""
     err: BenchError | None = None
@@ -87,11 +90,16 @@ def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Collecti
             raise BenchError(f"process {proc}: {e[0]}", ExitCode(e[1]))
     ids, hosts, colors = [i[0] for i in info], [i[1] for i in info], [i[2] for i in info]
     assert lib is not None and cuda is not None
-    local = runmodel.local_rank(ids, host.rank)
     group_proc, group_size, leader = runmodel.group_layout(colors, host.rank)
-    nranks = group_size * T * G
+    return _HostLayout(lib, cuda, native, native_why, hostname, hosts, colors, runmodel.local_rank(ids, host.rank),
+                       group_proc, group_size, leader)
 
-    # Step 2: devices and memory budget.
+
+def _device_props(opts: BenchOptions, host: HostComm, cuda: CudaRuntime, local: int,
+                  env: Mapping[str, str]) -> tuple[int, list[DeviceProps]]:
+    """Step 2: (first device, properties of the process's T*G devices), agreed on world-wide
+    (a process with too few GPUs stops every process)."""
+    T, G = opts.nthreads, opts.ngpus
     props: list[DeviceProps] = []
     err = None
     base = 0
@@ -102,10 +110,11 @@ def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Collecti
     except BenchError as exc:
         err = exc
     _agree(host, err)
-    max_mem = int(host.allreduce(min(p.total_mem for p in props), "min"))
-    min_arch = int(host.allreduce(min(p.cuda_arch for p in props), "min"))
-    max_bytes = min(opts.max_bytes, runmodel.nccl_tests_max_bytes(max_mem, opts.check != 0))
+    return base, props
 
+
+def _calls_note(lib: NcclLibrary, native: NativeLoop | None, native_why: str) -> str:
+    """The note that says which NCCL calls the timed loop makes (and why the C loop is not used)."""
     if native is not None:
         # nccl4py is imported only if a loop outside the C loop's reach needs it
         # (~0.35 s of start-up on an H100 host: bench/results/stability-h100-*).
@@ -115,8 +124,15 @@ def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Collecti
         calls = timed_calls_text(lib)
         if native_why != f"{NATIVE_ENV}=0":
             calls += f"; C loop not used: {native_why}"
-    notes: list[str] = [f"NCCL calls in the timed loop: {calls}"]
-    if opts.cpu_bind == "numa":  # before the communicators start NCCL's threads, which inherit it
+    return f"NCCL calls in the timed loop: {calls}"
+
+
+def _run_settings(opts: BenchOptions, lib: NcclLibrary, props: Sequence[DeviceProps],
+                  notes: list[str]) -> tuple[int, int | None]:
+    """(registration mode, CTA policy) for this library, and the CPU binding of -numa; each adds
+    its note to `notes`.  The binding comes before the communicators start NCCL's threads, which
+    inherit it."""
+    if opts.cpu_bind == "numa":
         p0 = props[0]
         notes.append(bind_to_gpu(p0.pci_domain, p0.pci_bus, p0.pci_device))
     reg_mode, note = runmodel.registration_mode(opts.local_register, lib.version_code,
@@ -126,10 +142,11 @@ def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Collecti
     cta, note = runmodel.cta_policy_setting(opts.cta_policy, lib.version_code)
     if note:
         notes.append(note)
-    name = collective if isinstance(collective, str) else collective.name
-    config_values = runmodel.comm_config_values(lib.version_code, cta, name, config_overrides)
+    return reg_mode, cta
 
-    # Step 3: one unique id per group, from its first process.
+
+def _group_unique_id(host: HostComm, lib: NcclLibrary, leader: int) -> bytes:
+    """Step 3: one unique id per group, from its first process, shared with every process."""
     err, uid = None, None
     try:
         uid = lib.get_unique_id() if host.rank == leader else None
@@ -139,31 +156,68 @@ def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Collecti
     uids = host.allgather(uid)
     uid = uids[leader]
     host.barrier()
+    return uid
+
+
+def _abandon(lib: NcclLibrary, cuda: CudaRuntime, slots: Sequence[NcclSlot]) -> None:
+    """After a failed build: abort the communicators made and free the memory taken, ignoring
+    their own errors so that the first failure is the one raised."""
+    for slot in slots:
+        if slot.handle:
+            try:
+                lib.comm_abort(slot.handle)
+            except NcclError:
+                pass
+            slot.handle = 0
+        try:
+            release_memory(lib, cuda, slot)
+        except (CudaError, NcclError):
+            pass
+
+
+def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Collective | str,
+                        config_overrides: dict[str, int] | None = None,
+                        on_comm_init: Callable[[], None] | None = None) -> list[NcclWorker]:
+    """Set up this process's part of the run (see module docstring) and return
+    one NcclWorker per -t thread, in thread order.  Collective over `host`:
+    every world process must call it.  Failures raise BenchError in every
+    process (exit 2 CUDA, 3 NCCL, 5 too few GPUs / unsupported option).
+
+    `config_overrides`: ncclConfig_t fields set on top of the run's own (tune's
+    candidates: minCTAs, maxCTAs, ...); a field this libnccl lacks raises
+    ValueError (nccl/config_struct.py).  `on_comm_init`: called right before the
+    communicators' init, whose ~0.5 s in C with the GIL released is the start-up's
+    one long stretch where other Python work (explain's topology read) costs nothing."""
+    if opts.device_implementation > 0:
+        raise UnsupportedError("device-API kernels (-D) are not supported by ncclbench yet")
+    T, G = opts.nthreads, opts.ngpus
+    env = os.environ
+    lay = _host_layout(opts, host, env)
+    lib, cuda = lay.lib, lay.cuda
+    base, props = _device_props(opts, host, cuda, lay.local, env)
+    max_mem = int(host.allreduce(min(p.total_mem for p in props), "min"))
+    min_arch = int(host.allreduce(min(p.cuda_arch for p in props), "min"))
+    max_bytes = min(opts.max_bytes, runmodel.nccl_tests_max_bytes(max_mem, opts.check != 0))
+    notes: list[str] = [_calls_note(lib, lay.native, lay.native_why)]
+    reg_mode, cta = _run_settings(opts, lib, props, notes)
+    name = collective if isinstance(collective, str) else collective.name
+    config_values = runmodel.comm_config_values(lib.version_code, cta, name, config_overrides)
+    uid = _group_unique_id(host, lib, lay.leader)
 
     setup = ProcessSetup(opts=opts, host=host, lib=lib, cuda=cuda, team=ThreadTeam(T, host),
-                         world_rank=host.rank, world_size=host.size, hostname=hostname, hosts=hosts,
-                         local_rank=local, color=colors[host.rank], colors=colors,
-                         group_proc=group_proc, group_size=group_size, nranks=nranks,
+                         world_rank=host.rank, world_size=host.size, hostname=lay.hostname, hosts=lay.hosts,
+                         local_rank=lay.local, color=lay.colors[host.rank], colors=lay.colors,
+                         group_proc=lay.group_proc, group_size=lay.group_size, nranks=lay.group_size * T * G,
                          base_device=base, max_bytes=max_bytes,
                          min_cuda_arch=min_arch, register_mode=reg_mode, notes=notes,
-                         native_loop=native, config_values=config_values)
-    slots = [NcclSlot(rank=runmodel.global_rank(group_proc, i // G, i % G, T, G), comm=None,  # type: ignore[arg-type]
+                         native_loop=lay.native, config_values=config_values)
+    slots = [NcclSlot(rank=runmodel.global_rank(lay.group_proc, i // G, i % G, T, G), comm=None,  # type: ignore[arg-type]
                       send=0, recv=0, device=base + i, local_index=i, props=props[i])
              for i in range(T * G)]
     try:
         return _build(setup, slots, uid, config_values, on_comm_init)
     except BaseException:
-        for slot in slots:
-            if slot.handle:
-                try:
-                    lib.comm_abort(slot.handle)
-                except NcclError:
-                    pass
-                slot.handle = 0
-            try:
-                release_memory(lib, cuda, slot)
-            except (CudaError, NcclError):
-                pass
+        _abandon(lib, cuda, slots)
         raise
 
 
@@ -209,54 +263,57 @@ def _free_per_slot(cuda: CudaRuntime, slots: Sequence[NcclSlot]) -> list[int]:
     return out
 
 
-def _build(setup: ProcessSetup, slots: list[NcclSlot], uid: bytes, config_values: dict,  # noqa: C901 - complexity 17 when the limit came; split it (issue 33)
-           on_comm_init: Callable[[], None] | None = None) -> list[NcclWorker]:
-    opts, lib, cuda, host = setup.opts, setup.lib, setup.cuda, setup.host
-    T, G = opts.nthreads, opts.ngpus
+def _create_streams(setup: ProcessSetup, slots: Sequence[NcclSlot]) -> None:
+    """Each slot's stream: the null stream with -y, else a non-blocking one of its own."""
+    cuda, stream_null = setup.cuda, setup.opts.stream_null
     for slot in slots:
         cuda.set_device(slot.device)
-        slot.stream = NULL_STREAM if opts.stream_null else cuda.stream_create(nonblocking=True)
-    free0 = _free_per_slot(cuda, slots)
+        slot.stream = NULL_STREAM if stream_null else cuda.stream_create(nonblocking=True)
 
-    if on_comm_init is not None:
-        on_comm_init()
-    # Communicators: all T*G in one group, or each thread its own G (-p).
-    # A failure here is raised at once, without a world-wide agreement: the
-    # other processes may be blocked inside NCCL's bootstrap, and only the
-    # launcher's abort (HostComm.abort) can release them.
-    if opts.parallel_init and T > 1:
-        failures: list[BaseException] = []
 
-        def init_thread(t: int) -> None:
-            try:
-                _init_comms(setup, slots[t * G:(t + 1) * G], uid, config_values)
-            except BaseException as exc:
-                failures.append(exc)
-
-        threads = [threading.Thread(target=init_thread, args=(t,), name=f"ncclbench-init-{t}")
-                   for t in range(T - 1, -1, -1)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        if failures:
-            raise failures[0]
-    else:
+def _init_all_comms(setup: ProcessSetup, slots: Sequence[NcclSlot], uid: bytes, config_values: dict) -> None:
+    """Communicators: all T*G in one group, or each thread its own G (-p).
+    A failure here is raised at once, without a world-wide agreement: the
+    other processes may be blocked inside NCCL's bootstrap, and only the
+    launcher's abort (HostComm.abort) can release them."""
+    T, G = setup.opts.nthreads, setup.opts.ngpus
+    if not (setup.opts.parallel_init and T > 1):
         _init_comms(setup, slots, uid, config_values)
-    free1 = _free_per_slot(cuda, slots)
+        return
+    failures: list[BaseException] = []
 
-    # Refuse sizes that cannot fit, before allocating anything.
+    def init_thread(t: int) -> None:
+        try:
+            _init_comms(setup, slots[t * G:(t + 1) * G], uid, config_values)
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=init_thread, args=(t,), name=f"ncclbench-init-{t}")
+               for t in range(T - 1, -1, -1)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    if failures:
+        raise failures[0]
+
+
+def _refuse_unfit(setup: ProcessSetup, slots: Sequence[NcclSlot], free: Sequence[int]) -> None:
+    """Refuse sizes that cannot fit in the memory left, before allocating anything (agreed on)."""
     err = None
-    for slot, free in zip(slots, free1):
-        msg = runmodel.fit_error(setup.max_bytes, opts.unalign, free, slot.device)
+    for slot, free_bytes in zip(slots, free):
+        msg = runmodel.fit_error(setup.max_bytes, setup.opts.unalign, free_bytes, slot.device)
         if msg:
             err = BenchError(msg, ExitCode.CUDA_ERROR)
             break
-    _agree(host, err)
+    _agree(setup.host, err)
 
-    # Buffers (agreed on: nothing collective happens during allocation), then
-    # registration (window registration is collective: failures raise at once).
-    nbytes = runmodel.buffer_bytes(setup.max_bytes, opts.unalign)
+
+def _allocate_buffers(setup: ProcessSetup, slots: Sequence[NcclSlot]) -> None:
+    """Send and receive buffers of each slot (ncclMemAlloc where the library has it), agreed on:
+    nothing collective happens during allocation."""
+    lib, cuda = setup.lib, setup.cuda
+    nbytes = runmodel.buffer_bytes(setup.max_bytes, setup.opts.unalign)
     use_nccl_alloc = lib.caps.mem_alloc
     err = None
     try:
@@ -270,11 +327,15 @@ def _build(setup: ProcessSetup, slots: list[NcclSlot], uid: bytes, config_values
             slot.send, slot.recv = slot.send_base, slot.recv_base
     except (NcclError, CudaError) as exc:
         err = exc
-    _agree(host, err)
-    if setup.register_mode and setup.max_bytes > 0:
-        _register(setup, slots)
-    free2 = _free_per_slot(cuda, slots)
+    _agree(setup.host, err)
 
+
+def _make_workers(setup: ProcessSetup, slots: list[NcclSlot], free0: Sequence[int], free1: Sequence[int],
+                  free2: Sequence[int]) -> list[NcclWorker]:
+    """One worker per thread over its G slots, with the memory its communicators (free0 - free1)
+    and buffers (free1 - free2) took; -c loads the check kernels."""
+    opts = setup.opts
+    T, G = opts.nthreads, opts.ngpus
     workers: list[NcclWorker] = []
     for t in range(T):
         mine = slots[t * G:(t + 1) * G]
@@ -287,5 +348,26 @@ def _build(setup: ProcessSetup, slots: list[NcclSlot], uid: bytes, config_values
         workers.append(worker)
         if opts.check:
             worker.load_kernels()
+    return workers
+
+
+def _build(setup: ProcessSetup, slots: list[NcclSlot], uid: bytes, config_values: dict,
+           on_comm_init: Callable[[], None] | None = None) -> list[NcclWorker]:
+    """Streams, communicators, buffers and registration of the slots, then their workers; the
+    free memory is read between the steps to say what each took."""
+    cuda = setup.cuda
+    _create_streams(setup, slots)
+    free0 = _free_per_slot(cuda, slots)
+    if on_comm_init is not None:
+        on_comm_init()
+    _init_all_comms(setup, slots, uid, config_values)
+    free1 = _free_per_slot(cuda, slots)
+    _refuse_unfit(setup, slots, free1)
+    # Buffers, then registration (window registration is collective: failures raise at once).
+    _allocate_buffers(setup, slots)
+    if setup.register_mode and setup.max_bytes > 0:
+        _register(setup, slots)
+    free2 = _free_per_slot(cuda, slots)
+    workers = _make_workers(setup, slots, free0, free1, free2)
     cuda.set_device(slots[0].device)
     return workers

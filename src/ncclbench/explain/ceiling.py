@@ -42,7 +42,7 @@ NCCL's constants (NVIDIA/nccl):
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -517,7 +517,170 @@ def nccl_algorithm(log: NcclLogFacts, collective: str) -> tuple[str | None, str]
     return algos[0], f"NCCL's log: {func} {format_bytes(top)} -> {r[2]}/{r[3]}"
 
 
-def expected_ceiling(hosts: Sequence[HostTopology], collective: str, nranks: int, *,  # noqa: C901 - complexity 26 when the limit came; split it (issue 33)
+@dataclass(frozen=True)
+class _Facts:
+    """What `expected_ceiling` was given, completed from NCCL's log where the caller left it out."""
+
+    log: NcclLogFacts | None
+    algorithm: str | None
+    algorithm_source: str
+    env: dict[str, str]  # the caller's settings, then NCCL's ENV lines
+    log_env: dict[str, str]
+    net: str | None
+    nccl_version: str | None
+    tuning_table: Mapping | None
+    host_env: Mapping[str, Mapping[str, str]] | None
+
+    @property
+    def mnnvl(self) -> Any:
+        return self.log.mnnvl if self.log is not None else None
+
+
+def _facts(collective: str, log: NcclLogFacts | None, algorithm: str | None, algorithm_source: str,
+           env: Mapping[str, str] | None, nccl_version: str | None, net: str | None, tuning_table: Mapping | None,
+           host_env: Mapping[str, Mapping[str, str]] | None) -> _Facts:
+    """The given facts, with the log's algorithm at the largest size, network transport, version,
+    TUNING table and settings where not given."""
+    env_ = dict(env or {})
+    log_env = dict(log.env) if log is not None else {}
+    if log is not None:
+        if algorithm is None:
+            algorithm, _ = nccl_algorithm(log, collective)
+            algorithm_source = "NCCL log"
+        net = net or network_in_use(log)
+        nccl_version = nccl_version or log.version
+        tuning_table = tuning_table or log.tuning_table
+        for k, v in log.env.items():
+            env_.setdefault(k, v)
+    return _Facts(log, algorithm, algorithm_source, env_, log_env, net, nccl_version, tuning_table, host_env)
+
+
+def _no_model(collective: str, nnodes: int, hosts: Sequence[HostTopology]) -> str | None:
+    """Why no bandwidth model applies (a collective or layout it lacks, no topology), or None."""
+    if collective in ROOTED and nnodes > 1:
+        return f"no bandwidth model for {collective} across hosts"
+    if collective not in RING_LIKE + POINT_TO_POINT + ROOTED:
+        return f"no bandwidth model for {collective}"
+    if not hosts:
+        return "no topology facts"
+    return None
+
+
+@dataclass
+class _Layout:
+    """The bounds found so far and the layout NCCL sees: its nodes (hosts, or NVLink domains where
+    hosts share one: MNNVL) and ranks per node."""
+
+    ppn: int
+    nccl_nodes: int
+    intra: Bound | None = None
+    inter: Bound | None = None
+    unused_fabric: str = ""  # said after the reasoning: the hosts share an NVLink fabric NCCL did not use
+
+
+def _nvlink_domain(out: Ceiling, lay: _Layout, hosts: Sequence[HostTopology], nranks: int, f: _Facts,
+                   cc: tuple[int, int] | None) -> bool:
+    """Several hosts: whether they share NVLink domains, and the bounds and layout that gives.
+    False where the domain leaves the ceiling unknown (`out.unknown` says why)."""
+    domain = find_domain(hosts, nranks, f.mnnvl, f.env)
+    if domain.fabric_unused:
+        lay.unused_fabric = f"; multi-node NVLink not used: {domain.text}"
+    out.nvlink_domain = domain.text
+    if domain.kind == "several":
+        joined, why = domains_joined(hosts, nranks, domain, f.mnnvl, f.nccl_version, f.env, f.net, cc)
+        if joined is None:
+            out.unknown = f"{domain.text}; {why}"
+            return False
+        lay.intra, lay.inter, lay.nccl_nodes, lay.ppn = joined
+    if domain.kind == "unknown":
+        out.unknown = domain.text
+        return False
+    if domain.kind == "one":
+        # GB200/GB300 NVL racks: the hosts' GPUs are one NVSwitch node to NCCL; its NICs are no bound
+        intra, why = domain_bound(hosts, nranks, f.nccl_version, f.env)
+        if intra is None:
+            out.unknown = why
+            return False
+        intra.text += f" ({domain.text})"
+        lay.intra, lay.nccl_nodes, lay.ppn = intra, 1, nranks
+    return True
+
+
+def _intra_node(out: Ceiling, lay: _Layout, hosts: Sequence[HostTopology], f: _Facts) -> bool:
+    """The slowest host's bound between its GPUs, each host read with its own settings.  False
+    where one is unknown (`out.unknown` says why)."""
+    bounds = []
+    for h in hosts:
+        b, why = intra_bound(h, lay.ppn, f.nccl_version, host_settings(h.host, f.env, f.host_env, f.log_env))
+        if b is None:
+            out.unknown = why
+            return False
+        bounds.append(b)
+    lay.intra = min(bounds, key=lambda b: b.model)
+    return True
+
+
+def _inter_node(out: Ceiling, lay: _Layout, hosts: Sequence[HostTopology], f: _Facts,
+                cc: tuple[int, int] | None) -> bool:
+    """The slowest host's bound through its NICs.  False where one is unknown or NCCL uses its
+    Socket transport, which has no ceiling model (`out` says why)."""
+    bounds = []
+    for h in hosts:
+        b, why = inter_bound(h, lay.ppn, host_settings(h.host, f.env, f.host_env, f.log_env), f.net, cc)
+        if b is None:
+            out.unknown = why
+            return False
+        bounds.append(b)
+    inter = lay.inter = min(bounds, key=lambda b: b.model)
+    if inter.transport == "Socket":
+        # NCCL's model plans sockets at the NIC's speed, but its Socket transport is bound by host
+        # copies and TCP, far below it (Alps: 5 GB/s over Socket where the OFI plugin gave 122).
+        out.bound, out.line_rate = "NIC", inter.line_rate
+        out.unknown = ("NCCL's Socket transport is bound by host CPU copies and TCP, not by the NICs' "
+                       "line rate: no ceiling model")
+        out.reasoning = inter.text
+        return False
+    return True
+
+
+def _bounds(out: Ceiling, lay: _Layout, hosts: Sequence[HostTopology], nranks: int, nnodes: int, f: _Facts,
+            cc: tuple[int, int] | None) -> bool:
+    """The bounds of the layout: the NVLink domains of several hosts, then the links between a node's
+    GPUs and its NICs where the domains did not give them.  False where the ceiling is unknown."""
+    if nnodes > 1 and not _nvlink_domain(out, lay, hosts, nranks, f, cc):
+        return False
+    if lay.ppn > 1 and lay.intra is None and not _intra_node(out, lay, hosts, f):
+        return False
+    if lay.nccl_nodes > 1 and lay.inter is None and not _inter_node(out, lay, hosts, f, cc):
+        return False
+    if lay.intra is None and lay.inter is None:
+        out.unknown = "a single rank moves no data between GPUs"
+        return False
+    return True
+
+
+def _algorithm_and_ceiling(out: Ceiling, lay: _Layout, hosts: Sequence[HostTopology], collective: str, nranks: int,
+                           f: _Facts, cc: tuple[int, int] | None) -> None:
+    """The algorithm (the one given, else the one NCCL would pick) and its ceiling over the bounds."""
+    intra, inter = lay.intra, lay.inter
+    if f.algorithm:
+        algo, source = _canonical_algo(f.algorithm), f.algorithm_source
+    else:
+        algo, source = _choose_algorithm(hosts, collective, nranks, lay.nccl_nodes, lay.ppn, intra, inter, f.env,
+                                         f.nccl_version, cc)
+    out.algorithm, out.algorithm_source = algo, source
+    value, kind, line, why = _algorithm_ceiling(algo, collective, nranks, lay.nccl_nodes, lay.ppn, intra, inter, cc,
+                                                f.nccl_version)
+    parts = [b.text for b in (intra, inter) if b is not None]
+    if value is None:
+        out.unknown = why
+        out.reasoning = "; ".join(parts) + lay.unused_fabric
+        return
+    out.ceiling, out.bound, out.line_rate = value, kind, line
+    out.reasoning = "; ".join(parts) + f" -> {why}" + lay.unused_fabric
+
+
+def expected_ceiling(hosts: Sequence[HostTopology], collective: str, nranks: int, *,
                      log: NcclLogFacts | None = None, algorithm: str | None = None,
                      algorithm_source: str = "NCCL log", env: Mapping[str, str] | None = None,
                      nccl_version: str | None = None, net: str | None = None,
@@ -529,108 +692,20 @@ def expected_ceiling(hosts: Sequence[HostTopology], collective: str, nranks: int
     where not given).  Without an algorithm: NCCL_ALGO, else the one NCCL's model would pick.
     `host_env`: host -> its ranks' NCCL settings, where gathered: each host's bounds (which NICs
     NCCL_SOCKET_IFNAME / NCCL_IB_HCA pick there, P2P there) are read with its own."""
-    env = dict(env or {})
-    log_env = dict(log.env) if log is not None else {}
-    if log is not None:
-        if algorithm is None:
-            algorithm, _ = nccl_algorithm(log, collective)
-            algorithm_source = "NCCL log"
-        net = net or network_in_use(log)
-        nccl_version = nccl_version or log.version
-        tuning_table = tuning_table or log.tuning_table
-        for k, v in log.env.items():
-            env.setdefault(k, v)
+    f = _facts(collective, log, algorithm, algorithm_source, env, nccl_version, net, tuning_table, host_env)
     nnodes = max(1, len(hosts))
     out = Ceiling(collective=collective, nranks=nranks, nnodes=nnodes)
-    if tuning_table:
-        pred = nccl_table_ceiling(tuning_table, collective, nranks, algorithm)
+    if f.tuning_table:
+        pred = nccl_table_ceiling(f.tuning_table, collective, nranks, f.algorithm)
         if pred:
             out.nccl_predicted, out.nccl_predicted_text = pred
-    if collective in ROOTED and nnodes > 1:
-        out.unknown = f"no bandwidth model for {collective} across hosts"
-        return out
-    if collective not in RING_LIKE + POINT_TO_POINT + ROOTED:
-        out.unknown = f"no bandwidth model for {collective}"
-        return out
-    if not hosts:
-        out.unknown = "no topology facts"
-        return out
-    ppn = max(1, nranks // nnodes)
-    cc = min((g.cc for h in hosts for g in h.gpus if g.cc), default=None)
-    intra: Bound | None = None
-    inter: Bound | None = None
-    nccl_nodes = nnodes  # NCCL's nodes: hosts, or NVLink domains where hosts share one (MNNVL)
-    unused_fabric = ""  # said after the reasoning: the hosts share an NVLink fabric NCCL did not use
-    if nnodes > 1:
-        domain = find_domain(hosts, nranks, log.mnnvl if log is not None else None, env)
-        if domain.fabric_unused:
-            unused_fabric = f"; multi-node NVLink not used: {domain.text}"
-        out.nvlink_domain = domain.text
-        if domain.kind == "several":
-            joined, why = domains_joined(hosts, nranks, domain, log.mnnvl if log is not None else None,
-                                         nccl_version, env, net, cc)
-            if joined is None:
-                out.unknown = f"{domain.text}; {why}"
-                return out
-            intra, inter, nccl_nodes, ppn = joined
-        if domain.kind == "unknown":
-            out.unknown = domain.text
-            return out
-        if domain.kind == "one":
-            # GB200/GB300 NVL racks: the hosts' GPUs are one NVSwitch node to NCCL; its NICs are no bound
-            intra, why = domain_bound(hosts, nranks, nccl_version, env)
-            if intra is None:
-                out.unknown = why
-                return out
-            intra.text += f" ({domain.text})"
-            nccl_nodes, ppn = 1, nranks
-
-    if ppn > 1 and intra is None:
-        bounds = []
-        for h in hosts:
-            b, why = intra_bound(h, ppn, nccl_version, host_settings(h.host, env, host_env, log_env))
-            if b is None:
-                out.unknown = why
-                return out
-            bounds.append(b)
-        intra = min(bounds, key=lambda b: b.model)
-    if nccl_nodes > 1 and inter is None:
-        bounds = []
-        for h in hosts:
-            b, why = inter_bound(h, ppn, host_settings(h.host, env, host_env, log_env), net, cc)
-            if b is None:
-                out.unknown = why
-                return out
-            bounds.append(b)
-        inter = min(bounds, key=lambda b: b.model)
-        if inter.transport == "Socket":
-            # NCCL's model plans sockets at the NIC's speed, but its Socket transport is bound by host
-            # copies and TCP, far below it (Alps: 5 GB/s over Socket where the OFI plugin gave 122).
-            out.bound, out.line_rate = "NIC", inter.line_rate
-            out.unknown = ("NCCL's Socket transport is bound by host CPU copies and TCP, not by the NICs' "
-                           "line rate: no ceiling model")
-            out.reasoning = inter.text
-            return out
-    if intra is None and inter is None:
-        out.unknown = "a single rank moves no data between GPUs"
-        return out
-
-    # which algorithm
-    if algorithm:
-        algo, source = _canonical_algo(algorithm), algorithm_source
-    else:
-        algo, source = _choose_algorithm(hosts, collective, nranks, nccl_nodes, ppn, intra, inter, env,
-                                         nccl_version, cc)
-    out.algorithm, out.algorithm_source = algo, source
-    value, kind, line, why = _algorithm_ceiling(algo, collective, nranks, nccl_nodes, ppn, intra, inter, cc,
-                                                nccl_version)
-    parts = [b.text for b in (intra, inter) if b is not None]
-    if value is None:
+    if (why := _no_model(collective, nnodes, hosts)) is not None:
         out.unknown = why
-        out.reasoning = "; ".join(parts) + unused_fabric
         return out
-    out.ceiling, out.bound, out.line_rate = value, kind, line
-    out.reasoning = "; ".join(parts) + f" -> {why}" + unused_fabric
+    lay = _Layout(ppn=max(1, nranks // nnodes), nccl_nodes=nnodes)
+    cc = min((g.cc for h in hosts for g in h.gpus if g.cc), default=None)
+    if _bounds(out, lay, hosts, nranks, nnodes, f, cc):
+        _algorithm_and_ceiling(out, lay, hosts, collective, nranks, f, cc)
     return out
 
 
@@ -675,81 +750,120 @@ def _choose_algorithm(hosts: Sequence[HostTopology], collective: str, nranks: in
     return best, source
 
 
-def _algorithm_ceiling(algo: str, collective: str, nranks: int, nnodes: int, ppn: int, intra: Bound | None,  # noqa: C901 - complexity 20 when the limit came; split it (issue 33)
+_AlgoCeiling = tuple[float | None, str | None, float | None, str]
+
+
+def _lower(*bs: tuple[float, Bound]) -> tuple[float, Bound]:
+    return min(bs, key=lambda x: x[0])
+
+
+def _ring_ceiling(algo: str, collective: str, nranks: int, nnodes: int, ppn: int, intra: Bound | None,
+                  inter: Bound | None, cc: tuple[int, int] | None, nccl_version: str | None) -> _AlgoCeiling:
+    """Ring, PAT (Ring times NCCL's PAT factor) and one node's P2P: the slower bound."""
+    v, b = _lower(*[(x.model, x) for x in (intra, inter) if x is not None])
+    if algo == "P2P":
+        return v, b.kind, b.line_rate, f"{collective}: each GPU's own link, {fmt_gbps(v)} GB/s"
+    if algo == "PAT":
+        return v * PAT_EFFICIENCY, b.kind, b.line_rate, (
+            f"PAT: the slower bound {fmt_gbps(v)} x {PAT_EFFICIENCY} (NCCL's PAT factor) = "
+            f"{fmt_gbps(v * PAT_EFFICIENCY)} GB/s")
+    return v, b.kind, b.line_rate, f"Ring: the slower bound, {fmt_gbps(v)} GB/s"
+
+
+def _p2p_ceiling(algo: str, collective: str, nranks: int, nnodes: int, ppn: int, intra: Bound | None,
+                 inter: Bound | None, cc: tuple[int, int] | None, nccl_version: str | None) -> _AlgoCeiling:
+    """Send/receive across nodes: each GPU's share of its node's NICs (alltoall's part that
+    leaves the node), unless the GPU's own link is slower; on one node, as Ring."""
+    if inter is None:
+        return _ring_ceiling(algo, collective, nranks, nnodes, ppn, intra, inter, cc, nccl_version)
+    share, line_share = inter.model / ppn, inter.line_rate / ppn
+    if collective == "alltoall":
+        # busbw = S/t x (n-1)/n; the part leaving the node, (n-ppn)/n of S, crosses this GPU's NIC share
+        k = (nranks - 1) / max(1, nranks - ppn)
+        v, line = share * k, line_share * k
+        why = (f"alltoall: NIC share per GPU {fmt_gbps(share)} GB/s x (n-1)/(n-ppn) = {fmt_gbps(v)} GB/s "
+               f"(alltoall cannot aggregate a node's NICs)")
+    else:
+        v, line, why = share, line_share, f"sendrecv: one GPU's NIC share, {fmt_gbps(share)} GB/s"
+    if intra is not None and intra.model < v:
+        return intra.model, intra.kind, intra.line_rate, f"{collective}: the GPU's own link, {fmt_gbps(intra.model)} GB/s"
+    return v, inter.kind, line, why
+
+
+def _nvls_ceiling(algo: str, collective: str, nranks: int, nnodes: int, ppn: int, intra: Bound | None,
+                  inter: Bound | None, cc: tuple[int, int] | None, nccl_version: str | None) -> _AlgoCeiling:
+    """NVLS: one node's all_reduce through the NVSwitch, which reduces (busbw can pass the line rate)."""
+    if intra is None or nnodes > 1 or collective != "all_reduce":
+        return None, None, None, "NVLS: no model for this topology" + (
+            "" if collective == "all_reduce" else f" and {collective}")
+    m, why = nvls_model(intra.model, ppn, cc, nccl_version)
+    if m is None:
+        return None, None, None, why
+    if ppn <= BASEBOARD_GPUS:
+        v, text = nvls_baseboard(m, intra.model)
+        return v, intra.kind, intra.line_rate, f"{text}; busbw can pass the line rate because the switch reduces"
+    return m.busbw, intra.kind, intra.line_rate, (
+        f"{m.text}; busbw can pass the line rate because the switch reduces")
+
+
+def _nvls_tree_ceiling(algo: str, collective: str, nranks: int, nnodes: int, ppn: int, intra: Bound | None,
+                       inter: Bound | None, cc: tuple[int, int] | None, nccl_version: str | None) -> _AlgoCeiling:
+    """NVLSTree: NVLS inside each node, a tree over the NICs (twice their bandwidth on 2 nodes)."""
+    if intra is None or inter is None:
+        return None, None, None, "NVLSTree: no model for this topology"
+    m, why = nvls_model(intra.model, ppn, cc, nccl_version)
+    if m is None:
+        return None, None, None, why.replace("NVLS:", "NVLSTree:", 1)
+    nv = m.busbw
+    k = 2 if nnodes == 2 else 1
+    v, b = _lower((nv, intra), (inter.model * k, inter))
+    return v, b.kind, b.line_rate, (
+        f"NVLSTree: min(NVLS {fmt_gbps(nv)}, NICs {fmt_gbps(inter.model)}{' x 2 (2 nodes)' if k == 2 else ''}) "
+        f"= {fmt_gbps(v)} GB/s")
+
+
+def _tree_ceiling(algo: str, collective: str, nranks: int, nnodes: int, ppn: int, intra: Bound | None,
+                  inter: Bound | None, cc: tuple[int, int] | None, nccl_version: str | None) -> _AlgoCeiling:
+    """Tree across nodes: the NICs (twice on 2 nodes) or the GPUs' links at the tree's efficiency."""
+    if inter is None:
+        return None, None, None, "Tree on one node: no separate model (NCCL's tree is a chain there)"
+    k = 2 if nnodes == 2 else 1
+    cands = [(inter.model * k, inter)]
+    if intra is not None:
+        cands.append((intra.model * TREE_ALLREDUCE_EFFICIENCY, intra))
+    v, b = _lower(*cands)
+    two = " x 2 (2 nodes: each node is a leaf of one of the two trees)" if k == 2 else ""
+    return v, b.kind, b.line_rate, f"Tree: min(intra x {TREE_ALLREDUCE_EFFICIENCY}, NICs{two}) = {fmt_gbps(v)} GB/s"
+
+
+def _collnet_ceiling(algo: str, collective: str, nranks: int, nnodes: int, ppn: int, intra: Bound | None,
+                     inter: Bound | None, cc: tuple[int, int] | None, nccl_version: str | None) -> _AlgoCeiling:
+    """CollNet (SHARP): the switch reduces, so each byte crosses a NIC once each way."""
+    if inter is None:
+        return None, None, None, f"{algo}: needs several nodes"
+    cands = [(inter.model * 2, inter)] + ([(intra.model, intra)] if intra is not None else [])
+    v, b = _lower(*cands)
+    return v, b.kind, b.line_rate, (
+        f"{algo} (SHARP): the switch reduces, each byte crosses a NIC once each way: min(NVLink, 2 x NICs) "
+        f"= {fmt_gbps(v)} GB/s")
+
+
+_ALGORITHM_CEILINGS: dict[str, Callable[..., _AlgoCeiling]] = {
+    "Ring": _ring_ceiling, "PAT": _ring_ceiling, "P2P": _p2p_ceiling, "NVLS": _nvls_ceiling,
+    "NVLSTree": _nvls_tree_ceiling, "Tree": _tree_ceiling, "CollNetDirect": _collnet_ceiling,
+    "CollNetChain": _collnet_ceiling,
+}
+
+
+def _algorithm_ceiling(algo: str, collective: str, nranks: int, nnodes: int, ppn: int, intra: Bound | None,
                        inter: Bound | None, cc: tuple[int, int] | None,
-                       nccl_version: str | None = None) -> tuple[float | None, str | None, float | None, str]:
+                       nccl_version: str | None = None) -> _AlgoCeiling:
     """(ceiling, binding bound's kind, its line rate in the same busbw units, one-line reason)
     for one algorithm."""
-    def lower(*bs: tuple[float, Bound]) -> tuple[float, Bound]:
-        return min(bs, key=lambda x: x[0])
-
-    both = [(b.model, b) for b in (intra, inter) if b is not None]
-    if algo in ("Ring", "PAT") or (algo == "P2P" and inter is None):
-        v, b = lower(*both)
-        if algo == "P2P":
-            return v, b.kind, b.line_rate, f"{collective}: each GPU's own link, {fmt_gbps(v)} GB/s"
-        if algo == "PAT":
-            return v * PAT_EFFICIENCY, b.kind, b.line_rate, (
-                f"PAT: the slower bound {fmt_gbps(v)} x {PAT_EFFICIENCY} (NCCL's PAT factor) = "
-                f"{fmt_gbps(v * PAT_EFFICIENCY)} GB/s")
-        return v, b.kind, b.line_rate, f"Ring: the slower bound, {fmt_gbps(v)} GB/s"
-    if algo == "P2P":
-        assert inter is not None
-        share, line_share = inter.model / ppn, inter.line_rate / ppn
-        if collective == "alltoall":
-            # busbw = S/t x (n-1)/n; the part leaving the node, (n-ppn)/n of S, crosses this GPU's NIC share
-            k = (nranks - 1) / max(1, nranks - ppn)
-            v, line = share * k, line_share * k
-            why = (f"alltoall: NIC share per GPU {fmt_gbps(share)} GB/s x (n-1)/(n-ppn) = {fmt_gbps(v)} GB/s "
-                   f"(alltoall cannot aggregate a node's NICs)")
-        else:
-            v, line, why = share, line_share, f"sendrecv: one GPU's NIC share, {fmt_gbps(share)} GB/s"
-        if intra is not None and intra.model < v:
-            return intra.model, intra.kind, intra.line_rate, f"{collective}: the GPU's own link, {fmt_gbps(intra.model)} GB/s"
-        return v, inter.kind, line, why
-    if algo == "NVLS":
-        if intra is None or nnodes > 1 or collective != "all_reduce":
-            return None, None, None, "NVLS: no model for this topology" + (
-                "" if collective == "all_reduce" else f" and {collective}")
-        m, why = nvls_model(intra.model, ppn, cc, nccl_version)
-        if m is None:
-            return None, None, None, why
-        if ppn <= BASEBOARD_GPUS:
-            v, text = nvls_baseboard(m, intra.model)
-            return v, intra.kind, intra.line_rate, f"{text}; busbw can pass the line rate because the switch reduces"
-        return m.busbw, intra.kind, intra.line_rate, (
-            f"{m.text}; busbw can pass the line rate because the switch reduces")
-    if algo == "NVLSTree":
-        if intra is None or inter is None:
-            return None, None, None, "NVLSTree: no model for this topology"
-        m, why = nvls_model(intra.model, ppn, cc, nccl_version)
-        if m is None:
-            return None, None, None, why.replace("NVLS:", "NVLSTree:", 1)
-        nv = m.busbw
-        k = 2 if nnodes == 2 else 1
-        v, b = lower((nv, intra), (inter.model * k, inter))
-        return v, b.kind, b.line_rate, (
-            f"NVLSTree: min(NVLS {fmt_gbps(nv)}, NICs {fmt_gbps(inter.model)}{' x 2 (2 nodes)' if k == 2 else ''}) "
-            f"= {fmt_gbps(v)} GB/s")
-    if algo == "Tree":
-        if inter is None:
-            return None, None, None, "Tree on one node: no separate model (NCCL's tree is a chain there)"
-        k = 2 if nnodes == 2 else 1
-        cands = [(inter.model * k, inter)]
-        if intra is not None:
-            cands.append((intra.model * TREE_ALLREDUCE_EFFICIENCY, intra))
-        v, b = lower(*cands)
-        two = " x 2 (2 nodes: each node is a leaf of one of the two trees)" if k == 2 else ""
-        return v, b.kind, b.line_rate, f"Tree: min(intra x {TREE_ALLREDUCE_EFFICIENCY}, NICs{two}) = {fmt_gbps(v)} GB/s"
-    if algo in ("CollNetDirect", "CollNetChain"):
-        if inter is None:
-            return None, None, None, f"{algo}: needs several nodes"
-        cands = [(inter.model * 2, inter)] + ([(intra.model, intra)] if intra is not None else [])
-        v, b = lower(*cands)
-        return v, b.kind, b.line_rate, (
-            f"{algo} (SHARP): the switch reduces, each byte crosses a NIC once each way: min(NVLink, 2 x NICs) "
-            f"= {fmt_gbps(v)} GB/s")
-    return None, None, None, f"no bandwidth model for algorithm {algo}"
+    model = _ALGORITHM_CEILINGS.get(algo)
+    if model is None:
+        return None, None, None, f"no bandwidth model for algorithm {algo}"
+    return model(algo, collective, nranks, nnodes, ppn, intra, inter, cc, nccl_version)
 
 
 # -- NCCL's own table -------------------------------------------------------------------

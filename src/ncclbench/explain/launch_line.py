@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 _ENV_ASSIGN = re.compile(r"^(?P<k>(?:NCCL|CUDA|FI|OFI|UCX|NVSHMEM)_\w+)=(?P<v>.*)$")
@@ -59,7 +60,112 @@ def _int(text: str | None) -> int | None:
         return None
 
 
-def parse_launch_line(line: str) -> LaunchFacts | None:  # noqa: C901 - complexity 31 when the limit came; split it (issue 33)
+_LAUNCHERS = ("mpirun", "mpiexec", "orterun", "srun", "prun", "torchrun")
+
+
+def _program_word(f: LaunchFacts, w: str, nxt: str | None, after: str | None) -> int | None:
+    """A variable set before the command, the launcher, the nccl-tests binary, and every word after
+    the binary (its own options: -g, -t).  The words it takes after `w`, or None: not its word."""
+    base = w.rsplit("/", 1)[-1]
+    if m := _ENV_ASSIGN.match(w):
+        f.env.setdefault(m.group("k"), m.group("v"))
+    elif base in _LAUNCHERS and f.launcher is None:
+        f.launcher = base
+    elif base.endswith(("_perf", "_perf_mpi")) and f.binary is None:
+        f.binary = base
+    elif f.binary is not None:  # nccl-tests' own options
+        if w in ("-g", "--ngpus"):
+            f.ngpus = _int(nxt)
+            return 1
+        if w in ("-t", "--nthreads"):
+            f.nthreads = _int(nxt)
+            return 1
+    else:
+        return None
+    return 0
+
+
+def _read_hosts(f: LaunchFacts, hosts: str | None) -> None:
+    """`-H a:8,b:8` -> {"a": 8, "b": 8}; a host without slots -> None."""
+    for item in (hosts or "").split(","):
+        name, _, slots = item.partition(":")
+        if name:
+            f.hosts[name] = _int(slots) if slots else None
+
+
+def _count_word(f: LaunchFacts, w: str, nxt: str | None, after: str | None) -> int | None:
+    """The launcher's counts: processes, hosts, nodes, processes per node (the same letters mean
+    different things to srun and to Open MPI).  The words it takes after `w`, or None."""
+    if w in ("-np", "-n", "--np", "--ntasks", "-c") and f.launcher != "srun" or \
+            (f.launcher == "srun" and w in ("-n", "--ntasks")):
+        if w == "-c":
+            return 0
+        f.nprocs = _int(nxt)
+    elif w.startswith(("--ntasks=", "--np=")):
+        f.nprocs = _int(w.split("=", 1)[1])
+        return 0
+    elif w in ("-H", "--host", "-host", "--hosts"):
+        _read_hosts(f, nxt)
+    elif w in ("-N", "--nodes") and f.launcher == "srun":
+        f.nnodes = _int((nxt or "").split("-")[0])
+    elif w.startswith("--nodes="):
+        f.nnodes = _int(w.split("=", 1)[1].split("-")[0])
+        return 0
+    elif w in ("-N", "--npernode", "-npernode") and f.launcher != "srun":
+        f.per_node = _int(nxt)
+    elif w == "--ntasks-per-node" or w.startswith("--ntasks-per-node="):
+        f.per_node = _int(w.split("=", 1)[1] if "=" in w else nxt)
+        return 0 if "=" in w else 1
+    elif w == "--map-by" and nxt and (m := re.match(r"ppr:(\d+):node", nxt)):
+        f.per_node = int(m.group(1))
+    else:
+        return None
+    return 1
+
+
+def _env_word(f: LaunchFacts, w: str, nxt: str | None, after: str | None) -> int | None:
+    """srun's MPI plugin and the variables the launcher passes (-x, --export=, -genv/--env).  The
+    words it takes after `w`, or None."""
+    if w.startswith("--mpi="):
+        f.mpi_plugin = w.split("=", 1)[1]
+    elif w == "--mpi":
+        f.mpi_plugin = nxt
+        return 1
+    elif w == "-x" and nxt:
+        if m := _ENV_ASSIGN.match(nxt):
+            f.env.setdefault(m.group("k"), m.group("v"))
+        elif nxt.startswith(("NCCL_", "CUDA_", "FI_")):
+            f.env_by_name.append(nxt)
+        return 1
+    elif w.startswith("--export="):
+        for item in w.split("=", 1)[1].split(","):
+            if m := _ENV_ASSIGN.match(item):
+                f.env.setdefault(m.group("k"), m.group("v"))
+    elif w in ("-genv", "--env") and nxt and after is not None:
+        if nxt.startswith("NCCL_"):
+            f.env.setdefault(nxt, after)
+        return 2
+    else:
+        return None
+    return 0
+
+
+# In order: the first that knows a word reads it (and the words after it that it takes).
+_WORD_RULES: tuple[Callable[[LaunchFacts, str, str | None, str | None], int | None], ...] = (
+    _program_word, _count_word, _env_word)
+
+
+def _read_word(f: LaunchFacts, words: list[str], i: int) -> int:
+    """Read words[i] into `f`; the number of words after it that it took."""
+    nxt = words[i + 1] if i + 1 < len(words) else None
+    after = words[i + 2] if i + 2 < len(words) else None
+    for rule in _WORD_RULES:
+        if (taken := rule(f, words[i], nxt, after)) is not None:
+            return taken
+    return 0
+
+
+def parse_launch_line(line: str) -> LaunchFacts | None:
     """The facts of one pasted command line, or None when it names no launcher and no nccl-tests binary."""
     text = line.strip().lstrip("$#> ").strip()
     try:
@@ -69,63 +175,7 @@ def parse_launch_line(line: str) -> LaunchFacts | None:  # noqa: C901 - complexi
     f = LaunchFacts(line=line.strip())
     i = 0
     while i < len(words):
-        w = words[i]
-        nxt = words[i + 1] if i + 1 < len(words) else None
-        base = w.rsplit("/", 1)[-1]
-        if m := _ENV_ASSIGN.match(w):
-            f.env.setdefault(m.group("k"), m.group("v"))
-        elif base in ("mpirun", "mpiexec", "orterun", "srun", "prun", "torchrun") and f.launcher is None:
-            f.launcher = base
-        elif base.endswith(("_perf", "_perf_mpi")) and f.binary is None:
-            f.binary = base
-        elif f.binary is not None:  # nccl-tests' own options
-            if w in ("-g", "--ngpus"):
-                f.ngpus, i = _int(nxt), i + 1
-            elif w in ("-t", "--nthreads"):
-                f.nthreads, i = _int(nxt), i + 1
-        elif w in ("-np", "-n", "--np", "--ntasks", "-c") and f.launcher != "srun" or \
-                (f.launcher == "srun" and w in ("-n", "--ntasks")):
-            if w != "-c":
-                f.nprocs, i = _int(nxt), i + 1
-        elif w.startswith(("--ntasks=", "--np=")):
-            f.nprocs = _int(w.split("=", 1)[1])
-        elif w in ("-H", "--host", "-host", "--hosts"):
-            for item in (nxt or "").split(","):
-                name, _, slots = item.partition(":")
-                if name:
-                    f.hosts[name] = _int(slots) if slots else None
-            i += 1
-        elif w in ("-N", "--nodes") and f.launcher == "srun":
-            f.nnodes, i = _int((nxt or "").split("-")[0]), i + 1
-        elif w.startswith("--nodes="):
-            f.nnodes = _int(w.split("=", 1)[1].split("-")[0])
-        elif w in ("-N", "--npernode", "-npernode") and f.launcher != "srun":
-            f.per_node, i = _int(nxt), i + 1
-        elif w == "--ntasks-per-node" or w.startswith("--ntasks-per-node="):
-            value = w.split("=", 1)[1] if "=" in w else nxt
-            f.per_node = _int(value)
-            i += 0 if "=" in w else 1
-        elif w == "--map-by" and nxt and (m := re.match(r"ppr:(\d+):node", nxt)):
-            f.per_node, i = int(m.group(1)), i + 1
-        elif w.startswith("--mpi="):
-            f.mpi_plugin = w.split("=", 1)[1]
-        elif w == "--mpi":
-            f.mpi_plugin, i = nxt, i + 1
-        elif w == "-x" and nxt:
-            if m := _ENV_ASSIGN.match(nxt):
-                f.env.setdefault(m.group("k"), m.group("v"))
-            elif nxt.startswith(("NCCL_", "CUDA_", "FI_")):
-                f.env_by_name.append(nxt)
-            i += 1
-        elif w.startswith("--export="):
-            for item in w.split("=", 1)[1].split(","):
-                if m := _ENV_ASSIGN.match(item):
-                    f.env.setdefault(m.group("k"), m.group("v"))
-        elif w in ("-genv", "--env") and nxt and i + 2 < len(words):
-            if nxt.startswith("NCCL_"):
-                f.env.setdefault(nxt, words[i + 2])
-            i += 2
-        i += 1
+        i += _read_word(f, words, i) + 1
     if f.launcher is None and f.binary is None:
         return None
     return f

@@ -173,11 +173,9 @@ def is_datacenter(model: str | None) -> bool:
     return bool(model and DATACENTER.search(model))
 
 
-def log_topology(devices: Sequence[DeviceInfo], log: NcclLogFacts | None, launch: LaunchFacts | None = None,  # noqa: C901 - complexity 35 when the limit came; split it (issue 33)
-                 run_env: Mapping[str, str] | None = None, table_nranks: int | None = None) -> LogTopology:
-    """The layout an imported log states (module docstring); nothing the log does not support.
-    `table_nranks`: the rank count the table's busbw/algbw or size/count ratios solve for."""
-    t = LogTopology(launch=launch)
+def _hosts_from_devices(t: LogTopology, devices: Sequence[DeviceInfo]) -> None:
+    """The hosts, their ranks and GPUs from nccl-tests' device lines (first group only), and the
+    GPU model where all ranks name one."""
     first_group = devices[0].group if devices else 0
     by_host: dict[str, LogHost] = {}
     for d in devices:
@@ -193,19 +191,42 @@ def log_topology(devices: Sequence[DeviceInfo], log: NcclLogFacts | None, launch
         t.gpu_model = models[0]
     elif models:
         t.unknown.append(f"GPU models differ between ranks: {', '.join(models)}")
-    # ranks: nccl-tests' device lines list every rank; NCCL's own count; the launch line
+
+
+def _independent_jobs(t: LogTopology, devices: Sequence[DeviceInfo]) -> bool:
+    """Whether every process printed its own banner and rank 0: an nccl-tests built without MPI=1
+    under a launcher runs one independent job per process (then the counts say so and nothing
+    else is read)."""
+    first_group = devices[0].group if devices else 0
     firsts = [(d.rank, d.hostname, d.pid) for d in devices if d.group == first_group]
     twice = sorted({r for r, _, _ in firsts if sum(1 for x in firsts if x[0] == r) > 1})
-    if twice and len({(h, p) for r, h, p in firsts if r == twice[0]}) > 1:
-        # every process printed its own banner and rank 0: an nccl-tests built without MPI=1 under a
-        # launcher runs one independent job per process
-        t.nranks, t.nranks_source = len({(h, p) for r, h, p in firsts if r == twice[0]}) and 1, (
-            f"rank {twice[0]} printed by {len([x for x in firsts if x[0] == twice[0]])} processes: each ran "
-            "alone (nccl-tests built without MPI=1, started by a launcher); every figure is one process's own")
-        t.nnodes, t.nnodes_source = len(t.hosts), "nccl-tests' device lines (each process ran alone)"
-        t.unknown.append(t.nranks_source)
-        t.board = board_of(t.gpu_model)
-        return t
+    if not (twice and len({(h, p) for r, h, p in firsts if r == twice[0]}) > 1):
+        return False
+    t.nranks, t.nranks_source = len({(h, p) for r, h, p in firsts if r == twice[0]}) and 1, (
+        f"rank {twice[0]} printed by {len([x for x in firsts if x[0] == twice[0]])} processes: each ran "
+        "alone (nccl-tests built without MPI=1, started by a launcher); every figure is one process's own")
+    t.nnodes, t.nnodes_source = len(t.hosts), "nccl-tests' device lines (each process ran alone)"
+    t.unknown.append(t.nranks_source)
+    t.board = board_of(t.gpu_model)
+    return True
+
+
+def _launched_ranks(launch: LaunchFacts | None) -> tuple[int, str] | None:
+    """(ranks, source) the launch line starts: -np x -g x -t, or one process's -g x -t."""
+    if launch is not None and launch.nprocs:
+        return (launch.nprocs * (launch.ngpus or 1) * (launch.nthreads or 1),
+                "the launch line (-np" + (" x -g" if launch.ngpus else "") + ")")
+    if launch is not None and launch.launcher is None and launch.ngpus:
+        return (launch.ngpus * (launch.nthreads or 1), "the launch line (one process, -g)")
+    return None
+
+
+def _count_ranks(t: LogTopology, devices: Sequence[DeviceInfo], log: NcclLogFacts | None,
+                 launch: LaunchFacts | None, table_nranks: int | None) -> bool:
+    """The rank count: nccl-tests' device lines list every rank; else NCCL's own count; the launch
+    line where it starts more (the paste lost some); else the table's ratios.  Returns whether the
+    device lines are partial."""
+    partial = False
     if devices:
         t.nranks, t.nranks_source = sum(len(h.ranks) for h in t.hosts), "nccl-tests' device lines"
     if log is not None and log.nranks:
@@ -214,12 +235,7 @@ def log_topology(devices: Sequence[DeviceInfo], log: NcclLogFacts | None, launch
         elif t.nranks != log.nranks:
             t.unknown.append(f"the device lines list {t.nranks} rank(s), NCCL's comm lines {log.nranks} "
                              "(several communicators, -g or NCCL_TESTS_SPLIT)")
-    launched, partial = None, False
-    if launch is not None and launch.nprocs:
-        launched = (launch.nprocs * (launch.ngpus or 1) * (launch.nthreads or 1),
-                    "the launch line (-np" + (" x -g" if launch.ngpus else "") + ")")
-    elif launch is not None and launch.launcher is None and launch.ngpus:
-        launched = (launch.ngpus * (launch.nthreads or 1), "the launch line (one process, -g)")
+    launched = _launched_ranks(launch)
     if launched is not None and (t.nranks is None or launched[0] > t.nranks):
         if t.nranks is not None:
             t.unknown.append(f"the device lines show {t.nranks} of the {launched[0]} ranks the launch line starts "
@@ -228,8 +244,14 @@ def log_topology(devices: Sequence[DeviceInfo], log: NcclLogFacts | None, launch
         t.nranks, t.nranks_source = launched
     if t.nranks is None and table_nranks:
         t.nranks, t.nranks_source = table_nranks, "the table's busbw/algbw and size/count ratios"
-    # hosts: NCCL's nNodes is its own count; else the device lines; else the launch line; else the
-    # distinct hosts in NCCL's line prefixes (a lower bound when only some ranks logged)
+    return partial
+
+
+def _count_hosts(t: LogTopology, devices: Sequence[DeviceInfo], log: NcclLogFacts | None,
+                 launch: LaunchFacts | None, partial: bool) -> None:
+    """The host count: NCCL's nNodes is its own count (unless one host runs processes NCCL takes for
+    nodes); else the device lines; else the launch line; else the distinct hosts in NCCL's line
+    prefixes (a lower bound when only some ranks logged)."""
     names = set(t.host_names) | set(log.hosts if log is not None else [])
     split = (log is not None and (log.nnodes or 0) > 1 and len(names) == 1 and bool(log.p2p_disabled)
              and bool(log.shm_disabled) and "NCCL_HOSTID" not in log.env)
@@ -261,7 +283,12 @@ def log_topology(devices: Sequence[DeviceInfo], log: NcclLogFacts | None, launch
                          + (f" (NCCL's lines come from {log.hosts[0]} only)" if log is not None and log.hosts else ""))
     if not t.hosts and log is not None and log.hosts and t.nnodes == len(log.hosts):
         t.hosts = [LogHost(name) for name in log.hosts]
-    # the environment NCCL read, and what the launch line passed
+
+
+def _collect_env(t: LogTopology, log: NcclLogFacts | None, launch: LaunchFacts | None,
+                 run_env: Mapping[str, str] | None) -> None:
+    """The environment NCCL read, then what the launch line passed, then the run's own, each
+    setting from the first that has it."""
     differ = {m.group(1) for u in (log.unparsed if log is not None else [])
               if (m := re.match(r"(NCCL_\w+) reported with different values", u))}
     for k, v in (log.env if log is not None else {}).items():
@@ -275,6 +302,11 @@ def log_topology(devices: Sequence[DeviceInfo], log: NcclLogFacts | None, launch
     for k, v in (run_env or {}).items():
         if k.startswith("NCCL_") and k not in t.env:
             t.env[k], t.env_source[k] = v, "the run's environment"
+
+
+def _board_assumption(t: LogTopology, log: NcclLogFacts | None) -> None:
+    """The published board of the GPU model, with the links NCCL's topology lines give where it
+    printed them."""
     t.board = board_of(t.gpu_model)
     if t.board is not None and log is not None and log.topo_gpus:
         nvl = sorted({g["nvl_switch_bw"] for g in log.topo_gpus if g.get("nvl_switch_bw")})
@@ -287,6 +319,20 @@ def log_topology(devices: Sequence[DeviceInfo], log: NcclLogFacts | None, launch
                              "so link states are not checked)")
     elif t.gpu_model:
         t.unknown.append(f"no published board facts for {t.gpu_model!r}: links unknown")
+
+
+def log_topology(devices: Sequence[DeviceInfo], log: NcclLogFacts | None, launch: LaunchFacts | None = None,
+                 run_env: Mapping[str, str] | None = None, table_nranks: int | None = None) -> LogTopology:
+    """The layout an imported log states (module docstring); nothing the log does not support.
+    `table_nranks`: the rank count the table's busbw/algbw or size/count ratios solve for."""
+    t = LogTopology(launch=launch)
+    _hosts_from_devices(t, devices)
+    if _independent_jobs(t, devices):
+        return t
+    partial = _count_ranks(t, devices, log, launch, table_nranks)
+    _count_hosts(t, devices, log, launch, partial)
+    _collect_env(t, log, launch, run_env)
+    _board_assumption(t, log)
     return t
 
 

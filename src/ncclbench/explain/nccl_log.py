@@ -220,9 +220,15 @@ class _Reader:
             self.versions.append(m.group("v"))
         return m is not None
 
-    def network(self, msg: str, ln: LogLine) -> bool:  # noqa: C901 - complexity 20 when the limit came; split it (issue 33)
+    def network(self, msg: str, ln: LogLine) -> bool:
+        """The network NCCL uses: its plugin (the plugin's events kept as they are), then the
+        bootstrap interfaces and GPUDirect RDMA."""
         if F.PLUGIN_EVENT.search(msg) and msg not in self.f.net_plugin_log and len(self.f.net_plugin_log) < 20:
             self.f.net_plugin_log.append(msg)
+        return self.plugin(msg) or self.net_paths(msg, ln)
+
+    def plugin(self, msg: str) -> bool:
+        """The net plugin: its name, whether it is external, its failures, OFI's version and provider."""
         if m := F.USING_NETWORK.match(msg):
             self.plugins.append(m.group("name"))
         elif F.PLUGIN_LOADED.match(msg):
@@ -243,7 +249,13 @@ class _Reader:
             self.f.net_plugin_version = f"{m.group('name')} {m.group('version')}"
         elif m := F.OFI_PROVIDER.match(msg):
             self.f.ofi_provider = m.group("provider")
-        elif m := F.BOOTSTRAP_USING.match(msg):
+        else:
+            return False
+        return True
+
+    def net_paths(self, msg: str, ln: LogLine) -> bool:
+        """The bootstrap's interfaces, GPUDirect RDMA per NIC and in the rings."""
+        if m := F.BOOTSTRAP_USING.match(msg):
             for item in m.group("ifs").split():
                 if item not in self.f.bootstrap_ifaces:
                     self.f.bootstrap_ifaces.append(item)
@@ -573,30 +585,26 @@ def _env_hints(f: NcclLogFacts) -> None:
         f.shm_disabled = False
 
 
-def _unknown(f: NcclLogFacts) -> list[str]:  # noqa: C901 - complexity 16 when the limit came; split it (issue 33)
-    """Why each fact that stayed empty is unknown (recomputed after a merge)."""
-    out = []
-    if not f.sources and f.version is None:
-        return ["no NCCL log line found (NCCL_DEBUG was not INFO, or the log was not captured)"]
-    vt = _version_tuple(f.version)
+def _version_unknown(f: NcclLogFacts, vt: tuple[int, ...] | None) -> list[str]:
+    """What the version says about the reading: no version line, or one outside the formats read."""
     if vt is None:
-        out.append("NCCL version: no 'NCCL version' line (printed once per process at the first init)")
-    elif vt[:2] > F.NEWEST_READ:
-        out.append(f"NCCL {f.version} is newer than the formats read from its source "
-                   f"({F.OLDEST_READ[0]}.{F.OLDEST_READ[1]}-{F.NEWEST_READ[0]}.{F.NEWEST_READ[1]}): "
-                   "lines in changed formats are missed, not guessed")
-    elif vt[:2] < F.OLDEST_CONNECTIONS_READ:
-        out.append(f"NCCL {f.version} is older than 2.4: its formats were not checked")
-    elif vt[:2] < F.OLDEST_READ:
-        out.append(f"NCCL {f.version} is older than 2.18: its connection, channel and plugin lines were read "
-                   "from its source, its model table and per-call lines were not")
-    if f.net_plugin is None:
-        out.append("network: no 'Using network' line (printed at communicator init with the INIT subsystem)")
-    if not f.net_devices:
-        out.append("network devices: no NET/IB, NET/Socket or NET connection line (NET subsystem off, "
-                   "or NCCL never set up its network)")
-    if f.nchannels is None:
-        out.append("channels: no '<n> coll channels' line (INIT subsystem)")
+        return ["NCCL version: no 'NCCL version' line (printed once per process at the first init)"]
+    if vt[:2] > F.NEWEST_READ:
+        return [f"NCCL {f.version} is newer than the formats read from its source "
+                f"({F.OLDEST_READ[0]}.{F.OLDEST_READ[1]}-{F.NEWEST_READ[0]}.{F.NEWEST_READ[1]}): "
+                "lines in changed formats are missed, not guessed"]
+    if vt[:2] < F.OLDEST_CONNECTIONS_READ:
+        return [f"NCCL {f.version} is older than 2.4: its formats were not checked"]
+    if vt[:2] < F.OLDEST_READ:
+        return [f"NCCL {f.version} is older than 2.18: its connection, channel and plugin lines were read "
+                "from its source, its model table and per-call lines were not"]
+    return []
+
+
+def _choices_unknown(f: NcclLogFacts, vt: tuple[int, ...] | None) -> list[str]:
+    """Why the model table and the per-call choices are missing (one rank, an old release build,
+    TUNING off) or nameless."""
+    out = []
     one_rank = f.nranks == 1
     if not f.tuning_table:
         if one_rank:
@@ -614,6 +622,23 @@ def _unknown(f: NcclLogFacts) -> list[str]:  # noqa: C901 - complexity 16 when t
     elif any(c.func is None for c in f.per_call):
         out.append("per-call algorithm: NCCL 2.20-2.22 lines name no collective and no COLL line preceded "
                    "them: their function is unknown")
+    return out
+
+
+def _unknown(f: NcclLogFacts) -> list[str]:
+    """Why each fact that stayed empty is unknown (recomputed after a merge)."""
+    if not f.sources and f.version is None:
+        return ["no NCCL log line found (NCCL_DEBUG was not INFO, or the log was not captured)"]
+    vt = _version_tuple(f.version)
+    out = _version_unknown(f, vt)
+    if f.net_plugin is None:
+        out.append("network: no 'Using network' line (printed at communicator init with the INIT subsystem)")
+    if not f.net_devices:
+        out.append("network devices: no NET/IB, NET/Socket or NET connection line (NET subsystem off, "
+                   "or NCCL never set up its network)")
+    if f.nchannels is None:
+        out.append("channels: no '<n> coll channels' line (INIT subsystem)")
+    out += _choices_unknown(f, vt)
     if f.unparsed:
         out.append(f"{len(f.unparsed)} line kind(s) in formats this reader does not know (see unparsed)")
     return out
@@ -656,22 +681,17 @@ def facts_from_stored(stored: dict) -> NcclLogFacts:
 # ------------------------------------------------------------------ several ranks
 
 
-def merge_facts(parts: list[NcclLogFacts]) -> NcclLogFacts:  # noqa: C901 - complexity 27 when the limit came; split it (issue 33)
-    """One view of several processes' logs: agreeing facts kept, disagreements said, not resolved."""
-    out = NcclLogFacts()
-    notes: list[str] = []
+def _agreed(parts: list[NcclLogFacts], name: str, notes: list[str]) -> str | None:
+    """The one value the processes give for a str field, or None with a note where they disagree."""
+    values = list(dict.fromkeys(getattr(p, name) for p in parts if getattr(p, name) is not None))
+    if len(values) > 1:
+        notes.append(f"ranks disagree on {name}: {', '.join(map(str, values))}")
+        return None
+    return values[0] if values else None
 
-    def agree(name: str) -> str | None:  # one of the str fields
-        values = list(dict.fromkeys(getattr(p, name) for p in parts if getattr(p, name) is not None))
-        if len(values) > 1:
-            notes.append(f"ranks disagree on {name}: {', '.join(map(str, values))}")
-            return None
-        return values[0] if values else None
 
-    out.version = agree("version")
-    out.net_plugin = agree("net_plugin")
-    out.net_plugin_version = agree("net_plugin_version")
-    out.ofi_provider = agree("ofi_provider")
+def _merge_hosts(out: NcclLogFacts, parts: list[NcclLogFacts]) -> None:
+    """The hosts, their ranks and GPUs, plugin failures and bootstrap interfaces, each once."""
     for p in parts:
         out.hosts += [h for h in p.hosts if h not in out.hosts]
         out.plugin_failures += [x for x in p.plugin_failures if x not in out.plugin_failures]
@@ -689,20 +709,30 @@ def merge_facts(parts: list[NcclLogFacts]) -> NcclLogFacts:  # noqa: C901 - comp
                 out.topo_gpus.append(g)
     ext = [p.net_plugin_external for p in parts if p.net_plugin_external is not None]
     out.net_plugin_external = any(ext) if ext else None
+
+
+def _merged_net_devices(parts: list[NcclLogFacts]) -> list[NetDevice]:
+    """One entry per (host, transport, index): the first process's, its gaps filled from the
+    others', GPUDirect RDMA used where any process used it."""
     devices: dict[tuple, NetDevice] = {}
     for p in parts:
         for d in p.net_devices:
             key = (d.host, d.transport, d.index)
             if key not in devices:
                 devices[key] = dataclasses.replace(d)
-            else:
-                have = devices[key]
-                for fld in dataclasses.fields(NetDevice):
-                    if getattr(have, fld.name) is None:
-                        setattr(have, fld.name, getattr(d, fld.name))
-                if d.gdr_used:
-                    have.gdr_used = True
-    out.net_devices = sorted(devices.values(), key=lambda d: (d.host or "", d.transport, d.index))
+                continue
+            have = devices[key]
+            for fld in dataclasses.fields(NetDevice):
+                if getattr(have, fld.name) is None:
+                    setattr(have, fld.name, getattr(d, fld.name))
+            if d.gdr_used:
+                have.gdr_used = True
+    return sorted(devices.values(), key=lambda d: (d.host or "", d.transport, d.index))
+
+
+def _merge_links(out: NcclLogFacts, parts: list[NcclLogFacts], notes: list[str]) -> None:
+    """The connections (each once) and the collective channel count (the first, with a note where
+    processes differ)."""
     seen = set()
     for p in parts:
         for c in p.connections:
@@ -715,6 +745,11 @@ def merge_facts(parts: list[NcclLogFacts]) -> NcclLogFacts:  # noqa: C901 - comp
         out.nchannels = counts[0]
         if len(set(counts)) > 1:
             notes.append(f"ranks report different collective channel counts {sorted(set(counts))}; kept the first")
+
+
+def _merge_per_process(out: NcclLogFacts, parts: list[NcclLogFacts], notes: list[str]) -> None:
+    """What each process adds: channel counts, ranks, TUNING cells, per-call lines, MNNVL facts,
+    settings (a note where two differ), warnings, plugin log, unread lines, sources."""
     for p in parts:
         for k, v in p.channel_counts.items():
             out.channel_counts.setdefault(k, v)
@@ -733,6 +768,10 @@ def merge_facts(parts: list[NcclLogFacts]) -> NcclLogFacts:  # noqa: C901 - comp
         out.net_plugin_log += [w for w in p.net_plugin_log if w not in out.net_plugin_log]
         out.unparsed += [u for u in p.unparsed if u not in out.unparsed]
         out.sources += [s for s in p.sources if s not in out.sources]
+
+
+def _merge_counts_and_flags(out: NcclLogFacts, parts: list[NcclLogFacts]) -> None:
+    """The largest rank and node counts; P2P/SHM off, NVLS, GDR where any process says so."""
     out.nranks = max((p.nranks for p in parts if p.nranks), default=None)
     out.nnodes = max((p.nnodes for p in parts if p.nnodes), default=None)
     for name in ("p2p_disabled", "shm_disabled", "nvls_available", "gdr_in_rings"):
@@ -740,6 +779,21 @@ def merge_facts(parts: list[NcclLogFacts]) -> NcclLogFacts:  # noqa: C901 - comp
         if values:
             setattr(out, name, any(values))
     out.p2p_disabled_reason = next((p.p2p_disabled_reason for p in parts if p.p2p_disabled_reason), None)
+
+
+def merge_facts(parts: list[NcclLogFacts]) -> NcclLogFacts:
+    """One view of several processes' logs: agreeing facts kept, disagreements said, not resolved."""
+    out = NcclLogFacts()
+    notes: list[str] = []
+    out.version = _agreed(parts, "version", notes)
+    out.net_plugin = _agreed(parts, "net_plugin", notes)
+    out.net_plugin_version = _agreed(parts, "net_plugin_version", notes)
+    out.ofi_provider = _agreed(parts, "ofi_provider", notes)
+    _merge_hosts(out, parts)
+    out.net_devices = _merged_net_devices(parts)
+    _merge_links(out, parts, notes)
+    _merge_per_process(out, parts, notes)
+    _merge_counts_and_flags(out, parts)
     out.unparsed += [n for n in notes if n not in out.unparsed]
     out.unknown = _unknown(out)
     return out

@@ -151,11 +151,39 @@ def _cxi_bdfs(root: str) -> set[str]:
     return out
 
 
-def read_nics(root: str = "/") -> tuple[list[NicPort], str]:  # noqa: C901 - complexity 21 when the limit came; split it (issue 33)
-    """(ports, '' or a note when neither class directory is readable)."""
+def _rdma_port(root: str, dev: str, port: str, bdf: str | None, driver: str) -> NicPort:
+    """One port of an RDMA device: its kind (EFA, or IB / RoCE by the link layer), state, rate,
+    its netdev and PCI facts."""
+    base = f"sys/class/infiniband/{dev}"
+    nic = NicPort(name=dev, port=int(port), pci_bus_id=bdf)
+    pbase = f"{base}/ports/{port}"
+    layer, why = read_text(root, f"{pbase}/link_layer")
+    if layer is None:
+        nic.unknown["kind"] = why
+    nic.kind = ("efa" if driver == "efa" or dev.startswith("efa") else
+                "ib" if layer == "InfiniBand" else "roce" if layer == "Ethernet" else "unknown")
+    state, why = read_text(root, f"{pbase}/state")
+    if state is None:
+        nic.unknown["state"] = why
+    else:
+        nic.state = state.split(":")[-1].strip()  # '4: ACTIVE' -> 'ACTIVE'
+    rate, why = read_text(root, f"{pbase}/rate")
+    if rate is None:
+        nic.unknown["rate_gbps"] = why
+    else:
+        nic.rate_gbps = _rate_gbps(rate)
+        if nic.rate_gbps is None:
+            nic.unknown["rate_gbps"] = f"/{pbase}/rate reads {rate!r}"
+    ndev, _ = read_text(root, f"{pbase}/gid_attrs/ndevs/0")
+    nic.netdev = ndev or None
+    _fill_pci(root, nic)
+    return nic
+
+
+def _rdma_ports(root: str, ib_devs: list[str] | None) -> tuple[list[NicPort], set[str]]:
+    """(the ports of every RDMA device, the PCI ids of those devices)."""
     nics: list[NicPort] = []
     rdma_bdfs: set[str] = set()
-    ib_devs = _listdir(root, "sys/class/infiniband")
     for dev in ib_devs or []:
         base = f"sys/class/infiniband/{dev}"
         bdf = device_bdf(root, f"{base}/device")
@@ -163,39 +191,46 @@ def read_nics(root: str = "/") -> tuple[list[NicPort], str]:  # noqa: C901 - com
             rdma_bdfs.add(bdf)
         driver = _driver(root, f"{base}/device") or ""
         for port in _listdir(root, f"{base}/ports") or []:
-            if not port.isdigit():
-                continue
-            nic = NicPort(name=dev, port=int(port), pci_bus_id=bdf)
-            pbase = f"{base}/ports/{port}"
-            layer, why = read_text(root, f"{pbase}/link_layer")
-            if layer is None:
-                nic.unknown["kind"] = why
-            nic.kind = ("efa" if driver == "efa" or dev.startswith("efa") else
-                        "ib" if layer == "InfiniBand" else "roce" if layer == "Ethernet" else "unknown")
-            state, why = read_text(root, f"{pbase}/state")
-            if state is None:
-                nic.unknown["state"] = why
-            else:
-                nic.state = state.split(":")[-1].strip()  # '4: ACTIVE' -> 'ACTIVE'
-            rate, why = read_text(root, f"{pbase}/rate")
-            if rate is None:
-                nic.unknown["rate_gbps"] = why
-            else:
-                nic.rate_gbps = _rate_gbps(rate)
-                if nic.rate_gbps is None:
-                    nic.unknown["rate_gbps"] = f"/{pbase}/rate reads {rate!r}"
-            ndev, _ = read_text(root, f"{pbase}/gid_attrs/ndevs/0")
-            nic.netdev = ndev or None
-            _fill_pci(root, nic)
-            nics.append(nic)
-    net_ifs = _listdir(root, "sys/class/net")
+            if port.isdigit():
+                nics.append(_rdma_port(root, dev, port, bdf, driver))
+    return nics, rdma_bdfs
+
+
+def _net_port(root: str, ifname: str, bdf: str, cxi: set[str]) -> NicPort:
+    """An Ethernet (or Slingshot) interface: its state and speed, and its PCI facts."""
+    base = f"sys/class/net/{ifname}"
+    nic = NicPort(name=ifname, kind="slingshot" if bdf in cxi else "ethernet", netdev=ifname, pci_bus_id=bdf)
+    oper, why = read_text(root, f"{base}/operstate")
+    if oper is None:
+        nic.unknown["state"] = why
+    else:
+        nic.state = oper
+    speed, why = read_text(root, f"{base}/speed")
+    if speed is None:
+        nic.unknown["rate_gbps"] = why + (" (the kernel reports no speed for a link that is down)"
+                                         if oper and oper != "up" else "")
+    else:
+        try:
+            mbps = int(speed)
+        except ValueError:
+            mbps = -1
+        if mbps > 0:
+            nic.rate_gbps = mbps / 1000
+        else:
+            nic.unknown["rate_gbps"] = f"/{base}/speed reads {speed!r}"
+    _fill_pci(root, nic)
+    return nic
+
+
+def _net_ports(root: str, net_ifs: list[str] | None, nics: list[NicPort], rdma_bdfs: set[str]) -> None:
+    """The network interfaces on a PCI device that are no RDMA port: added to `nics`.  An RDMA
+    device's own interface names its port's netdev instead; virtual ones and IPoIB are skipped."""
     cxi = _cxi_bdfs(root)
     for ifname in net_ifs or []:
-        base = f"sys/class/net/{ifname}"
-        bdf = device_bdf(root, f"{base}/device")
+        bdf = device_bdf(root, f"sys/class/net/{ifname}/device")
         if bdf is None:
             continue  # virtual interface
-        iftype, _ = read_text(root, f"{base}/type")
+        iftype, _ = read_text(root, f"sys/class/net/{ifname}/type")
         if iftype == "32":
             continue  # IPoIB: the IB port again
         if bdf in rdma_bdfs:
@@ -203,27 +238,15 @@ def read_nics(root: str = "/") -> tuple[list[NicPort], str]:  # noqa: C901 - com
                 if n.pci_bus_id == bdf and not n.netdev:
                     n.netdev = ifname
             continue
-        nic = NicPort(name=ifname, kind="slingshot" if bdf in cxi else "ethernet", netdev=ifname, pci_bus_id=bdf)
-        oper, why = read_text(root, f"{base}/operstate")
-        if oper is None:
-            nic.unknown["state"] = why
-        else:
-            nic.state = oper
-        speed, why = read_text(root, f"{base}/speed")
-        if speed is None:
-            nic.unknown["rate_gbps"] = why + (" (the kernel reports no speed for a link that is down)"
-                                             if oper and oper != "up" else "")
-        else:
-            try:
-                mbps = int(speed)
-            except ValueError:
-                mbps = -1
-            if mbps > 0:
-                nic.rate_gbps = mbps / 1000
-            else:
-                nic.unknown["rate_gbps"] = f"/{base}/speed reads {speed!r}"
-        _fill_pci(root, nic)
-        nics.append(nic)
+        nics.append(_net_port(root, ifname, bdf, cxi))
+
+
+def read_nics(root: str = "/") -> tuple[list[NicPort], str]:
+    """(ports, '' or a note when neither class directory is readable)."""
+    ib_devs = _listdir(root, "sys/class/infiniband")
+    nics, rdma_bdfs = _rdma_ports(root, ib_devs)
+    net_ifs = _listdir(root, "sys/class/net")
+    _net_ports(root, net_ifs, nics, rdma_bdfs)
     if ib_devs is None and net_ifs is None:
         return nics, "neither /sys/class/infiniband nor /sys/class/net is readable"
     if ib_devs is None and not nics:

@@ -223,126 +223,179 @@ def _check_rank(info: LaunchInfo) -> LaunchInfo:
     return info
 
 
-def detect_launch(environ: Mapping[str, str] | None = None) -> LaunchInfo:  # noqa: C901 - complexity 16 when the limit came; split it (issue 33)
-    """Identify the launcher from `environ` (default os.environ); see module doc for the order."""
-    env = os.environ if environ is None else environ
+@dataclass(frozen=True)
+class _JobWide:
+    """What applies whichever launcher started the process: read first, before any launcher's
+    variables, so that a malformed one is reported in the same order whatever is found."""
+
+    raw: dict[str, str]
+    comm_id: str | None
+    token: str | None
+    node: str
+    addr_override: str | None
+    port_override: int | None
+
+
+def _job_wide(env: Mapping[str, str]) -> _JobWide:
     raw = _raw(env)
     comm_id = env.get("NCCL_COMM_ID") or None
     token = env.get("NCCLBENCH_TOKEN") or None
     node = env.get("NCCLBENCH_NODE_NAME") or socket.gethostname()
     addr_override = env.get("NCCLBENCH_MASTER_ADDR") or None
-    port_override = _port_override(env)
+    return _JobWide(raw, comm_id, token, node, addr_override, _port_override(env))
 
-    def finish(info: LaunchInfo) -> LaunchInfo:
-        info.raw, info.comm_id, info.node_name = raw, comm_id, node
-        info.token = info.token or token
-        if addr_override:
-            info.master_addr = addr_override
-        if port_override:
-            info.master_port = port_override
-        elif info.master_addr and not info.master_port:
-            info.master_port = _int(env, "MASTER_PORT", default=DEFAULT_PORT)
-        if info.master_addr is None and env.get("MASTER_ADDR") and info.kind in ("ompi", "mpich-hydra"):
-            # the user exported MASTER_ADDR/PORT through mpirun (-x / -genv): TCP works too
-            info.master_addr = env["MASTER_ADDR"]
-            info.master_port = port_override or _int(env, "MASTER_PORT", default=DEFAULT_PORT)
-        return _check_rank(info)
 
-    # 0. ncclbench's own one-host launcher: always the innermost one, since it sets these
-    #    variables on the very processes it starts (they may inherit srun's or torchrun's)
-    if "NCCLBENCH_SPAWN_SIZE" in env:
-        return finish(LaunchInfo(
-            kind="ncclbench-spawn", launcher="ncclbench --nprocs",
-            rank=_int(env, "NCCLBENCH_SPAWN_RANK", default=0),
-            size=_int(env, "NCCLBENCH_SPAWN_SIZE", default=1),
-            local_rank=_int(env, "NCCLBENCH_SPAWN_RANK", default=0),
-            local_size=_int(env, "NCCLBENCH_SPAWN_SIZE", default=1),
-            master_addr=env.get("NCCLBENCH_SPAWN_ADDR", "127.0.0.1"),
-            master_port=_int(env, "NCCLBENCH_SPAWN_PORT"),
-            token=env.get("NCCLBENCH_SPAWN_TOKEN") or token,
-            listen_fd=_int(env, "NCCLBENCH_SPAWN_FD"),
-            job_id=env.get("NCCLBENCH_SPAWN_TOKEN")))
+def _finish(info: LaunchInfo, env: Mapping[str, str], wide: _JobWide) -> LaunchInfo:
+    """The launcher's facts completed with the job-wide ones and the overrides, rank checked."""
+    info.raw, info.comm_id, info.node_name = wide.raw, wide.comm_id, wide.node
+    info.token = info.token or wide.token
+    if wide.addr_override:
+        info.master_addr = wide.addr_override
+    if wide.port_override:
+        info.master_port = wide.port_override
+    elif info.master_addr and not info.master_port:
+        info.master_port = _int(env, "MASTER_PORT", default=DEFAULT_PORT)
+    if info.master_addr is None and env.get("MASTER_ADDR") and info.kind in ("ompi", "mpich-hydra"):
+        # the user exported MASTER_ADDR/PORT through mpirun (-x / -genv): TCP works too
+        info.master_addr = env["MASTER_ADDR"]
+        info.master_port = wide.port_override or _int(env, "MASTER_PORT", default=DEFAULT_PORT)
+    return _check_rank(info)
 
-    # 1. Open MPI (mpirun / mpiexec / prterun)
-    if "OMPI_COMM_WORLD_SIZE" in env:
-        return finish(LaunchInfo(
-            kind="ompi", launcher="mpirun (Open MPI)", mpi_capable=True,
-            rank=_int(env, "OMPI_COMM_WORLD_RANK", default=0),
-            size=_int(env, "OMPI_COMM_WORLD_SIZE", default=1),
-            local_rank=_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", default=0),
-            local_size=_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", default=1),
-            job_id=env.get("PMIX_NAMESPACE") or env.get("OMPI_MCA_ess_base_jobid")))
 
-    # 2. PMI (MPICH Hydra, Intel MPI; srun --mpi=pmi2 sets it too, handled as Slurm)
+def _spawn_info(env: Mapping[str, str], token: str | None) -> LaunchInfo | None:
+    """0. ncclbench's own one-host launcher: always the innermost one, since it sets these
+    variables on the very processes it starts (they may inherit srun's or torchrun's)."""
+    if "NCCLBENCH_SPAWN_SIZE" not in env:
+        return None
+    return LaunchInfo(
+        kind="ncclbench-spawn", launcher="ncclbench --nprocs",
+        rank=_int(env, "NCCLBENCH_SPAWN_RANK", default=0),
+        size=_int(env, "NCCLBENCH_SPAWN_SIZE", default=1),
+        local_rank=_int(env, "NCCLBENCH_SPAWN_RANK", default=0),
+        local_size=_int(env, "NCCLBENCH_SPAWN_SIZE", default=1),
+        master_addr=env.get("NCCLBENCH_SPAWN_ADDR", "127.0.0.1"),
+        master_port=_int(env, "NCCLBENCH_SPAWN_PORT"),
+        token=env.get("NCCLBENCH_SPAWN_TOKEN") or token,
+        listen_fd=_int(env, "NCCLBENCH_SPAWN_FD"),
+        job_id=env.get("NCCLBENCH_SPAWN_TOKEN"))
+
+
+def _ompi_info(env: Mapping[str, str]) -> LaunchInfo | None:
+    """1. Open MPI (mpirun / mpiexec / prterun)."""
+    if "OMPI_COMM_WORLD_SIZE" not in env:
+        return None
+    return LaunchInfo(
+        kind="ompi", launcher="mpirun (Open MPI)", mpi_capable=True,
+        rank=_int(env, "OMPI_COMM_WORLD_RANK", default=0),
+        size=_int(env, "OMPI_COMM_WORLD_SIZE", default=1),
+        local_rank=_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", default=0),
+        local_size=_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", default=1),
+        job_id=env.get("PMIX_NAMESPACE") or env.get("OMPI_MCA_ess_base_jobid"))
+
+
+def _slurm_step(env: Mapping[str, str]) -> tuple[int | None, int | None, bool]:
+    """(SLURM_PROCID, the step's task count, whether this is a task of a real srun step: not
+    the batch script's or an allocation's pseudo step)."""
     slurm_rank = _int(env, "SLURM_PROCID")
     slurm_size = _int(env, "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS")
     step_id = _int(env, "SLURM_STEP_ID", "SLURM_STEPID")
     in_slurm_step = slurm_rank is not None and slurm_size is not None and (
         step_id is None or step_id < _SLURM_PSEUDO_STEP) and ("SLURM_STEP_ID" in env or "SLURM_STEPID" in env)
+    return slurm_rank, slurm_size, in_slurm_step
+
+
+def _pmi_info(env: Mapping[str, str], pmi_rank: int, pmi_size: int) -> LaunchInfo:
+    """2. PMI (MPICH Hydra, Intel MPI)."""
+    return LaunchInfo(
+        kind="mpich-hydra", launcher="mpiexec (MPICH Hydra / PMI)", mpi_capable=True,
+        rank=pmi_rank, size=pmi_size,
+        local_rank=_int(env, "MPI_LOCALRANKID", "PMI_LOCAL_RANK", default=0),
+        local_size=_int(env, "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE", default=1),
+        job_id=env.get("PMI_JOBID") or env.get("PMI_KVSNAME"))
+
+
+def _slurm_info(env: Mapping[str, str], slurm_rank: int, slurm_size: int, pmi_rank: int | None) -> LaunchInfo:
+    """3. Slurm srun: the first host of the step's node list is the master, the port derived from
+    the job and step ids."""
+    hostlist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+    master = None
+    if hostlist:
+        try:
+            hosts = expand_hostlist(hostlist)
+        except ValueError as e:
+            raise BenchError(f"cannot read Slurm's node list: {e}", ExitCode.INVALID_USAGE) from None
+        master = hosts[0] if hosts else None
+    job = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
+    step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID")
+    pmi = bool(pmi_rank is not None or "PMIX_RANK" in env or env.get("SLURM_MPI_TYPE", "none") not in ("none", ""))
+    return LaunchInfo(
+        kind="slurm", launcher="srun", mpi_capable=pmi,
+        rank=slurm_rank, size=slurm_size,
+        local_rank=_int(env, "SLURM_LOCALID", default=0),
+        local_size=_slurm_local_size(env),
+        master_addr=master, master_port=slurm_port(job, step),
+        job_id=f"{job}.{step}")
+
+
+def _rank_env_info(env: Mapping[str, str], torch_rank: int, torch_size: int, torchrun: bool,
+                   comm_id: str | None) -> LaunchInfo:
+    """4. torchrun and anything else that sets RANK/WORLD_SIZE (k8s PyTorchJob, by hand)."""
+    addr = env.get("MASTER_ADDR")
+    port = _int(env, "MASTER_PORT")
+    local_rank = _int(env, "LOCAL_RANK", default=0)
+    local_size = _int(env, "LOCAL_WORLD_SIZE", default=1)
+    if torchrun:
+        # torchrun's agent may host its own TCPStore on MASTER_PORT: use the next one.
+        return LaunchInfo(
+            kind="torchrun", launcher="torchrun", rank=torch_rank, size=torch_size,
+            local_rank=local_rank, local_size=local_size, master_addr=addr,
+            master_port=port + 1 if port is not None else None,
+            job_id=env.get("TORCHELASTIC_RUN_ID"))
+    if addr is None and comm_id:
+        host, cport = _parse_comm_id(comm_id)
+        return LaunchInfo(
+            kind="comm-id", launcher="NCCL_COMM_ID", rank=torch_rank, size=torch_size,
+            local_rank=local_rank, local_size=local_size, master_addr=host, master_port=cport + 1,
+            job_id=comm_id)
+    return LaunchInfo(
+        kind="env", launcher="RANK/WORLD_SIZE environment", rank=torch_rank, size=torch_size,
+        local_rank=local_rank, local_size=local_size, master_addr=addr, master_port=port,
+        job_id=env.get("NCCLBENCH_JOB_ID"))
+
+
+def _rank_variables_info(env: Mapping[str, str], comm_id: str | None) -> LaunchInfo | None:
+    """Steps 2-4: PMI, Slurm, RANK/WORLD_SIZE, which overlap: srun --mpi=pmi2 sets PMI's variables
+    too (handled as Slurm), and under torchrun under srun torchrun's variables describe the
+    workers, srun's the agents."""
+    slurm_rank, slurm_size, in_slurm_step = _slurm_step(env)
     pmi_rank, pmi_size = _int(env, "PMI_RANK"), _int(env, "PMI_SIZE")
     if pmi_rank is not None and pmi_size is not None:
         same_as_slurm = in_slurm_step and pmi_rank == slurm_rank and pmi_size == slurm_size
         if not same_as_slurm:
-            return finish(LaunchInfo(
-                kind="mpich-hydra", launcher="mpiexec (MPICH Hydra / PMI)", mpi_capable=True,
-                rank=pmi_rank, size=pmi_size,
-                local_rank=_int(env, "MPI_LOCALRANKID", "PMI_LOCAL_RANK", default=0),
-                local_size=_int(env, "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE", default=1),
-                job_id=env.get("PMI_JOBID") or env.get("PMI_KVSNAME")))
-
-    # torchrun under srun: torchrun's own variables describe the workers, srun's the agents.
+            return _pmi_info(env, pmi_rank, pmi_size)
     torch_size = _int(env, "WORLD_SIZE")
     torch_rank = _int(env, "RANK")
     torchrun = "TORCHELASTIC_RUN_ID" in env or "GROUP_RANK" in env or "TORCHELASTIC_RESTART_COUNT" in env
-
-    # 3. Slurm srun
     if in_slurm_step and not (torchrun and torch_size is not None):
         assert slurm_rank is not None and slurm_size is not None  # in_slurm_step says so
-        hostlist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
-        master = None
-        if hostlist:
-            try:
-                hosts = expand_hostlist(hostlist)
-            except ValueError as e:
-                raise BenchError(f"cannot read Slurm's node list: {e}", ExitCode.INVALID_USAGE) from None
-            master = hosts[0] if hosts else None
-        job = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
-        step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID")
-        pmi = bool(pmi_rank is not None or "PMIX_RANK" in env or env.get("SLURM_MPI_TYPE", "none") not in ("none", ""))
-        return finish(LaunchInfo(
-            kind="slurm", launcher="srun", mpi_capable=pmi,
-            rank=slurm_rank, size=slurm_size,
-            local_rank=_int(env, "SLURM_LOCALID", default=0),
-            local_size=_slurm_local_size(env),
-            master_addr=master, master_port=slurm_port(job, step),
-            job_id=f"{job}.{step}"))
-
-    # 4. torchrun and anything else that sets RANK/WORLD_SIZE (k8s PyTorchJob, by hand)
+        return _slurm_info(env, slurm_rank, slurm_size, pmi_rank)
     if torch_size is not None and torch_rank is not None:
-        addr = env.get("MASTER_ADDR")
-        port = _int(env, "MASTER_PORT")
-        local_rank = _int(env, "LOCAL_RANK", default=0)
-        local_size = _int(env, "LOCAL_WORLD_SIZE", default=1)
-        if torchrun:
-            # torchrun's agent may host its own TCPStore on MASTER_PORT: use the next one.
-            return finish(LaunchInfo(
-                kind="torchrun", launcher="torchrun", rank=torch_rank, size=torch_size,
-                local_rank=local_rank, local_size=local_size, master_addr=addr,
-                master_port=port + 1 if port is not None else None,
-                job_id=env.get("TORCHELASTIC_RUN_ID")))
-        if addr is None and comm_id:
-            host, cport = _parse_comm_id(comm_id)
-            return finish(LaunchInfo(
-                kind="comm-id", launcher="NCCL_COMM_ID", rank=torch_rank, size=torch_size,
-                local_rank=local_rank, local_size=local_size, master_addr=host, master_port=cport + 1,
-                job_id=comm_id))
-        return finish(LaunchInfo(
-            kind="env", launcher="RANK/WORLD_SIZE environment", rank=torch_rank, size=torch_size,
-            local_rank=local_rank, local_size=local_size, master_addr=addr, master_port=port,
-            job_id=env.get("NCCLBENCH_JOB_ID")))
+        return _rank_env_info(env, torch_rank, torch_size, torchrun, comm_id)
+    return None
 
-    # 5. nothing: one process
-    return finish(LaunchInfo(kind="single", launcher="none (single process)"))
+
+def detect_launch(environ: Mapping[str, str] | None = None) -> LaunchInfo:
+    """Identify the launcher from `environ` (default os.environ); see module doc for the order."""
+    env = os.environ if environ is None else environ
+    wide = _job_wide(env)
+    info = _spawn_info(env, wide.token)
+    if info is None:
+        info = _ompi_info(env)
+    if info is None:
+        info = _rank_variables_info(env, wide.comm_id)
+    if info is None:  # 5. nothing: one process
+        info = LaunchInfo(kind="single", launcher="none (single process)")
+    return _finish(info, env, wide)
 
 
 def _slurm_local_size(env: Mapping[str, str]) -> int:

@@ -105,15 +105,10 @@ def _describe_groups(groups: dict[object, list[int]], facts: Sequence[RankFacts]
     return "; ".join(parts)
 
 
-def check_facts(facts: Sequence[RankFacts], expected_size: int, gpus_per_rank: int = 1,  # noqa: C901 - complexity 20 when the limit came; split it (issue 33)
-                require_gpus: bool | None = None) -> list[Finding]:
-    """Every check over the gathered facts (pure).  `require_gpus`: True for the
-    NCCL backend, False for the CPU backend, None: only if some rank has a GPU."""
+def _check_one_job(facts: Sequence[RankFacts], expected_size: int) -> list[Finding]:
+    """Whether the processes the launcher started formed one world (not independent copies)."""
     out: list[Finding] = []
     n = len(facts)
-    hosts = sorted({f.host for f in facts})
-
-    # -- one job? -----------------------------------------------------------------------
     if n != expected_size:
         out.append(Finding(ERROR, (
             f"the launcher started {expected_size} processes but they formed a world of {n}: the ranks are "
@@ -124,11 +119,15 @@ def check_facts(facts: Sequence[RankFacts], expected_size: int, gpus_per_rank: i
     if len(sizes) > 1:
         out.append(Finding(ERROR, f"ranks disagree on the world size: {_describe_groups(sizes, facts)}",
                            "independent-copies"))
+    return out
 
-    # -- GPUs ---------------------------------------------------------------------------
+
+def _check_gpus(facts: Sequence[RankFacts], gpus_per_rank: int, require_gpus: bool | None) -> list[Finding]:
+    """Every rank sees a GPU where GPUs are needed, the GPUs are assigned sanely, NCCL loads."""
+    out: list[Finding] = []
     with_gpus = [f for f in facts if f.gpus]
     need = require_gpus if require_gpus is not None else bool(with_gpus)
-    if need and len(with_gpus) < n:
+    if need and len(with_gpus) < len(facts):
         for f in facts:
             if not f.gpus:
                 out.append(Finding(ERROR, f"rank {f.rank} on {f.host} sees no GPU ({f.gpu_note or 'none visible'})",
@@ -142,8 +141,12 @@ def check_facts(facts: Sequence[RankFacts], expected_size: int, gpus_per_rank: i
             for f in missing:
                 out.append(Finding(ERROR, f"NCCL cannot be loaded on {f.host}: pip install 'ncclbench[cu12]' "
                                           f"or 'ncclbench[cu13]' (or --nccl-lib PATH)", "nccl-missing"))
+    return out
 
-    # -- environment --------------------------------------------------------------------
+
+def _check_env(facts: Sequence[RankFacts]) -> list[Finding]:
+    """NCCL_* settings that differ between ranks (per host where a setting is meant per host)."""
+    out: list[Finding] = []
     names = sorted({k for f in facts for k in f.env if k.startswith("NCCL_")})
     for name in names:
         groups = _by_value(facts, _env_value(name))
@@ -154,8 +157,12 @@ def check_facts(facts: Sequence[RankFacts], expected_size: int, gpus_per_rank: i
                 f"{name} differs between ranks: {_describe_groups(groups, facts)}; export it to every rank "
                 f"(mpirun -x {name}, mpiexec -genv {name} ..., srun --export=ALL, the pod spec's env)"),
                 "nccl-env"))
+    return out
 
-    # -- /dev/shm -----------------------------------------------------------------------
+
+def _check_shm(facts: Sequence[RankFacts]) -> list[Finding]:
+    """Hosts whose /dev/shm is missing or too small for NCCL (an error where GPUs are in use)."""
+    out: list[Finding] = []
     small: dict[tuple[str, int | None], list[int]] = defaultdict(list)  # (host, size) -> ranks
     for f in facts:
         if f.shm_total is None or f.shm_total < SHM_MIN_BYTES:
@@ -170,8 +177,12 @@ def check_facts(facts: Sequence[RankFacts], expected_size: int, gpus_per_rank: i
             f"/dev/shm on {where} is only {_mib(total)} (NCCL needs at least {_mib(SHM_MIN_BYTES)}): "
             f"docker run --shm-size=1g (or --ipc=host); Kubernetes: mount an emptyDir with medium: Memory "
             f"at /dev/shm"), "shm"))
+    return out
 
-    # -- versions -----------------------------------------------------------------------
+
+def _check_versions(facts: Sequence[RankFacts]) -> list[Finding]:
+    """NCCL, ncclbench, driver, CUDA and Python versions that differ between ranks."""
+    out: list[Finding] = []
     for label, key, level in (("NCCL version", lambda f: f.nccl_version, ERROR),
                               ("ncclbench version", lambda f: f.ncclbench_version, ERROR),
                               ("NVIDIA driver version", lambda f: f.driver_version, WARN),
@@ -181,6 +192,17 @@ def check_facts(facts: Sequence[RankFacts], expected_size: int, gpus_per_rank: i
         if len(groups) > 1:
             out.append(Finding(level, f"{label} differs between ranks: {_describe_groups(groups, facts)}",
                                "version"))
+    return out
+
+
+def check_facts(facts: Sequence[RankFacts], expected_size: int, gpus_per_rank: int = 1,
+                require_gpus: bool | None = None) -> list[Finding]:
+    """Every check over the gathered facts (pure).  `require_gpus`: True for the
+    NCCL backend, False for the CPU backend, None: only if some rank has a GPU."""
+    n = len(facts)
+    hosts = sorted({f.host for f in facts})
+    out = (_check_one_job(facts, expected_size) + _check_gpus(facts, gpus_per_rank, require_gpus)
+           + _check_env(facts) + _check_shm(facts) + _check_versions(facts))
     if len(hosts) == 1 and n > 1 and expected_size == n:
         out.append(Finding(INFO, f"all {n} ranks run on one host ({hosts[0]})", "hosts"))
     return out

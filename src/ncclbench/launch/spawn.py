@@ -408,7 +408,44 @@ def _is_open_mpi(mpiexec: str) -> bool:
     return any((d / n).exists() for n in ("ompi_info", "prte", "orted", "prterun"))
 
 
-def spawn_mpiexec(nprocs: int, argv: Sequence[str], env: Mapping[str, str] | None = None, *,  # noqa: C901 - complexity 17 when the limit came; split it (issue 33)
+def _local_open_mpi_env(mpiexec: str, child_env: dict[str, str]) -> None:
+    """Open MPI refuses root and more ranks than cores unless told; a local run wants both (set in
+    `child_env` unless the caller's environment says otherwise)."""
+    if not _is_open_mpi(mpiexec):
+        return
+    if os.geteuid() == 0:
+        child_env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        child_env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    child_env.setdefault("PRTE_MCA_rmaps_default_mapping_policy", ":oversubscribe")
+    child_env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
+
+
+def _wait_for_mpiexec(proc: subprocess.Popen, end: _JobEnd, stopped_for: list[RankRecord],
+                      deadline: float | None) -> bool:
+    """Wait for mpiexec to end, or a signal's grace to pass, or the deadline (then True: timed out).
+    A rank stopped past its limit is killed once: it cannot unwind, and mpiexec ends the others
+    when it is gone."""
+    killed_stopped = False
+    while proc.poll() is None:
+        try:
+            proc.wait(0.2)
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        if end.signum is not None and now - (end.signal_at or now) > _STOP_WAIT_S:
+            break
+        if stopped_for and not killed_stopped and proc.poll() is None:
+            killed_stopped = True
+            try:
+                os.kill(stopped_for[0].pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if deadline is not None and now > deadline:
+            return True
+    return False
+
+
+def spawn_mpiexec(nprocs: int, argv: Sequence[str], env: Mapping[str, str] | None = None, *,
                   module: str = "ncclbench", timeout_s: float | None = None,
                   stderr: IO[str] | None = None) -> int:
     """Run `mpiexec -n N python -m <module> <argv>` and return its exit status.
@@ -421,15 +458,8 @@ def spawn_mpiexec(nprocs: int, argv: Sequence[str], env: Mapping[str, str] | Non
     mpiexec = require_mpiexec()
     err = stderr or sys.stderr
     child_env = dict(os.environ if env is None else env)
-    cmd = [mpiexec, "-n", str(nprocs)]
-    if _is_open_mpi(mpiexec):
-        # Open MPI refuses root and more ranks than cores unless told; a local run wants both.
-        if os.geteuid() == 0:
-            child_env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
-            child_env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        child_env.setdefault("PRTE_MCA_rmaps_default_mapping_policy", ":oversubscribe")
-        child_env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
-    cmd += [sys.executable, "-m", module, *argv]
+    _local_open_mpi_env(mpiexec, child_env)
+    cmd = [mpiexec, "-n", str(nprocs), sys.executable, "-m", module, *argv]
     end = _JobEnd()
     stopped_for: list[RankRecord] = []
     watch = JobWatch(nprocs, stderr=err, on_stopped_limit=stopped_for.append)
@@ -452,25 +482,8 @@ def spawn_mpiexec(nprocs: int, argv: Sequence[str], env: Mapping[str, str] | Non
 
     old = _install(on_signal)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    timed_out = killed_stopped = False
     try:
-        while proc.poll() is None:
-            try:
-                proc.wait(0.2)
-            except subprocess.TimeoutExpired:
-                pass
-            now = time.monotonic()
-            if end.signum is not None and now - (end.signal_at or now) > _STOP_WAIT_S:
-                break
-            if stopped_for and not killed_stopped and proc.poll() is None:
-                killed_stopped = True
-                try:  # a stopped rank cannot unwind; mpiexec ends the others when it is gone
-                    os.kill(stopped_for[0].pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            if deadline is not None and now > deadline:
-                timed_out = True
-                break
+        timed_out = _wait_for_mpiexec(proc, end, stopped_for, deadline)
         if proc.poll() is None:  # mpiexec did not end the job in time: end it, and its proxy
             _end_session(proc)
         code = _code(proc.wait())

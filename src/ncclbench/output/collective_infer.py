@@ -55,17 +55,11 @@ def _evidence_rows(rows: Sequence[ResultRow]) -> list[ResultRow]:
     return sorted(good, key=lambda r: -r.out_of_place.algbw)[:4]
 
 
-def infer_collective(rows: Sequence[ResultRow], nranks: int | None = None) -> Inferred:  # noqa: C901 - complexity 27 when the limit came; split it (issue 33)
-    """The collective of nccl-tests rows (see the module docstring); `nranks` where the log gives it."""
-    if not rows:
-        return Inferred(None, (), "no result rows")
-    redops = {r.redop for r in rows}
-    rooted = any(r.root >= 0 for r in rows)
-    if redops == {""}:
-        return Inferred("hypercube", ("hypercube",), "the table's op column is empty (hypercube prints none)")
-    reduces = any(op not in ("none", "") for op in redops)
-    evidence = _evidence_rows(rows)
+def _ratios(rows: Sequence[ResultRow]) -> tuple[float | None, float | None]:
+    """(busbw/algbw, size/(count x type size)) of the best-measured row; without one with enough
+    digits, only the size ratio of the largest row."""
     ratio = size_ratio = None
+    evidence = _evidence_rows(rows)
     if evidence:
         r = evidence[0]
         ratio = r.out_of_place.busbw / r.out_of_place.algbw
@@ -77,7 +71,12 @@ def infer_collective(rows: Sequence[ResultRow], nranks: int | None = None) -> In
         dtype = DATATYPE_BY_NAME.get(big.type)
         if dtype is not None and big.count:
             size_ratio = big.size / (big.count * dtype.itemsize)
-    cols = f"op column {'/'.join(sorted(redops))}, root {'>= 0' if rooted else '-1'}"
+    return ratio, size_ratio
+
+
+def _solve_nranks(nranks: int | None, ratio: float | None, size_ratio: float | None) -> int | None:
+    """The rank count: the given one, else the size ratio's n, else the one the bus factor
+    2(n-1)/n or (n-1)/n gives."""
     n = nranks
     if n is None and size_ratio is not None and size_ratio > 1.5:
         n = round(size_ratio)
@@ -85,61 +84,109 @@ def infer_collective(rows: Sequence[ResultRow], nranks: int | None = None) -> In
         n = round(2 / (2 - ratio)) if ratio < 1.999 else None
     if n is None and ratio is not None and ratio < 0.98:
         n = round(1 / (1 - ratio)) if ratio > 0 else None
+    return n
+
+
+@dataclass(frozen=True)
+class _Signs:
+    """What the table shows that tells the collectives apart, and the sentence that says it."""
+
+    reduces: bool  # an op in the op column
+    rooted: bool
+    ratio: float | None
+    size_ratio: float | None
+    n: int | None
+    given_nranks: int | None
+    how: str
+    in_place_unchecked: bool  # the in-place #wrong is N/A where the out-of-place one is a number
+    in_place_checked: bool
+
+    def one(self, name: str, why: str) -> Inferred:
+        """The collective `name`, with the rank count the ratios solved for where the log gave none."""
+        n = self.n
+        solved = n if self.given_nranks is None and n and name in ("all_reduce", "reduce_scatter", "all_gather",
+                                                                   "alltoall") else None
+        return Inferred(name, (name,), f"the table: {self.how} ({why})", solved)
+
+
+def _signs(rows: Sequence[ResultRow], redops: set[str], nranks: int | None) -> _Signs:
+    """The table's signs, read once for every rule below."""
+    rooted = any(r.root >= 0 for r in rows)
+    reduces = any(op not in ("none", "") for op in redops)
+    ratio, size_ratio = _ratios(rows)
+    cols = f"op column {'/'.join(sorted(redops))}, root {'>= 0' if rooted else '-1'}"
+    n = _solve_nranks(nranks, ratio, size_ratio)
     ntext = f"n = {n}" if n else "n unknown"
     rtext = f"busbw/algbw {ratio:.3f}" if ratio is not None else "no bandwidth ratio (rows under 1 GB/s)"
     stext = f"size/(count x type size) {size_ratio:g}" if size_ratio is not None else "type size unknown"
-    how = f"{cols}, {rtext}, {stext}, {ntext}"
-
     checked_oop = [r for r in rows if r.out_of_place.wrong is not None]
-    in_place_unchecked = bool(checked_oop) and all(r.in_place.wrong is None for r in checked_oop)
-    in_place_checked = any(r.in_place.wrong is not None for r in rows)
+    return _Signs(reduces, rooted, ratio, size_ratio, n, nranks, f"{cols}, {rtext}, {stext}, {ntext}",
+                  bool(checked_oop) and all(r.in_place.wrong is None for r in checked_oop),
+                  any(r.in_place.wrong is not None for r in rows))
 
-    def one(name: str, why: str) -> Inferred:
-        solved = n if nranks is None and n and name in ("all_reduce", "reduce_scatter", "all_gather", "alltoall") \
-            else None
-        return Inferred(name, (name,), f"the table: {how} ({why})", solved)
 
-    if reduces and rooted:
-        return one("reduce", "an op and a root: only reduce has both")
-    if not reduces and rooted:
-        if size_ratio is not None and _close(size_ratio, 1.0):
-            return one("broadcast", "a root, no op, size = count: broadcast")
-        if size_ratio is not None and size_ratio > 1.5:
-            return Inferred(None, ("gather", "scatter"), f"the table: {how} (gather or scatter: their tables "
-                            "are alike)")
-        return Inferred(None, ("broadcast", "gather", "scatter"), f"the table: {how}")
+def _rooted(s: _Signs) -> Inferred:
+    """A root: reduce with an op; else broadcast (size = count), or gather/scatter (alike)."""
+    if s.reduces:
+        return s.one("reduce", "an op and a root: only reduce has both")
+    if s.size_ratio is not None and _close(s.size_ratio, 1.0):
+        return s.one("broadcast", "a root, no op, size = count: broadcast")
+    if s.size_ratio is not None and s.size_ratio > 1.5:
+        return Inferred(None, ("gather", "scatter"), f"the table: {s.how} (gather or scatter: their tables "
+                        "are alike)")
+    return Inferred(None, ("broadcast", "gather", "scatter"), f"the table: {s.how}")
+
+
+def _reducing(s: _Signs) -> Inferred:
+    """An op, no root: all_reduce, reduce_scatter or sendrecv, by the ratios; on 2 ranks all_reduce
+    and sendrecv by whether the in-place result is checked."""
+    ratio, size_ratio, n, how = s.ratio, s.size_ratio, s.n, s.how
     if ratio is not None and ratio < 0.02 and (size_ratio is None or _close(size_ratio, 1.0)):
         # busbw 0 with algbw > 0: a bus factor of 0, i.e. one rank (sendrecv's factor is 1 whatever n is)
-        if reduces:
-            return Inferred("all_reduce", ("all_reduce",), f"the table: {how} (busbw 0 with algbw > 0: one rank, "
-                            "whose bus factor 2(n-1)/n is 0; an op and size = count: all_reduce)", 1)
-    if reduces:
-        if size_ratio is not None and size_ratio > 1.5:
-            return one("reduce_scatter", "an op, no root, size = n x count")
-        if ratio is None:
-            return Inferred(None, ("all_reduce", "sendrecv"), f"the table: {how} (all_reduce or sendrecv)")
-        if n is not None and n >= 2 and _close(ratio, 2 * (n - 1) / n) and not (n == 2):
-            return one("all_reduce", f"busbw/algbw = 2(n-1)/n for n = {n}")
-        if n in (None, 2) and _close(ratio, 1.0):
-            if in_place_unchecked:
-                return one("sendrecv", "busbw = algbw fits sendrecv and all_reduce on 2 ranks; the "
-                           "in-place #wrong is N/A where the out-of-place one is checked: sendrecv")
-            if in_place_checked:
-                return one("all_reduce", "busbw = algbw fits sendrecv and all_reduce on 2 ranks; the "
-                           "in-place result is checked: all_reduce")
-            return Inferred(None, ("all_reduce", "sendrecv"), f"the table: {how} (all_reduce's 2(n-1)/n is 1 on "
-                            "2 ranks, as sendrecv's, and no check to tell them apart)")
-        if _close(ratio, 1.0):
-            return one("sendrecv", "an op, busbw = algbw")
-        if ratio > 1.02:
-            return one("all_reduce", "busbw/algbw above 1: only all_reduce's factor 2(n-1)/n is")
-        return Inferred(None, ("all_reduce", "reduce_scatter", "sendrecv"), f"the table: {how}")
-    # no op, no root: all_gather or alltoall
-    if in_place_unchecked:
-        return one("alltoall", "no op, no root; the in-place #wrong is N/A where the out-of-place one is "
-                   "checked: alltoall (all_gather checks both)")
-    if in_place_checked:
-        return one("all_gather", "no op, no root; the in-place result is checked: all_gather (alltoall "
-                   "checks only out of place)")
-    return Inferred(None, ("all_gather", "alltoall"), f"the table: {how} (all_gather or alltoall: with "
+        return Inferred("all_reduce", ("all_reduce",), f"the table: {how} (busbw 0 with algbw > 0: one rank, "
+                        "whose bus factor 2(n-1)/n is 0; an op and size = count: all_reduce)", 1)
+    if size_ratio is not None and size_ratio > 1.5:
+        return s.one("reduce_scatter", "an op, no root, size = n x count")
+    if ratio is None:
+        return Inferred(None, ("all_reduce", "sendrecv"), f"the table: {how} (all_reduce or sendrecv)")
+    if n is not None and n >= 2 and _close(ratio, 2 * (n - 1) / n) and not (n == 2):
+        return s.one("all_reduce", f"busbw/algbw = 2(n-1)/n for n = {n}")
+    if n in (None, 2) and _close(ratio, 1.0):
+        if s.in_place_unchecked:
+            return s.one("sendrecv", "busbw = algbw fits sendrecv and all_reduce on 2 ranks; the "
+                         "in-place #wrong is N/A where the out-of-place one is checked: sendrecv")
+        if s.in_place_checked:
+            return s.one("all_reduce", "busbw = algbw fits sendrecv and all_reduce on 2 ranks; the "
+                         "in-place result is checked: all_reduce")
+        return Inferred(None, ("all_reduce", "sendrecv"), f"the table: {how} (all_reduce's 2(n-1)/n is 1 on "
+                        "2 ranks, as sendrecv's, and no check to tell them apart)")
+    if _close(ratio, 1.0):
+        return s.one("sendrecv", "an op, busbw = algbw")
+    if ratio > 1.02:
+        return s.one("all_reduce", "busbw/algbw above 1: only all_reduce's factor 2(n-1)/n is")
+    return Inferred(None, ("all_reduce", "reduce_scatter", "sendrecv"), f"the table: {how}")
+
+
+def _gathering(s: _Signs) -> Inferred:
+    """No op, no root: all_gather or alltoall, by whether the in-place result is checked."""
+    if s.in_place_unchecked:
+        return s.one("alltoall", "no op, no root; the in-place #wrong is N/A where the out-of-place one is "
+                     "checked: alltoall (all_gather checks both)")
+    if s.in_place_checked:
+        return s.one("all_gather", "no op, no root; the in-place result is checked: all_gather (alltoall "
+                     "checks only out of place)")
+    return Inferred(None, ("all_gather", "alltoall"), f"the table: {s.how} (all_gather or alltoall: with "
                     "checking off their tables are alike)")
+
+
+def infer_collective(rows: Sequence[ResultRow], nranks: int | None = None) -> Inferred:
+    """The collective of nccl-tests rows (see the module docstring); `nranks` where the log gives it."""
+    if not rows:
+        return Inferred(None, (), "no result rows")
+    redops = {r.redop for r in rows}
+    if redops == {""}:
+        return Inferred("hypercube", ("hypercube",), "the table's op column is empty (hypercube prints none)")
+    s = _signs(rows, redops, nranks)
+    if s.rooted:
+        return _rooted(s)
+    return _reducing(s) if s.reduces else _gathering(s)

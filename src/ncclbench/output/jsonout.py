@@ -472,7 +472,44 @@ _NONFINITE = {"inf": "Infinity", "+inf": "Infinity", "-inf": "-Infinity", "infin
 _CLOSE = {"{": "}", "[": "]"}
 
 
-def repair_json(text: str) -> tuple[str, bool]:  # noqa: C901 - complexity 18 when the limit came; split it (issue 33)
+_Safe = tuple[int, list[tuple[str, int, bool]]]
+
+
+def _string_end(text: str, i: int) -> int | None:
+    """The offset after the string that opens at text[i], or None when the text ends inside it."""
+    n = len(text)
+    j = i + 1
+    while j < n and text[j] != '"':
+        j += 2 if text[j] == "\\" else 1
+    return j + 1 if j < n else None
+
+
+def _token_end(text: str, i: int) -> int:
+    """The offset after the bare token (number, true/false/null, inf/nan) that starts at text[i]."""
+    j, n = i, len(text)
+    while j < n and (text[j].isalnum() or text[j] in "+-."):
+        j += 1
+    return j
+
+
+def _cut_back(out: list[str], safe: _Safe | None) -> str:
+    """The output cut back to the last point where it was whole (`safe`: its length there and the
+    containers open there), with a list's record still open there dropped whole and the open
+    containers closed."""
+    if safe is None:
+        raise ValueError("not a JSON document")
+    cut, open_stack = safe
+    for depth, (bracket, start, is_element) in enumerate(open_stack):
+        if is_element and bracket == "{":
+            cut, open_stack = start, open_stack[:depth]  # a record cut short: drop it whole
+            break
+    body = "".join(out)[:cut].rstrip()
+    if body.endswith(","):
+        body = body[:-1]
+    return body + "".join(_CLOSE[c] for c, _, _ in reversed(open_stack))
+
+
+def repair_json(text: str) -> tuple[str, bool]:
     """(text `json.loads` accepts, whether the document was cut off).
 
     One pass over the text: bare `inf`/`nan` (outside strings) become JSON's
@@ -491,18 +528,16 @@ def repair_json(text: str) -> tuple[str, bool]:  # noqa: C901 - complexity 18 wh
     length = 0
     # open containers: (bracket, output length before it, whether it is an element of a list)
     stack: list[tuple[str, int, bool]] = []
-    safe: tuple[int, list[tuple[str, int, bool]]] | None = None
+    safe: _Safe | None = None
     i, n = 0, len(text)
     while i < n:
         ch = text[i]
         if ch == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            if j >= n:
+            j = _string_end(text, i)
+            if j is None:
                 break  # cut inside a string
-            piece = text[i : j + 1]
-            i = j + 1
+            piece = text[i:j]
+            i = j
         elif ch in "{[":
             stack.append((ch, length, bool(stack) and stack[-1][0] == "["))
             out.append(ch)
@@ -529,9 +564,7 @@ def repair_json(text: str) -> tuple[str, bool]:  # noqa: C901 - complexity 18 wh
             piece = ch
             i += 1
         elif ch.isalnum() or ch in "+-.":
-            j = i
-            while j < n and (text[j].isalnum() or text[j] in "+-."):
-                j += 1
+            j = _token_end(text, i)
             token = text[i:j]
             piece = _NONFINITE.get(token.lower(), token)
             i = j
@@ -540,17 +573,7 @@ def repair_json(text: str) -> tuple[str, bool]:  # noqa: C901 - complexity 18 wh
             i += 1
         out.append(piece)
         length += len(piece)
-    if safe is None:
-        raise ValueError("not a JSON document")
-    cut, open_stack = safe
-    for depth, (bracket, start, is_element) in enumerate(open_stack):
-        if is_element and bracket == "{":
-            cut, open_stack = start, open_stack[:depth]  # a record cut short: drop it whole
-            break
-    body = "".join(out)[:cut].rstrip()
-    if body.endswith(","):
-        body = body[:-1]
-    return body + "".join(_CLOSE[c] for c, _, _ in reversed(open_stack)), True
+    return _cut_back(out, safe), True
 
 
 def recover_json(text: str) -> dict:

@@ -320,35 +320,33 @@ def _slot(detail: str, word: str) -> int | None:
     return None
 
 
-def component_verdicts(doc: Mapping[str, Any]) -> tuple[dict[tuple[str, int], tuple[str, str]],  # noqa: C901 - complexity 16 when the limit came; split it (issue 33)
-                                                        dict[int, tuple[str, str]]]:
-    """Per GPU (host, slot) and per rail: (verdict, why), from a scan document
-    (`health.outputs.scan_output.scan_document`).  A GPU or rail is faulty when a confirmed finding
-    names it, not judged when an unconfirmed one does; otherwise healthy only when a
-    group of its own (the local phase's one-GPU group, the rail phase's group) was
-    measured and judged ok - never by default."""
-    findings = list(doc.get("findings", ()))
-    gpus: dict[tuple[str, int], tuple[str, str]] = {}
-    rails: dict[int, tuple[str, str]] = {}
-    for host, n in zip(doc.get("hosts", ()), doc.get("gpus_per_host", ())):
-        for s in range(int(n)):
-            gpus[(str(host), s)] = (NOT_JUDGED, "not measured alone (local phase)")
+def _group_verdict(table: dict[Any, tuple[str, str]], key: Any, m: Mapping[str, Any], g: Mapping[str, Any]) -> None:
+    """A group of one GPU or rail measured in round `m`: healthy when judged ok (in any round), else
+    not judged with the group's reason."""
+    status = str(g.get("status", ""))
+    if status == "ok":
+        table[key] = ("healthy", f"{m.get('round')}: ok")
+    elif table.get(key, (NOT_JUDGED,))[0] != "healthy":
+        table[key] = (NOT_JUDGED, f"{m.get('round')}: {g.get('why') or status}")
+
+
+def _measured_verdicts(doc: Mapping[str, Any], gpus: dict[tuple[str, int], tuple[str, str]],
+                       rails: dict[int, tuple[str, str]]) -> None:
+    """The verdicts the groups of their own give: the local phase's one-GPU groups, the rail
+    phase's groups."""
     for m in doc.get("measurements", ()):
         for g in m.get("groups", ()):
             shape = str(g.get("shape", ""))
-            status = str(g.get("status", ""))
             if shape.startswith("local:") and g.get("hosts") and g.get("gpus"):
-                key = (str(g["hosts"][0]), int(g["gpus"][0]))
-                if status == "ok":
-                    gpus[key] = ("healthy", f"{m.get('round')}: ok")
-                elif gpus.get(key, (NOT_JUDGED,))[0] != "healthy":
-                    gpus[key] = (NOT_JUDGED, f"{m.get('round')}: {g.get('why') or status}")
+                _group_verdict(gpus, (str(g["hosts"][0]), int(g["gpus"][0])), m, g)
             elif shape.startswith("rail:") and g.get("rail") is not None:
-                r = int(g["rail"])
-                if status == "ok":
-                    rails[r] = ("healthy", f"{m.get('round')}: ok")
-                elif rails.get(r, (NOT_JUDGED,))[0] != "healthy":
-                    rails[r] = (NOT_JUDGED, f"{m.get('round')}: {g.get('why') or status}")
+                _group_verdict(rails, int(g["rail"]), m, g)
+
+
+def _finding_verdicts(findings: list[Any], gpus: dict[tuple[str, int], tuple[str, str]],
+                      rails: dict[int, tuple[str, str]]) -> None:
+    """The findings that name a GPU or a rail, over what was measured: faulty when confirmed (and
+    kept so), not judged when not."""
     for f in findings:
         comp, detail = f.get("component"), f.get("detail", "")
         why = (f.get("evidence") or [f.get("verdict", "")])[0]
@@ -361,6 +359,23 @@ def component_verdicts(doc: Mapping[str, Any]) -> tuple[dict[tuple[str, int], tu
             r = int(_slot(detail, "rail") or 0)
             if rails.get(r, ("",))[0] != "faulty":
                 rails[r] = (_finding_verdict(f), f"{f.get('verdict')}: {why}")
+
+
+def component_verdicts(doc: Mapping[str, Any]) -> tuple[dict[tuple[str, int], tuple[str, str]],
+                                                        dict[int, tuple[str, str]]]:
+    """Per GPU (host, slot) and per rail: (verdict, why), from a scan document
+    (`health.outputs.scan_output.scan_document`).  A GPU or rail is faulty when a confirmed finding
+    names it, not judged when an unconfirmed one does; otherwise healthy only when a
+    group of its own (the local phase's one-GPU group, the rail phase's group) was
+    measured and judged ok - never by default."""
+    findings = list(doc.get("findings", ()))
+    gpus: dict[tuple[str, int], tuple[str, str]] = {}
+    rails: dict[int, tuple[str, str]] = {}
+    for host, n in zip(doc.get("hosts", ()), doc.get("gpus_per_host", ())):
+        for s in range(int(n)):
+            gpus[(str(host), s)] = (NOT_JUDGED, "not measured alone (local phase)")
+    _measured_verdicts(doc, gpus, rails)
+    _finding_verdicts(findings, gpus, rails)
     return gpus, rails
 
 

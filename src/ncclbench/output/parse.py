@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ncclbench.core.config import BenchOptions
@@ -356,7 +357,188 @@ def _is_other_header_line(line: str) -> bool:
     return stripped.startswith("#") and ("(elements)" in line or ("out-of-place" in line and "in-place" in line))
 
 
-def parse_tests(text: str) -> list[tuple[ParsedText, list[ResultRow]]]:  # noqa: C901 - complexity 42 when the limit came; split it (issue 33)
+class _Reader:
+    """The tests of one log read so far: the finished ones and the one being read.  The rules
+    below ask it for the test a line belongs to, which may be a new one that the line starts."""
+
+    def __init__(self) -> None:
+        self.done: list[_Test] = []
+        self.cur = _Test()
+
+    def next_if(self, starts_new: bool) -> _Test:
+        """The test a line goes to: a fresh one when the line starts a new test (the current one
+        kept when it got far enough to count), else the current one."""
+        if starts_new:
+            if self.cur.started:
+                self.done.append(self.cur)
+            self.cur = _Test()
+        return self.cur
+
+
+def _top_of_test_line(r: _Reader, line: str) -> bool:
+    """The lines a test starts with (JSON announcement, version, `Collective test starting`,
+    banner): one that follows lines of the current test begins the next test."""
+    t = r.cur
+    if m := _JSON.match(line):
+        r.next_if(t.started).info.json_path = m.group(1)
+    elif line.startswith("# skipping json output"):
+        r.next_if(t.started).info.json_skip_line = line
+    elif m := _VERSION.match(line):
+        info = r.next_if(t.started or t.has_version).info
+        info.nccl_tests_version = m.group(1)
+        info.nccl_headers_code = int(m.group(2)) if m.group(2) else None
+        info.nccl_version_code = int(m.group(3)) if m.group(3) else None
+    elif m := _NCCLBENCH.match(line):
+        info = r.next_if(t.started or t.has_version).info
+        info.ncclbench_version, info.backend, info.library = m.groups()
+    elif m := _STARTING.match(line):
+        r.next_if(bool(t.info.program or t.rows or t.header_seen)).info.program = m.group(1)
+    elif _BANNER.match(line):
+        t = r.next_if(bool(t.banner_seen or t.rows or t.header_seen))
+        t.banner_seen = True
+        _parse_params(line, t.info)
+    else:
+        return False
+    return True
+
+
+def _option_line(r: _Reader, line: str) -> bool:
+    """The banner's mode lines (blocking, per-iteration report, parallel init, reduced maxBytes)."""
+    info = r.cur.info
+    if line.startswith("# Blocking Enabled:"):
+        info.blocking = _parse_blocking(line)
+    elif line.startswith("# Per-Iteration Report:"):
+        info.per_iter_timing = True
+        m = _PER_ITER_SKIP.search(line)
+        info.per_iter_skip = int(m.group(1)) if m else 0
+    elif line.startswith("# Parallel Init Enabled"):
+        info.parallel_init = True
+    elif m := _REDUCING.match(line):
+        info.reduced_max_bytes = int(m.group(1))
+    else:
+        return False
+    return True
+
+
+def _device_line(r: _Reader, line: str) -> bool:
+    """A `Rank N ... on host device D` line; after rows it begins the next test."""
+    if not (m := _DEVICE.match(line)):
+        return False
+    t = r.next_if(bool(r.cur.rows))
+    pid, host = int(m.group(3) or 0), m.group(4)
+    process = t.processes.setdefault((host, pid), len(t.processes))
+    t.info.devices.append(
+        DeviceInfo(
+            rank=int(m.group(1)),
+            group=int(m.group(2) or 0),
+            pid=pid,
+            hostname=host,
+            device=int(m.group(5)),
+            device_hex=m.group(6),
+            device_info=m.group(7),
+            process=process,
+        )
+    )
+    return True
+
+
+def _column_header_line(r: _Reader, line: str) -> bool:
+    """The table's header lines: the `size count type ...` labels say the row layout (and,
+    after rows, begin the next test); the others only end the part before the table."""
+    if (labels := _size_header_labels(line)) is not None:
+        t = r.next_if(bool(r.cur.rows))
+        t.info.report_cputime = "cputime" in labels
+        t.info.report_timestamps = labels[-1] == "timestamp"
+        t.info.per_iter_timing = t.info.per_iter_timing or "i_min" in labels
+        first_time = next((i for i, x in enumerate(labels) if x in ("time", "cputime")), len(labels))
+        t.info.preamble = tuple(labels[:first_time])
+        t.info.error_column = "error" in labels[first_time:]
+        t.in_header, t.header_seen = False, True
+    elif _is_other_header_line(line):
+        r.cur.in_header = False
+    else:
+        return False
+    return True
+
+
+def _footer_line(r: _Reader, line: str) -> bool:
+    """The lines after the table: out-of-bounds count, average bus bandwidth (and gate), memory
+    usage, `Collective test concluded`, `# error:`."""
+    info = r.cur.info
+    if m := _OOB.match(line):
+        info.out_of_bounds = int(m.group(1))
+    elif m := _AVG.match(line):
+        try:
+            info.avg_busbw = float(m.group(1))
+        except ValueError:
+            info.avg_busbw = math.nan
+        info.gate = m.group(2)
+    elif line.startswith("# GPU memory usage"):
+        info.memory_line = line
+    elif m := _CONCLUDED.match(line):
+        info.concluded = True
+        info.program = info.program or m.group(1)
+    elif m := _ERROR.match(line):
+        info.errors.append(m.group(1))
+    else:
+        return False
+    return True
+
+
+def _row_line(r: _Reader, line: str) -> bool:
+    """A result row, read in the layout the header and banner gave (before the header the
+    per-iteration columns are guessed from the row's width)."""
+    t, info = r.cur, r.cur.info
+    row = parse_row(line, None if t.in_header else info.per_iter_timing, info.per_iter_skip,
+                    info.report_cputime, info.preamble, info.error_column)
+    if row is None:
+        return False
+    t.rows.append(row)
+    return True
+
+
+def _loose_line(r: _Reader, line: str) -> None:
+    """What no rule above took: blank lines dropped; failures, pasted command lines (one after a
+    finished test begins the next test) and gaps noted; `# ` lines before the table kept as notes;
+    the rest kept in `other_lines`."""
+    t, info = r.cur, r.cur.info
+    if line.strip() in ("#", "# Using devices", "Using devices", ""):
+        pass
+    elif _FAILURE.search(line):
+        info.failure_lines.append(line)
+        info.other_lines.append(line)
+    elif _LAUNCH.search(line):  # also as a comment ("#  ./all_reduce_perf -b 8 ..."), as some paste it
+        # the next binary's command line after a finished test
+        t = r.next_if(bool(t.rows and (info.concluded or info.avg_busbw is not None)))
+        t.info.launch_lines.append(line)
+        t.info.other_lines.append(line)
+    elif _GAP.match(line):
+        info.gaps += 1
+        info.other_lines.append(line)
+    elif t.in_header and line.startswith("# "):
+        info.notes.append(line)
+    else:
+        info.other_lines.append(line)
+
+
+# In order: the first that takes a line reads it; `_loose_line` gets the rest.
+_LINE_RULES: tuple[Callable[[_Reader, str], bool], ...] = (
+    _top_of_test_line, _option_line, _device_line, _column_header_line, _footer_line, _row_line)
+
+
+def _read_line(r: _Reader, kind: str, line: str) -> None:
+    """One untangled line into the test it belongs to, then into that test's `lines`."""
+    if kind == "nccl":
+        r.cur.info.nccl_lines.append(line)
+    elif not any(rule(r, line) for rule in _LINE_RULES):
+        _loose_line(r, line)
+    info = r.cur.info
+    if line.strip():
+        info.ends_in_gap = bool(_GAP.match(line))
+    info.lines.append(line)
+
+
+def parse_tests(text: str) -> list[tuple[ParsedText, list[ResultRow]]]:
     """Every test in a log, in order, as (header/footer info, rows).
 
     A new test starts where a line that belongs to the top of a test (JSON
@@ -368,125 +550,11 @@ def parse_tests(text: str) -> list[tuple[ParsedText, list[ResultRow]]]:  # noqa:
     banner, device line, column header or row are returned (a text with none
     gives one empty ParsedText).
     """
-    done: list[_Test] = []
-    cur = _Test()
-
-    def new_test() -> _Test:
-        nonlocal cur
-        if cur.started:
-            done.append(cur)
-        cur = _Test()
-        return cur
-
+    r = _Reader()
     untangled = untangle(text, row_complete=_is_whole_row)
     for kind, line in untangled.items:
-        t, info = cur, cur.info
-        if kind == "nccl":
-            info.nccl_lines.append(line)
-        elif m := _JSON.match(line):
-            if t.started:
-                t = new_test()
-            t.info.json_path = m.group(1)
-        elif line.startswith("# skipping json output"):
-            if t.started:
-                t = new_test()
-            t.info.json_skip_line = line
-        elif m := _VERSION.match(line):
-            if t.started or t.has_version:
-                t = new_test()
-            t.info.nccl_tests_version = m.group(1)
-            t.info.nccl_headers_code = int(m.group(2)) if m.group(2) else None
-            t.info.nccl_version_code = int(m.group(3)) if m.group(3) else None
-        elif m := _NCCLBENCH.match(line):
-            if t.started or t.has_version:
-                t = new_test()
-            t.info.ncclbench_version, t.info.backend, t.info.library = m.groups()
-        elif m := _STARTING.match(line):
-            if info.program or t.rows or t.header_seen:
-                t = new_test()
-            t.info.program = m.group(1)
-        elif _BANNER.match(line):
-            if t.banner_seen or t.rows or t.header_seen:
-                t = new_test()
-            t.banner_seen = True
-            _parse_params(line, t.info)
-        elif line.startswith("# Blocking Enabled:"):
-            info.blocking = _parse_blocking(line)
-        elif line.startswith("# Per-Iteration Report:"):
-            info.per_iter_timing = True
-            m = _PER_ITER_SKIP.search(line)
-            info.per_iter_skip = int(m.group(1)) if m else 0
-        elif line.startswith("# Parallel Init Enabled"):
-            info.parallel_init = True
-        elif m := _DEVICE.match(line):
-            if t.rows:
-                t = new_test()
-            pid, host = int(m.group(3) or 0), m.group(4)
-            process = t.processes.setdefault((host, pid), len(t.processes))
-            t.info.devices.append(
-                DeviceInfo(
-                    rank=int(m.group(1)),
-                    group=int(m.group(2) or 0),
-                    pid=pid,
-                    hostname=host,
-                    device=int(m.group(5)),
-                    device_hex=m.group(6),
-                    device_info=m.group(7),
-                    process=process,
-                )
-            )
-        elif m := _REDUCING.match(line):
-            info.reduced_max_bytes = int(m.group(1))
-        elif (labels := _size_header_labels(line)) is not None:
-            if t.rows:
-                t = new_test()
-            t.info.report_cputime = "cputime" in labels
-            t.info.report_timestamps = labels[-1] == "timestamp"
-            t.info.per_iter_timing = t.info.per_iter_timing or "i_min" in labels
-            first_time = next((i for i, x in enumerate(labels) if x in ("time", "cputime")), len(labels))
-            t.info.preamble = tuple(labels[:first_time])
-            t.info.error_column = "error" in labels[first_time:]
-            t.in_header, t.header_seen = False, True
-        elif _is_other_header_line(line):
-            t.in_header = False
-        elif m := _OOB.match(line):
-            info.out_of_bounds = int(m.group(1))
-        elif m := _AVG.match(line):
-            try:
-                info.avg_busbw = float(m.group(1))
-            except ValueError:
-                info.avg_busbw = math.nan
-            info.gate = m.group(2)
-        elif line.startswith("# GPU memory usage"):
-            info.memory_line = line
-        elif m := _CONCLUDED.match(line):
-            info.concluded = True
-            info.program = info.program or m.group(1)
-        elif m := _ERROR.match(line):
-            info.errors.append(m.group(1))
-        elif (row := parse_row(line, None if t.in_header else info.per_iter_timing, info.per_iter_skip,
-                               info.report_cputime, info.preamble, info.error_column)) is not None:
-            t.rows.append(row)
-        elif line.strip() in ("#", "# Using devices", "Using devices", ""):
-            pass
-        elif _FAILURE.search(line):
-            info.failure_lines.append(line)
-            info.other_lines.append(line)
-        elif _LAUNCH.search(line):  # also as a comment ("#  ./all_reduce_perf -b 8 ..."), as some paste it
-            if t.rows and (info.concluded or info.avg_busbw is not None):
-                t = new_test()  # the next binary's command line after a finished test
-            t.info.launch_lines.append(line)
-            t.info.other_lines.append(line)
-        elif _GAP.match(line):
-            info.gaps += 1
-            info.other_lines.append(line)
-        elif t.in_header and line.startswith("# "):
-            info.notes.append(line)
-        else:
-            info.other_lines.append(line)
-        if line.strip():
-            t.info.ends_in_gap = bool(_GAP.match(line))
-        t.info.lines.append(line)
+        _read_line(r, kind, line)
+    done, cur = r.done, r.cur
     if cur.started or cur.info.failure_lines or cur.info.nccl_lines or not done:
         done.append(cur)  # (a text with no test at all gives one empty ParsedText)
     for t in done:

@@ -219,10 +219,47 @@ def _nice_linear_ticks(lo: float, hi: float, n: int = 6) -> list[float]:
     return [start + i * step for i in range(int((hi - start) / step) + 2) if start + i * step <= hi * 1.0001]
 
 
-def svg_plot(spec: PlotSpec, width: int = 900, height: int = 460) -> str:
-    """The same plot as `mpl_svg`, hand-drawn: axes, grid, ticks, bands, lines, legend."""
-    ml, mr, mt, mb = 75, 20, 40, 75
-    pw, ph = width - ml - mr, height - mt - mb
+@dataclass(frozen=True)
+class _Frame:
+    """The plot area inside its margins and the axes' ranges: log2 of the size across, busbw (or
+    log10 of it) up; maps a point to its position."""
+
+    width: int
+    height: int
+    x0: float
+    x1: float
+    y0: float
+    y1: float
+    decades: range  # log axis: the powers of ten to label
+    ylog: bool
+    ml: int = 75
+    mr: int = 20
+    mt: int = 40
+    mb: int = 75
+
+    @property
+    def pw(self) -> int:
+        return self.width - self.ml - self.mr
+
+    @property
+    def ph(self) -> int:
+        return self.height - self.mt - self.mb
+
+    def px(self, v: float) -> float:
+        return self.ml + (math.log2(v) - self.x0) / (self.x1 - self.x0) * self.pw
+
+    def py(self, v: float) -> float:
+        t = (math.log10(v) - self.y0) / (self.y1 - self.y0) if self.ylog else (v - self.y0) / (self.y1 - self.y0)
+        return self.mt + self.ph - t * self.ph
+
+    def ok(self, v: float | None) -> bool:
+        """Whether a value can be drawn: known, and above 0 on a log axis."""
+        return v is not None and not math.isnan(v) and (v > 0 or not self.ylog)
+
+
+def _frame(spec: PlotSpec, width: int, height: int) -> _Frame:
+    """The axes' ranges: the sizes with some room either side; from 0 (or the decade below the
+    lowest value on a log axis) to a little above the highest value, bands and references included."""
     xs = [v for line in spec.lines for v in line.x]
     ys = [v for line in spec.lines for seq in (line.y, line.lo or [], line.hi or [])
           for v in seq if v is not None and not math.isnan(v) and (v > 0 or not spec.ylog)]
@@ -230,38 +267,34 @@ def svg_plot(spec: PlotSpec, width: int = 900, height: int = 460) -> str:
     x0, x1 = math.log2(min(xs)) - 0.4, math.log2(max(xs)) + 0.4
     y0: float
     y1: float
-    decades = range(0)  # log axis: the powers of ten to label
+    decades = range(0)
     if spec.ylog:
         d0 = math.floor(math.log10(min(ys))) if ys else 0
         d1 = max(math.ceil(math.log10(max(ys))) if ys else 1, d0 + 1)
         y0, y1, decades = d0, d1, range(d0, d1 + 1)
     else:
         y0, y1 = 0.0, (max(ys) * 1.08 if ys and max(ys) > 0 else 1.0)
+    return _Frame(width, height, x0, x1, y0, y1, decades, spec.ylog)
 
-    def X(v: float) -> float:
-        return ml + (math.log2(v) - x0) / (x1 - x0) * pw
 
-    def Y(v: float) -> float:
-        t = (math.log10(v) - y0) / (y1 - y0) if spec.ylog else (v - y0) / (y1 - y0)
-        return mt + ph - t * ph
-
-    def ok(v: float | None) -> bool:
-        return v is not None and not math.isnan(v) and (v > 0 or not spec.ylog)
-
+def _axes_svg(spec: PlotSpec, f: _Frame) -> list[str]:
+    """The document's start, the title, the grid with its tick labels, the frame and axis labels."""
     e = html.escape
+    ml, mt, pw, ph, width, height = f.ml, f.mt, f.pw, f.ph, f.width, f.height
+    xs = [v for line in spec.lines for v in line.x]
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Arial, sans-serif" '
            f'font-size="11">',
            f'<rect x="0" y="0" width="{width}" height="{height}" fill="white"/>',
            f'<text x="{ml + pw / 2}" y="22" text-anchor="middle" font-size="14">{e(spec.title)}</text>']
-    yticks = [10.0 ** k for k in decades] if spec.ylog else _nice_linear_ticks(y0, y1)
+    yticks = [10.0 ** k for k in f.decades] if spec.ylog else _nice_linear_ticks(f.y0, f.y1)
     for t in yticks:
-        y = Y(t)
+        y = f.py(t)
         out.append(f'<line x1="{ml}" y1="{y:.1f}" x2="{ml + pw}" y2="{y:.1f}" stroke="#dddddd"/>')
         lab = (f"{t:g}" if spec.ylog else (f"{t:.0f}" if t == int(t) else f"{t:g}"))
         out.append(f'<text x="{ml - 6}" y="{y + 4:.1f}" text-anchor="end">{lab}</text>')
     for t in size_ticks(min(xs), max(xs)):
-        x = X(t)
+        x = f.px(t)
         out.append(f'<line x1="{x:.1f}" y1="{mt}" x2="{x:.1f}" y2="{mt + ph}" stroke="#dddddd"/>')
         out.append(f'<text x="{x:.1f}" y="{mt + ph + 16}" text-anchor="end" '
                    f'transform="rotate(-30 {x:.1f} {mt + ph + 16})">{e(size_label(t))}</text>')
@@ -269,14 +302,20 @@ def svg_plot(spec: PlotSpec, width: int = 900, height: int = 460) -> str:
     out.append(f'<text x="{ml + pw / 2}" y="{height - 12}" text-anchor="middle">message size</text>')
     out.append(f'<text x="16" y="{mt + ph / 2}" text-anchor="middle" '
                f'transform="rotate(-90 16 {mt + ph / 2})">{e(spec.ylabel)}</text>')
+    return out
+
+
+def _curves_svg(spec: PlotSpec, f: _Frame) -> list[str]:
+    """Each line with its band (lo..hi) and points, then the reference lines."""
+    out = []
     for line in spec.lines:
         if line.lo and line.hi:
-            upper = [(X(x), Y(v)) for x, v in zip(line.x, line.hi) if ok(v)]
-            lower = [(X(x), Y(v)) for x, v in zip(line.x, line.lo) if ok(v)]
+            upper = [(f.px(x), f.py(v)) for x, v in zip(line.x, line.hi) if f.ok(v)]
+            lower = [(f.px(x), f.py(v)) for x, v in zip(line.x, line.lo) if f.ok(v)]
             if upper and lower:
                 polygon = " ".join(f"{a:.1f},{b:.1f}" for a, b in upper + lower[::-1])
                 out.append(f'<polygon points="{polygon}" fill="{line.color}" fill-opacity="0.18"/>')
-        pts = [(X(x), Y(v)) for x, v in zip(line.x, line.y) if ok(v)]
+        pts = [(f.px(x), f.py(v)) for x, v in zip(line.x, line.y) if f.ok(v)]
         dash = ' stroke-dasharray="6,4"' if line.dashed else ""
         if pts:
             out.append(f'<polyline fill="none" stroke="{line.color}" stroke-width="2"{dash} points="'
@@ -284,10 +323,17 @@ def svg_plot(spec: PlotSpec, width: int = 900, height: int = 460) -> str:
             if not line.dashed:
                 out += [f'<circle cx="{a:.1f}" cy="{b:.1f}" r="3" fill="{line.color}"/>' for a, b in pts]
     for ref in spec.refs:
-        y = Y(ref.y)
-        out.append(f'<line x1="{ml}" y1="{y:.1f}" x2="{ml + pw}" y2="{y:.1f}" stroke="{ref.color}" '
+        y = f.py(ref.y)
+        out.append(f'<line x1="{f.ml}" y1="{y:.1f}" x2="{f.ml + f.pw}" y2="{y:.1f}" stroke="{ref.color}" '
                    f'stroke-width="1.5" stroke-dasharray="6,4"/>')
-    ly = mt + 10
+    return out
+
+
+def _legend_svg(spec: PlotSpec, f: _Frame) -> list[str]:
+    """One entry per line, then per reference, down the top left corner of the plot area."""
+    e, ml = html.escape, f.ml
+    out = []
+    ly = f.mt + 10
     for line in spec.lines:
         out.append(f'<line x1="{ml + 10}" y1="{ly}" x2="{ml + 30}" y2="{ly}" stroke="{line.color}" '
                    f'stroke-width="2"{dash_of(line)}/>')
@@ -298,6 +344,13 @@ def svg_plot(spec: PlotSpec, width: int = 900, height: int = 460) -> str:
                    f'stroke-width="1.5" stroke-dasharray="6,4"/>')
         out.append(f'<text x="{ml + 36}" y="{ly + 4}">{e(ref.label)}</text>')
         ly += 16
+    return out
+
+
+def svg_plot(spec: PlotSpec, width: int = 900, height: int = 460) -> str:
+    """The same plot as `mpl_svg`, hand-drawn: axes, grid, ticks, bands, lines, legend."""
+    f = _frame(spec, width, height)
+    out = _axes_svg(spec, f) + _curves_svg(spec, f) + _legend_svg(spec, f)
     out.append("</svg>")
     return "\n".join(out)
 

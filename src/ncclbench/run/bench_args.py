@@ -21,7 +21,7 @@ import difflib
 import math
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -286,7 +286,53 @@ def _match_long(prog: str, body: str, name: str) -> _Opt:
     raise _GetoptError(f"{prog}: option '--{body}' is ambiguous; possibilities:{choices}")
 
 
-def _getopt(prog: str, args: list[str]) -> Iterator[tuple[_Opt, str | None]]:  # noqa: C901 - complexity 16 when the limit came; split it (issue 33)
+def _long_option(prog: str, arg: str, args: list[str], i: int) -> tuple[_Opt, str | None, int]:
+    """`--name`, `--name=value` or `--name value` (args[i] is the word after `arg`): (the option,
+    its value, the index of the next word).  A mistake in one of ncclbench's own options is one
+    line and exit 255, not the usage."""
+    body = arg[2:]
+    name, eq, value = body.partition("=")
+    opt = _match_long(prog, body, name)
+    own = opt.short is None
+    if not opt.has_arg:
+        if eq:
+            if own:
+                raise ArgumentError(f"option '--{opt.long}' takes no value (got '{arg}')")
+            raise _GetoptError(f"{prog}: option '--{opt.long}' doesn't allow an argument")
+        return opt, None, i
+    if eq:
+        return opt, value, i
+    if i < len(args):
+        return opt, args[i], i + 1
+    if own:
+        raise ArgumentError(f"option '--{opt.long}' needs a value")
+    raise _GetoptError(f"{prog}: option '--{opt.long}' requires an argument")
+
+
+def _short_options(prog: str, arg: str, args: list[str], i: int) -> Generator[tuple[_Opt, str | None], None, int]:
+    """The options of one `-abc` word, lazily; an option's value is the rest of the word or the next
+    word (args[i]).  Returns the index of the next word."""
+    j = 1
+    while j < len(arg):
+        ch = arg[j]
+        j += 1
+        opt = _BY_SHORT.get(ch)
+        if opt is None:
+            raise _GetoptError(f"{prog}: invalid option -- '{ch}'")
+        if not opt.has_arg:
+            yield opt, None
+        elif j < len(arg):
+            yield opt, arg[j:]
+            break
+        elif i < len(args):
+            i += 1
+            yield opt, args[i - 1]
+        else:
+            raise _GetoptError(f"{prog}: option requires an argument -- '{ch}'")
+    return i
+
+
+def _getopt(prog: str, args: list[str]) -> Iterator[tuple[_Opt, str | None]]:
     """GNU getopt_long over `args` (argv without argv[0]), lazily, in command-line order.
 
     Raises `_GetoptError` when getopt would return '?' — only once the
@@ -299,44 +345,10 @@ def _getopt(prog: str, args: list[str]) -> Iterator[tuple[_Opt, str | None]]:  #
         if arg == "--":
             return
         if arg.startswith("--"):
-            body = arg[2:]
-            name, eq, value = body.partition("=")
-            opt = _match_long(prog, body, name)
-            own = opt.short is None  # ncclbench's: a mistake is one line and exit 255, not the usage
-            if not opt.has_arg:
-                if eq:
-                    if own:
-                        raise ArgumentError(f"option '--{opt.long}' takes no value (got '{arg}')")
-                    raise _GetoptError(f"{prog}: option '--{opt.long}' doesn't allow an argument")
-                yield opt, None
-            elif eq:
-                yield opt, value
-            elif i < len(args):
-                i += 1
-                yield opt, args[i - 1]
-            else:
-                if own:
-                    raise ArgumentError(f"option '--{opt.long}' needs a value")
-                raise _GetoptError(f"{prog}: option '--{opt.long}' requires an argument")
+            opt, value, i = _long_option(prog, arg, args, i)
+            yield opt, value
         elif arg.startswith("-") and len(arg) > 1:
-            j = 1
-            while j < len(arg):
-                ch = arg[j]
-                j += 1
-                found = _BY_SHORT.get(ch)
-                if found is None:
-                    raise _GetoptError(f"{prog}: invalid option -- '{ch}'")
-                opt = found
-                if not opt.has_arg:
-                    yield opt, None
-                elif j < len(arg):
-                    yield opt, arg[j:]
-                    break
-                elif i < len(args):
-                    i += 1
-                    yield opt, args[i - 1]
-                else:
-                    raise _GetoptError(f"{prog}: option requires an argument -- '{ch}'")
+            i = yield from _short_options(prog, arg, args, i)
         # anything else is a non-option argument: ignored, scanning goes on
 
 
@@ -384,7 +396,63 @@ _SIZE_FIELDS = {"b": ("min_bytes", "minbytes"), "e": ("max_bytes", "maxbytes"),
                 "i": ("step_bytes", "stepBytes")}
 
 
-def parse_bench_args(program: str, args: list[str]) -> BenchOptions:  # noqa: C901 - complexity 18 when the limit came; split it (issue 33)
+def _collective_of(program: str) -> collectives.Collective:
+    """The collective `program` names; an unknown one is refused with the nearest name."""
+    coll = collectives.lookup(program)
+    if coll is None:
+        valid = ", ".join(collectives.COLLECTIVES)
+        guess = did_you_mean(program.replace("\\", "/").rsplit("/", 1)[-1].lower(),
+                             [*collectives.COLLECTIVES, *(f"{c}_perf" for c in collectives.COLLECTIVES)])
+        hint = f" (did you mean '{guess}'?)" if guess else ""
+        raise ArgumentError(f"unknown collective '{program}'{hint}; valid: {valid}")
+    return coll
+
+
+def _read_option(values: dict[str, Any], later: dict[str, int], opt: _Opt, key: str, value: str) -> None:
+    """One option into `values`, or into `later` (-f, -I, -K: BenchOptions gets them after the
+    checks and downgrades)."""
+    if key in _INT_FIELDS:
+        values[_INT_FIELDS[key]] = _c_int(opt, value)
+    elif key in _BOOL_FIELDS:
+        values[_BOOL_FIELDS[key]] = strtol(value) != 0
+    elif key in _SIZE_FIELDS:
+        field, label = _SIZE_FIELDS[key]
+        values[field] = parse_size(value, label)
+    elif key == "f":
+        later["step_factor"] = strtol(value)  # size_t in nccl-tests: `-f 1.5` is 1
+    elif key == "I":
+        later["per_iter_timing"] = _c_int(opt, value)
+    elif key == "K":
+        later["per_iter_skip"] = _c_int(opt, value)
+    else:
+        _read_named_option(values, opt, key, value)
+
+
+def _read_named_option(values: dict[str, Any], opt: _Opt, key: str, value: str) -> None:
+    """The options with a value of their own kind: -o, -d, -J, -x, -V, then ncclbench's own."""
+    if key == "o":
+        values["ops"] = _choose("op", value, [o.name for o in REDOPS])
+        values["op_arg"] = value
+    elif key == "d":
+        values["datatypes"] = _choose("datatype", value, [d.name for d in DATATYPES])
+        values["datatype_arg"] = value
+    elif key == "J":
+        values["output_file"] = value
+    elif key == "x":
+        policy = _c_int(opt, value)
+        values["cta_policy"] = policy if policy >= 0 else None  # nccl-tests: < 0 = unset
+    elif key == "V":
+        count = _c_int(opt, value)
+        if count <= 0 or count > 128:
+            _warn(f"device_cta_count (-V) must be positive and less than 128, got {count}. "
+                  "Using default value 16.")
+            count = 16
+        values["device_cta_count"] = count
+    else:
+        _parse_own(values, key, value)
+
+
+def parse_bench_args(program: str, args: list[str]) -> BenchOptions:
     """Parse an nccl-tests command line for the collective named by `program`.
 
     `program` is what the user typed (`all_reduce_perf`, `all_reduce`,
@@ -394,66 +462,25 @@ def parse_bench_args(program: str, args: list[str]) -> BenchOptions:  # noqa: C9
     on stderr and returns the (frozen) configuration with the downgraded values.
     Every check of a value, alone or with others, happens here and only here.
     """
-    coll = collectives.lookup(program)
-    if coll is None:
-        valid = ", ".join(collectives.COLLECTIVES)
-        guess = did_you_mean(program.replace("\\", "/").rsplit("/", 1)[-1].lower(),
-                             [*collectives.COLLECTIVES, *(f"{c}_perf" for c in collectives.COLLECTIVES)])
-        hint = f" (did you mean '{guess}'?)" if guess else ""
-        raise ArgumentError(f"unknown collective '{program}'{hint}; valid: {valid}")
+    coll = _collective_of(program)
     values: dict[str, Any] = {"collective": coll.name, "program": f"{coll.name}_perf",
                               "argv": (f"{coll.name}_perf", *args)}
-    per_iter_timing = 0
-    per_iter_skip = 0
-    step_factor = 1
+    later = {"per_iter_timing": 0, "per_iter_skip": 0, "step_factor": 1}
     try:
         for opt, optarg in _getopt(program, args):
             key = opt.short or opt.long
             if key == "h":
                 raise HelpRequested(usage_text(_display_name(program, coll.name)))
-            value = "" if optarg is None else optarg  # None only for options without argument
-            if key in _INT_FIELDS:
-                values[_INT_FIELDS[key]] = _c_int(opt, value)
-            elif key in _BOOL_FIELDS:
-                values[_BOOL_FIELDS[key]] = strtol(value) != 0
-            elif key in _SIZE_FIELDS:
-                field, label = _SIZE_FIELDS[key]
-                values[field] = parse_size(value, label)
-            elif key == "f":
-                step_factor = strtol(value)  # size_t in nccl-tests: `-f 1.5` is 1
-            elif key == "I":
-                per_iter_timing = _c_int(opt, value)
-            elif key == "K":
-                per_iter_skip = _c_int(opt, value)
-            elif key == "o":
-                values["ops"] = _choose("op", value, [o.name for o in REDOPS])
-                values["op_arg"] = value
-            elif key == "d":
-                values["datatypes"] = _choose("datatype", value, [d.name for d in DATATYPES])
-                values["datatype_arg"] = value
-            elif key == "J":
-                values["output_file"] = value
-            elif key == "x":
-                policy = _c_int(opt, value)
-                values["cta_policy"] = policy if policy >= 0 else None  # nccl-tests: < 0 = unset
-            elif key == "V":
-                count = _c_int(opt, value)
-                if count <= 0 or count > 128:
-                    _warn(f"device_cta_count (-V) must be positive and less than 128, got {count}. "
-                          "Using default value 16.")
-                    count = 16
-                values["device_cta_count"] = count
-            else:
-                _parse_own(values, key, value)
+            _read_option(values, later, opt, key, "" if optarg is None else optarg)  # None: no argument
     except _GetoptError as exc:
         _warn(str(exc))
         usage = usage_text(_display_name(program, coll.name))
         raise HelpRequested("invalid option '?'\n" + usage) from None
     if values.get("baseline") and "gate_rounds" not in values:  # a run checked against a baseline is gated
         values["gate_rounds"] = GATE_ROUNDS
-    opts = BenchOptions(**values, step_factor=step_factor)
+    opts = BenchOptions(**values, step_factor=later["step_factor"])
     _validate(opts)
-    opts = _downgrade(opts, per_iter_timing, per_iter_skip)
+    opts = _downgrade(opts, later["per_iter_timing"], later["per_iter_skip"])
     _validate_combinations(opts)
     return opts
 
@@ -481,13 +508,9 @@ def split_leading_options(argv: list[str]) -> tuple[str, list[str]] | None:
     return argv[i], argv[:i] + argv[i + 1:]
 
 
-def _parse_own(values: dict[str, Any], key: str, value: str) -> None:  # noqa: C901 - complexity 16 when the limit came; split it (issue 33)
-    """ncclbench's long-only options: strict, since no existing script depends on quirks."""
-    if key == "no-store":
-        values["store"] = False
-    elif key == "no-explain":
-        values["explain"] = False
-    elif key == "fail-on-trap":
+def _own_choice(values: dict[str, Any], key: str, value: str) -> bool:
+    """--fail-on-trap, --backend, --cpu-bind: one of their choices.  False: not one of these."""
+    if key == "fail-on-trap":
         if value not in TRAP_LEVELS:
             raise ArgumentError(f"invalid value '{value}' for '--fail-on-trap'; valid: {', '.join(TRAP_LEVELS)}")
         values["fail_on_trap"] = value
@@ -496,15 +519,22 @@ def _parse_own(values: dict[str, Any], key: str, value: str) -> None:  # noqa: C
             raise ArgumentError(
                 f"invalid backend '{value}' for '--backend'; valid: {', '.join(BACKEND_CHOICES)}")
         values["backend"] = value
-    elif key == "nprocs":
-        text = value.strip()
-        if not (text.isascii() and text.isdigit()) or int(text) < 1:
-            raise ArgumentError(f"invalid value for '--nprocs': '{value}' (need an integer >= 1)")
-        values["nprocs"] = int(text)
     elif key == "cpu-bind":
         if value not in CPU_BIND_CHOICES:
             raise ArgumentError(f"invalid value '{value}' for '--cpu-bind'; valid: {', '.join(CPU_BIND_CHOICES)}")
         values["cpu_bind"] = value
+    else:
+        return False
+    return True
+
+
+def _own_count(values: dict[str, Any], key: str, value: str) -> bool:
+    """--nprocs, --gate, --gate-rounds: plain decimal counts in their range.  False: not one of these."""
+    if key == "nprocs":
+        text = value.strip()
+        if not (text.isascii() and text.isdigit()) or int(text) < 1:
+            raise ArgumentError(f"invalid value for '--nprocs': '{value}' (need an integer >= 1)")
+        values["nprocs"] = int(text)
     elif key == "gate":
         values.setdefault("gate_rounds", GATE_ROUNDS)
     elif key == "gate-rounds":
@@ -513,6 +543,19 @@ def _parse_own(values: dict[str, Any], key: str, value: str) -> None:  # noqa: C
             raise ArgumentError(f"invalid value for '--gate-rounds': '{value}' (need an integer from 0 to "
                                 f"{GATE_ROUNDS_MAX})")
         values["gate_rounds"] = int(text)
+    else:
+        return False
+    return True
+
+
+def _parse_own(values: dict[str, Any], key: str, value: str) -> None:
+    """ncclbench's long-only options: strict, since no existing script depends on quirks."""
+    if key == "no-store":
+        values["store"] = False
+    elif key == "no-explain":
+        values["explain"] = False
+    elif _own_choice(values, key, value) or _own_count(values, key, value):
+        pass
     elif key in ("nccl-lib", "baseline", "metrics", "csv"):
         if not value:
             raise ArgumentError(f"'--{key}' needs a non-empty value")

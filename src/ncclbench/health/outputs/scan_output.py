@@ -103,31 +103,29 @@ def summary_lines(report: HealthReport, accept_not_judged: bool = False) -> list
     return lines
 
 
-def figure_lines(report: HealthReport, meta: Mapping[str, Any] | None = None) -> list[str]:  # noqa: C901 - complexity 16 when the limit came; split it (issue 33)
-    """What each phase's fleet round measured (one group: its figures; several: median and
-    range), the expected ceiling of each shape where the explain model gives one (and why
-    not where it does not), and, for a lone GPU, that there is nothing to compare it with."""
+def _measured_line(rec: Mapping[str, Any]) -> str:
+    """One fleet round: a single group's figures, or the median and range of several."""
+    groups = rec.get("groups", [])
+    bw = [g["busbw"] for g in groups if g.get("busbw") is not None]
+    lat = [g["lat_us"] for g in groups if g.get("lat_us") is not None]
+    what = "algbw" if groups and groups[0].get("shape", "").startswith("local:") else "busbw"
+    if len(groups) == 1:
+        g = groups[0]
+        text = f"{g['group']}: {what} {_num(g.get('busbw'), 'GB/s')}, latency {_num(g.get('lat_us'), 'us')}"
+        if g.get("status") not in ("ok", None):
+            text += f" ({g['status']})"
+    elif bw:
+        text = (f"{len(groups)} groups: {what} median {_num(_median(bw), 'GB/s')} (min {_num(min(bw))}, max "
+                f"{_num(max(bw))}), latency median {_num(_median(lat), 'us') if lat else '-'}")
+    else:
+        text = f"{len(groups)} groups: none answered"
+    name = rec["round"] + (" (median of rails)" if str(rec.get("purpose", "")).endswith("median of rails") else "")
+    return f"# measured {name}: {text}"
+
+
+def _expected_lines(expected: Mapping[str, Any], meta: Mapping[str, Any] | None) -> list[str]:
+    """The expected ceiling of each shape (and what was judged against it), or why there is none."""
     out = []
-    expected = dict((meta or {}).get("expected") or {})
-    for rec in report.measurements:
-        if not str(rec.get("purpose", "")).startswith("fleet"):
-            continue
-        groups = rec.get("groups", [])
-        bw = [g["busbw"] for g in groups if g.get("busbw") is not None]
-        lat = [g["lat_us"] for g in groups if g.get("lat_us") is not None]
-        what = "algbw" if groups and groups[0].get("shape", "").startswith("local:") else "busbw"
-        if len(groups) == 1:
-            g = groups[0]
-            text = f"{g['group']}: {what} {_num(g.get('busbw'), 'GB/s')}, latency {_num(g.get('lat_us'), 'us')}"
-            if g.get("status") not in ("ok", None):
-                text += f" ({g['status']})"
-        elif bw:
-            text = (f"{len(groups)} groups: {what} median {_num(_median(bw), 'GB/s')} (min {_num(min(bw))}, max "
-                    f"{_num(max(bw))}), latency median {_num(_median(lat), 'us') if lat else '-'}")
-        else:
-            text = f"{len(groups)} groups: none answered"
-        name = rec["round"] + (" (median of rails)" if str(rec.get("purpose", "")).endswith("median of rails") else "")
-        out.append(f"# measured {name}: {text}")
     for shape, e in expected.items():
         if e.get("ceiling") is not None:
             out.append(f"# expected ceiling {shape}: {e['text']} (a large-message figure; at the scan's "
@@ -139,6 +137,12 @@ def figure_lines(report: HealthReport, meta: Mapping[str, Any] | None = None) ->
     if not expected and str((meta or {}).get("backend", "")).startswith(Backend.MPI.label):
         out.append("# expected ceiling: none on the CPU backend (MPI over host memory and TCP has no model here): "
                    "groups are judged against the fleet or a baseline only")
+    return out
+
+
+def _setting_lines(meta: Mapping[str, Any] | None) -> list[str]:
+    """The thresholds the scan judged with and the traps found on each host."""
+    out = []
     thresholds = (meta or {}).get("thresholds")
     if thresholds:
         out.append(f"# thresholds: {thresholds}")
@@ -146,19 +150,33 @@ def figure_lines(report: HealthReport, meta: Mapping[str, Any] | None = None) ->
         for t in c.get("traps", []):
             what = " (a setting of this job)" if t.get("setting") else ""
             out.append(f"# trap {host}: {str(t['severity']).upper()} {t['name']}{what}: {t['evidence']}")
+    return out
+
+
+def _lone_unit_line(report: HealthReport, expected: Mapping[str, Any]) -> str:
+    """A fleet of one GPU (or host): what its figure was judged against, if anything."""
+    one = f"# one {report.fleet.unit_word}:"
+    ref = (report.references.get("local:1x1") or {}).get("busbw")
+    phys = (expected.get("local:1x1") or {}).get("physics")
+    if ref is not None:
+        return (f"{one} judged against {ref['source']} ({_num(ref['center'], 'GB/s')})"
+                + (" and its ceiling" if phys and phys.get("threshold") else ""))
+    if phys and phys.get("threshold"):
+        return f"{one} no fleet to compare with: judged against its memory's ceiling (above)"
+    return (f"{one} nothing to compare its figure with (no fleet of GPUs, no pairs, no ceiling at "
+            "this size): reported, not judged; judge it against a stored baseline with --baseline FILE "
+            "(written by --save-baseline on a known-good run)")
+
+
+def figure_lines(report: HealthReport, meta: Mapping[str, Any] | None = None) -> list[str]:
+    """What each phase's fleet round measured (one group: its figures; several: median and
+    range), the expected ceiling of each shape where the explain model gives one (and why
+    not where it does not), and, for a lone GPU, that there is nothing to compare it with."""
+    expected = dict((meta or {}).get("expected") or {})
+    out = [_measured_line(rec) for rec in report.measurements if str(rec.get("purpose", "")).startswith("fleet")]
+    out += _expected_lines(expected, meta) + _setting_lines(meta)
     if report.fleet.world_size == 1:
-        one = f"# one {report.fleet.unit_word}:"
-        ref = (report.references.get("local:1x1") or {}).get("busbw")
-        phys = (expected.get("local:1x1") or {}).get("physics")
-        if ref is not None:
-            out.append(f"{one} judged against {ref['source']} ({_num(ref['center'], 'GB/s')})"
-                       + (" and its ceiling" if phys and phys.get("threshold") else ""))
-        elif phys and phys.get("threshold"):
-            out.append(f"{one} no fleet to compare with: judged against its memory's ceiling (above)")
-        else:
-            out.append(f"{one} nothing to compare its figure with (no fleet of GPUs, no pairs, no ceiling at "
-                       "this size): reported, not judged; judge it against a stored baseline with --baseline FILE "
-                       "(written by --save-baseline on a known-good run)")
+        out.append(_lone_unit_line(report, expected))
     return out
 
 
