@@ -19,7 +19,6 @@ import sys
 from ..backends.select import choose_backend, default_cpu_ranks, default_cpu_ranks_note
 from ..benchmark.orchestrate import COMMAND_LINE_ENV, local_ranks_to_start, run_here, spawn
 from ..core.config import Backend, BenchOptions
-from ..launch.detect import LaunchInfo
 from ..launch.shutdown import LAUNCHER_PID_ENV
 from ..launch.spawn import find_mpiexec, strip_nprocs
 from ..run import gate_processes as gp
@@ -60,8 +59,19 @@ def run_benchmark(program: str, args: list[str]) -> int:
     if launch.rank == 0 and LAUNCHER_PID_ENV not in os.environ:  # once per job: not again in the ranks we start
         for line in before_run_notes(opts):
             print(f"ncclbench: {line}", file=sys.stderr, flush=True)
+    # (inline, not a function of its own: tests/test_run_path.py counts the frames down to the loop)
     with gp.rounds_for_checked_run(_gate_rounds_first(opts, program, args, launch.kind)):
-        return _start_or_run(opts, program, args, backend, launch, note)
+        nprocs, one_per_gpu = local_ranks_to_start(opts, backend, launch)
+        child_args = [program, *strip_nprocs(args)]
+        if nprocs:
+            return spawn(backend, nprocs, child_args, None if one_per_gpu else note, self_launched=one_per_gpu,
+                         command_line=opts.argv)
+        if backend is Backend.MPI and note is not None and launch.kind == "single" and opts.nprocs is None \
+                and find_mpiexec() is not None:  # chosen by --backend auto: no GPU here, no launcher
+            n = default_cpu_ranks(os.cpu_count())
+            return spawn(backend, n, child_args, f"{note}; {default_cpu_ranks_note(n, os.cpu_count())}",
+                         command_line=opts.argv)
+        return run_here(opts, backend, launch, note)
 
 
 def _gate_rounds_first(opts: BenchOptions, program: str, args: list[str], launch_kind: str) -> dict | None:
@@ -81,19 +91,3 @@ def _gate_rounds_first(opts: BenchOptions, program: str, args: list[str], launch
     if say is not None:
         print("\r\x1b[K", end="", file=sys.stderr, flush=True)
     return record if record is not None else {"failed": why}
-
-
-def _start_or_run(opts: BenchOptions, program: str, args: list[str], backend: Backend, launch: LaunchInfo,
-                  note: str | None) -> int:
-    """Start this host's ranks (--nprocs, one per GPU, the CPU ranks) or run as one rank here."""
-    nprocs, one_per_gpu = local_ranks_to_start(opts, backend, launch)
-    child_args = [program, *strip_nprocs(args)]
-    if nprocs:
-        return spawn(backend, nprocs, child_args, None if one_per_gpu else note, self_launched=one_per_gpu,
-                     command_line=opts.argv)
-    if backend is Backend.MPI and note is not None and launch.kind == "single" and opts.nprocs is None \
-            and find_mpiexec() is not None:  # chosen by --backend auto: no GPU here, no launcher
-        n = default_cpu_ranks(os.cpu_count())
-        return spawn(backend, n, child_args, f"{note}; {default_cpu_ranks_note(n, os.cpu_count())}",
-                     command_line=opts.argv)
-    return run_here(opts, backend, launch, note)
