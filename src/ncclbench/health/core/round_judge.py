@@ -217,7 +217,7 @@ def floor_noise_reference(ref: Reference, values: Sequence[float] | np.ndarray, 
     bench/results/health-sim-model-2026-11-28-intra.md).  From 8 groups the slow group is one of
     the figures the MAD is taken over, and it lifts it: at 8 hosts the MAD came out 1.5-2.7 % of
     the median in the fleets that missed a -10 % NVLink (the noise is 1.2 %), 2.1-3.8 % one
-    standard error up (1.41x), and the slow host read z -2.4 to -3.7 - a suspect in 12 of 32
+    standard error up (1.41x), and the slow host read z -2.4 to -4.7 - a suspect in 12 of 32
     misses, whose confirmation then read -2.8 to -3.4 against the same spread: 84 % found
     (bench/results/health-sim-model-2026-11-28-intra-large.md).
     What the figures do tell is their level.  The noise of one group's figure against the median
