@@ -188,3 +188,45 @@ def test_a_small_fleets_others_give_their_level_and_the_recorded_floor_their_noi
     still = RoundShift.from_ratios([0.995, 0.99], [], 2)
     assert still.apply(References(ref, None)).busbw.center == pytest.approx(ref.center * np.sqrt(0.995 * 0.99))
     assert "not rescaled" in still.apply(References(own, None)).busbw.source
+
+
+def test_the_floor_test_is_a_chi_square_scaled_for_the_number_of_figures():
+    """The bound is the chi-square quantile at 2 Phi(-3.5): limit_z ** 2 for two figures (the former
+    two-figure bound, 3.5 x sqrt(2) floors apart), -2 ln p for three (chi-square of 2 degrees of
+    freedom is exponential), and per degree of freedom it falls toward 1 (Wilson-Hilferty at 1022)."""
+    from statistics import NormalDist
+
+    from ncclbench.health.core.round_judge import chi2_bound
+
+    p = 2 * NormalDist().cdf(-3.5)
+    assert chi2_bound(1, 3.5) == 3.5 ** 2
+    assert chi2_bound(2, 3.5) == pytest.approx(-2 * np.log(p), rel=1e-6)
+    z, df = NormalDist().inv_cdf(1 - p), 1022
+    assert chi2_bound(df, 3.5) == pytest.approx(df * (1 - 2 / (9 * df) + z * np.sqrt(2 / (9 * df))) ** 3, rel=1e-3)
+    assert [round(chi2_bound(d, 3.5) / d, 2) for d in (6, 15, 62, 254)] == [4.05, 2.66, 1.7, 1.32]
+
+
+def _normal_figures(n, rel_sigma, center=365.0):
+    """n figures spread like normal noise of rel_sigma (their quantiles, no random draw)."""
+    from statistics import NormalDist
+
+    return [center * (1 + rel_sigma * NormalDist().inv_cdf((i + 0.5) / n)) for i in range(n)]
+
+
+def test_many_figures_at_the_floors_noise_get_the_floor_and_noisier_ones_their_own_spread():
+    """The test scales with n: 15 figures at the floor's noise span 3.7 floors and 63 span 4.8
+    (their range, which a bound fixed at two figures' 4.95 calls "scattered" in 3.5 % and 31 % of
+    such fleets) - both get the floor.  255 figures at 1.2 % (the simulated noise, 1.2x the floor)
+    have a variance of 1.44 floors, beyond the bound of 1.32: many figures tell their noise, and
+    their own spread (then well determined) stays.  So do 7 figures at 2.5 % (a noisy small fleet)."""
+    from ncclbench.health.core.round_judge import FloorNoiseReference, floor_noise_reference
+
+    for n in (15, 63):
+        v = _normal_figures(n, 0.01)
+        ref = floor_noise_reference(robust_reference(v, 0.01, 2), v, 0.01, 3.5)
+        assert isinstance(ref, FloorNoiseReference), n
+        assert ref.spread == pytest.approx(0.01 * ref.center * np.sqrt(1 + 1 / n))
+    for n, rel in ((255, 0.012), (7, 0.025)):
+        v = _normal_figures(n, rel)
+        own = robust_reference(v, 0.01, 2)
+        assert floor_noise_reference(own, v, 0.01, 3.5) == own, n

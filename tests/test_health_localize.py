@@ -440,3 +440,60 @@ def test_a_small_fleets_confirmation_rests_on_its_own_rounds_figures():
     assert [r.name for r in fabric.rounds] == ["intra r1", "intra r2"]
     assert rep.confirmed == [], rep.findings
     assert rep.host_status["node0"] == "healthy"
+
+
+def test_an_8_host_fleet_judges_its_intra_groups_against_the_recorded_noise():
+    """8 hosts (the whole fleet's reference, no longer one left out per group): node7's NVLink
+    10 % slow.  With it among the figures the MAD one standard error up (1.41x) was a 3.4 % spread
+    and node7 read z -2.9, never measured again: a -10 % NVLink found in 84 % of simulated 8-host
+    fleets (bench/results/health-sim-model-2026-11-28-intra-large.md).  The other seven agree with the
+    floor (squared deviations 21.4 floor variances, bound 24.3 for 6 degrees of freedom): against
+    it node7 reads z -9.3, then slow again beside its controls."""
+    fleet = Fleet.uniform(8, 8)
+    healthy = [356.0, 360.0, 364.0, 366.0, 369.0, 372.0, 376.0]
+    r1 = {h: bw for h, bw in enumerate([*healthy, 329.0])}
+    r2 = {h: bw for h, bw in enumerate([*reversed(healthy), 330.0])}
+    fabric = ScriptedIntra({"intra r1": r1, "intra r2": r2})
+    rep = scan(fleet, fabric, phases=("intra",))
+    assert [r.name for r in fabric.rounds] == ["intra r1", "intra r2"]
+    assert confirmed(rep) == [(NODE_INTRA, ("node7",), "8 GPUs", "slow")], rep.findings
+    first = rep.findings[0].evidence[0]
+    assert "z -9.3" in first and "the recorded floor 1 % x sqrt(1 + 1/8)" in first, first
+
+
+def test_a_16_host_fleet_whose_figures_sit_in_two_clusters_judges_against_the_floor():
+    """16 hosts whose healthy figures fall in two clusters 10 GB/s apart (within the floor's noise:
+    squared deviations 30.1 floor variances, bound 38.3 for 14 degrees of freedom): their MAD is
+    the clusters' half-gap, 2.1 %, 2.7 % one standard error up, and node15 10 % slow read z -3.3.
+    Against the floor it is z -8.9: a suspect, then slow again."""
+    fleet = Fleet.uniform(16, 8)
+    healthy = [359, 359.5, 360, 360.5, 361, 361.5, 362, 369, 369.5, 370, 370.5, 371, 371.5, 372, 372.5]
+    r1 = {h: float(bw) for h, bw in enumerate([*healthy, 332.0])}
+    fabric = ScriptedIntra({"intra r1": r1, "intra r2": dict(r1)})
+    rep = scan(fleet, fabric, phases=("intra",))
+    assert confirmed(rep) == [(NODE_INTRA, ("node15",), "8 GPUs", "slow")], rep.findings
+    assert "z -8.9" in rep.findings[0].evidence[0], rep.findings[0].evidence
+
+
+@pytest.mark.parametrize("nhosts", [8, 16])
+def test_a_healthy_large_fleet_at_the_floors_noise_has_no_suspect(nhosts):
+    """8 and 16 healthy hosts spread like the floor's noise (1 %, their normal quantiles) plus one
+    host 2.9 % low: z -2.6 and -2.8 against the floor x sqrt(1 + 1/n), not a suspect; one round."""
+    from statistics import NormalDist
+
+    fleet = Fleet.uniform(nhosts, 8)
+    figures = [365.0 * (1 + 0.01 * NormalDist().inv_cdf((i + 0.5) / (nhosts - 1))) for i in range(nhosts - 1)]
+    fabric = ScriptedIntra({"intra r1": dict(enumerate([*figures, 365.0 * 0.971]))})
+    rep = scan(fleet, fabric, phases=("intra",))
+    assert rep.findings == [] and [r.name for r in fabric.rounds] == ["intra r1"], rep.findings
+
+
+def test_an_8_host_fleet_scattering_beyond_the_floor_keeps_its_own_spread():
+    """Seven healthy figures 1.6 % apart each (squared deviations 74 floor variances, beyond the
+    bound of 24.3): the fleet is noisier than the record, so node7 at 0.9x of their median is
+    judged against their own spread (z -1.3), as before: not even a suspect."""
+    fleet = Fleet.uniform(8, 8)
+    r1 = dict(enumerate([350.0, 356.0, 362.0, 368.0, 374.0, 380.0, 386.0, 331.0]))
+    fabric = ScriptedIntra({"intra r1": r1})
+    rep = scan(fleet, fabric, phases=("intra",))
+    assert rep.confirmed == [] and [r.name for r in fabric.rounds] == ["intra r1"], rep.findings

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from math import erf, exp, lgamma, log, sqrt
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -141,6 +143,61 @@ def robust_reference(values: Sequence[float] | np.ndarray, floor: float, min_gro
     return Reference(center, spread, int(v.size), source, raw)
 
 
+def _chi2_sf(x: float, df: int) -> float:
+    """P(chi-square with df degrees of freedom > x): the regularized upper incomplete gamma
+    Q(df/2, x/2), by its series below a + 1 and its continued fraction above (Numerical Recipes 6.2)."""
+    a, x = 0.5 * df, 0.5 * x
+    if x <= 0.0:
+        return 1.0
+    log_front = -x + a * log(x) - lgamma(a)
+    if x < a + 1.0:
+        term = total = 1.0 / a
+        k = a
+        while abs(term) > 1e-15 * abs(total):
+            k += 1.0
+            term *= x / k
+            total += term
+        return max(0.0, 1.0 - total * exp(log_front))
+    tiny = 1e-300
+    b = x + 1.0 - a
+    c, d = 1.0 / tiny, 1.0 / b
+    h = d
+    for i in range(1, 10_000):
+        an = -i * (i - a)
+        b += 2.0
+        d = an * d + b
+        d = tiny if abs(d) < tiny else d
+        c = b + an / c
+        c = tiny if abs(c) < tiny else c
+        d = 1.0 / d
+        h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return exp(log_front) * h
+
+
+@lru_cache(maxsize=256)
+def chi2_bound(df: int, limit_z: float) -> float:
+    """The sum of squared deviations from their mean, in variances, that df + 1 figures of one noise
+    exceed by chance as rarely as two figures' difference exceeds `limit_z` x sqrt(2) (2 Phi(-limit_z),
+    4.7e-4 at 3.5): the chi-square quantile with df degrees of freedom.  For two figures (df = 1) the
+    sum is half their squared difference and the bound is exactly limit_z ** 2: their difference
+    within limit_z x sqrt(2) standard deviations.  Per degree of freedom the bound falls toward 1 as
+    the figures grow in number (at 3.5: 12.25 for df 1, 4.05 for 6, 2.66 for 15, 1.70 for 62, 1.32
+    for 254, 1.15 for 1022): many figures tell their noise well, and a fleet a fifth noisier than
+    the floor (variance 1.44x) is told from it from about 256 groups."""
+    if df < 1:
+        return float("inf")
+    if df == 1:
+        return limit_z * limit_z
+    p = 1.0 - erf(limit_z / sqrt(2.0))  # 2 Phi(-limit_z)
+    lo, hi = 0.0, df + 20.0 * sqrt(2.0 * df) + 4.0 * limit_z * limit_z
+    for _ in range(80):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if _chi2_sf(mid, df) > p else (lo, mid)
+    return hi
+
+
 @dataclass(frozen=True)
 class FloorNoiseReference(Reference):
     """A reference whose spread is the recorded noise floor, not its groups' own (`floor_noise_reference`)."""
@@ -148,23 +205,37 @@ class FloorNoiseReference(Reference):
 
 def floor_noise_reference(ref: Reference, values: Sequence[float] | np.ndarray, floor: float,
                           limit_z: float) -> Reference:
-    """A small fleet's reference (the 2 to 6 other groups a group is judged against when its shape has
-    3 to 7, `localize.RepeatScan._leave_one_out`), with the recorded noise floor as its spread.
+    """A fleet reference with the recorded noise floor as its spread, where `values` (the figures
+    a group is judged against) agree with that noise: the intra phase's reference at every fleet
+    size (`localize.RepeatScan._fleet_refs`).
 
-    Their own spread is a MAD of 2 to 6 figures: relative error 1.16/sqrt(n) = 82-47 %, and taken
-    one standard error up (1.82-1.47x) the chance scatter of a few healthy groups hides a slow one.
-    Two healthy NVLink groups 2.6 % apart made a spread of 3.5 %, under which a host 10 % slow read
-    z -2.8 and was never measured again: a -10 % NVLink was found in 77 % of simulated 3-host
-    fleets and 84 % of 4-host ones, 98 % of both against the floor (200 fleets each on held-out
-    seeds, bench/results/health-sim-model-2026-11-28-intra.md).
-    What a few figures do tell is their level.  The noise of one group's figure against the median
-    of n others is the scan's noise floor (`Thresholds.bw_floor`, the run-to-run spread of these
+    A fleet's own spread is a MAD: relative error 1.16/sqrt(n), taken one standard error up.  With
+    2 to 6 other groups (3 to 7 hosts, `localize.RepeatScan._leave_one_out`) that is 82-47 % and
+    1.82-1.47x: two healthy NVLink groups 2.6 % apart made a spread of 3.5 %, under which a host 10 %
+    slow read z -2.8 and was never measured again (found in 77 % of simulated 3-host fleets and 84 %
+    of 4-host ones, 98 % of both against the floor: 200 fleets each on held-out seeds,
+    bench/results/health-sim-model-2026-11-28-intra.md).  From 8 groups the slow group is one of
+    the figures the MAD is taken over, and it lifts it: at 8 hosts the MAD came out 1.5-2.7 % of
+    the median in the fleets that missed a -10 % NVLink (the noise is 1.2 %), 2.1-3.8 % one
+    standard error up (1.41x), and the slow host read z -2.4 to -4.7 - a suspect in 12 of 32
+    misses, whose confirmation then read -2.8 to -3.4 against the same spread: 84 % found
+    (bench/results/health-sim-model-2026-11-28-intra-large.md).
+    What the figures do tell is their level.  The noise of one group's figure against the median
+    of n figures is the scan's noise floor (`Thresholds.bw_floor`, the run-to-run spread of these
     groups as recorded, `Thresholds.floor_source`, which every scan prints with its thresholds) times
-    sqrt(1 + 1/n), the others carrying noise too.
+    sqrt(1 + 1/n) (n = `ref.n`), the others carrying noise too.
 
-    Only where the others agree with that noise: two of them further apart than `limit_z` times the
-    floor's noise of a difference (floor x sqrt(2)) say the fleet scatters more than the record, or
-    that one of them is off, and the reference keeps their own spread (`ref`, unchanged).
+    Only where the figures agree with that noise: their squared deviations summing beyond
+    `chi2_bound` floor variances (a chi-square test with n - 1 degrees of freedom, failed by
+    figures of the floor's noise as rarely as two figures' difference exceeds `limit_z` times the
+    floor's noise of a difference, the bound for two, which it equals there) say the fleet scatters
+    more than the record, or that one of them is off, and the reference keeps its own spread (`ref`,
+    unchanged).  The test scales with the number of figures: a bound on their range fixed at two
+    figures' (4.95 floors) would call the figures of a fleet at the floor's own noise "scattered"
+    in 3.5 % of 16-host fleets (15 others), 31 % of 64-host ones and 91 % of 256-host ones, at the
+    simulated 1.2 % noise in 19 %, 80 % and all; and where many figures show a noise above the
+    floor (a 256-host fleet at 1.2 %, variance 1.44 floors against a bound of 1.32), their own
+    spread, by then well determined, judges them.
 
     A later round rescales such a reference by its controls whether or not they moved
     (`RoundShift`): its center is the fleet round's figures, whose chance error a confirmation
@@ -174,11 +245,11 @@ def floor_noise_reference(ref: Reference, values: Sequence[float] | np.ndarray, 
     if ref.source != "fleet" or v.size < 2 or not ref.center:
         return ref
     sigma = floor * abs(ref.center)
-    if float(v.max() - v.min()) > limit_z * sigma * np.sqrt(2.0):
+    if float(np.sum((v - v.mean()) ** 2)) > chi2_bound(int(v.size) - 1, limit_z) * sigma * sigma:
         return ref
-    spread = sigma * float(np.sqrt(1.0 + 1.0 / v.size))
+    spread = sigma * float(np.sqrt(1.0 + 1.0 / ref.n))
     source = (f"fleet ({v.size} other groups, within the noise floor of each other; spread: the recorded "
-              f"floor {100 * floor:g} % x sqrt(1 + 1/{v.size}), its source in the thresholds)")
+              f"floor {100 * floor:g} % x sqrt(1 + 1/{ref.n}), its source in the thresholds)")
     return FloorNoiseReference(ref.center, spread, ref.n, source, ref.raw_spread)
 
 
@@ -280,15 +351,18 @@ class RoundShift:
     like sqrt(2) groups of the reference); otherwise the suspect is judged as before, and the
     evidence says the controls did not move.
 
-    Except a small fleet's reference with the noise floor as its spread (`FloorNoiseReference`,
-    the intra groups of 3 to 7 hosts): its center is the other groups' fleet-round figures, and a
+    Except a reference with the noise floor as its spread (`FloorNoiseReference`, the intra groups'
+    where they agree with the floor): its center is the other groups' fleet-round figures, and a
     suspect confirmed against them shares their chance error with its first verdict (others high by
     chance make a healthy host "slow" twice).  Its controls are those groups measured again beside
     the suspect, so the reference is always scaled by them (spread widened as above): the
     confirmation then rests on figures of its own round.  Kept unscaled, such a reference had
     doubled the false alarms of simulated 3-host fleets whose run-to-run noise is 2.5x the
     recorded one (the floor judges them too strictly there, as it does any phase); scaled, they
-    stay near what the MAD made of them (bench/results/health-sim-model-2026-11-28-intra.md)."""
+    stay near what the MAD made of them (bench/results/health-sim-model-2026-11-28-intra.md).  At 8
+    and 16 hosts (the median of all the groups as center) scaling halved the false alarms of
+    healthy fleets at 2 % noise against rescaling only a round that moved (13 -> 6 and 14 -> 8 of
+    1000, seed 11, bench/results/health-sim-model-2026-11-28-intra-large.md)."""
 
     bw: float  # control busbw now / in its fleet round (geometric mean over the controls)
     lat: float | None  # control latency now / in its fleet round (None: no latency figure)
