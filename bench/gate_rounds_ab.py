@@ -10,6 +10,9 @@ and the part the rounds share (the difference in quadrature), for two figures of
 (the gate's) and the minimum; and the wall time a gated run costs.
 
     python bench/gate_rounds_ab.py OUT [--runs 10] [--rounds 5] [--ngpus 1] [--budget-s 300]
+                                       [--modes "round jobs,fresh communicators"]
+
+`--modes "unbound,bind numa,bind core"` compares the CPU binding of the ranks instead.
 """
 
 from __future__ import annotations
@@ -28,7 +31,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 from provenance import commit  # noqa: E402
 
-MODES = {"round jobs": {}, "fresh communicators": {"NCCLBENCH_GATE_ROUND_JOBS": "0"}}
+# mode -> (environment, more options): rounds as jobs against fresh communicators (the default), and the
+# launching thread's CPU binding (launch/affinity.py) with fresh communicators
+MODES: dict[str, tuple[dict[str, str], list[str]]] = {
+    "round jobs": ({}, []),
+    "fresh communicators": ({"NCCLBENCH_GATE_ROUND_JOBS": "0"}, []),
+    "unbound": ({"NCCLBENCH_GATE_ROUND_JOBS": "0"}, ["--cpu-bind", "none"]),
+    "bind numa": ({"NCCLBENCH_GATE_ROUND_JOBS": "0"}, ["--cpu-bind", "numa"]),
+    "bind core": ({"NCCLBENCH_GATE_ROUND_JOBS": "0"}, ["--cpu-bind", "core"]),
+}
 
 
 def figure(rounds: list[list[float]], how) -> float:
@@ -58,29 +69,36 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--ngpus", type=int, default=1)
     ap.add_argument("--budget-s", type=float, default=300)
+    ap.add_argument("--modes", default="round jobs,fresh communicators", help=f"of {', '.join(MODES)}")
     a = ap.parse_args()
+    modes = [m.strip() for m in a.modes.split(",")]
+    bad = [m for m in modes if m not in MODES]
+    if bad:
+        raise SystemExit(f"gate_rounds_ab: unknown mode(s) {bad}; of {list(MODES)}")
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     coll = "all_reduce_perf" if a.ngpus > 1 else "broadcast_perf"
     cmd = [sys.executable, "-m", "ncclbench", coll, "-b", "8", "-e", "64K", "-f", "2", "-n", "20", "-w", "5", "-c", "0",
            "--no-explain", "--no-store", "--gate-rounds", str(a.rounds), "--nprocs", str(a.ngpus)]
-    got: dict[str, list[dict]] = {m: [] for m in MODES}
+    got: dict[str, list[dict]] = {m: [] for m in modes}
     t0 = time.monotonic()
     for i in range(a.runs):
-        for mode, env in MODES.items():
+        for mode in modes:
+            env, more = MODES[mode]
             if time.monotonic() - t0 > a.budget_s:
                 break
             j = out / f"{mode.replace(' ', '_')}-{i}.json"
             s = time.monotonic()
-            p = subprocess.run([*cmd, "-J", str(j)], env={**os.environ, **env}, capture_output=True, text=True,
-                               timeout=300)
+            p = subprocess.run([*cmd, *more, "-J", str(j)], env={**os.environ, **env}, capture_output=True,
+                               text=True, timeout=300)
             wall = time.monotonic() - s
             if p.returncode != 0:
                 print(f"{mode} run {i}: exit {p.returncode}: {p.stderr[-300:]}", flush=True)
                 continue
             g = json.loads(j.read_text())["ncclbench"]["gate_latency"]
             rounds = g["series"][0]["out_of_place"]
-            got[mode].append({"wall_s": round(wall, 2), "rounds": rounds, "fresh": g["fresh"]})
+            bound = [ln.strip("# ") for ln in p.stdout.splitlines() if "bound" in ln or "--cpu-bind" in ln][:2]
+            got[mode].append({"wall_s": round(wall, 2), "rounds": rounds, "fresh": g["fresh"], "binding": bound})
             print(f"{mode} run {i}: {wall:.1f} s, median {figure(rounds, statistics.median):.2f} us, "
                   f"min {figure(rounds, min):.2f} us", flush=True)
     lines = [f"# Gate rounds side by side ({time.strftime('%Y-%m-%d')}, commit {commit()})", "",

@@ -209,8 +209,12 @@ class CpuSetup:
 class GpuSetup:
     """The NCCL backend on `ngpus` GPUs; injections per run (environment, or a hog beside it)."""
 
-    def __init__(self, ngpus: int, hog_device: int, args: str, pin_cpu: int | None = None):
+    def __init__(self, ngpus: int, hog_device: int, args: str, pin_cpu: int | None = None,
+                 hog_cpu: int | None = None):
         self.ngpus, self.hog_device, self.pin_cpu = ngpus, hog_device, pin_cpu
+        # the core a CPU hog takes a share of: the pinned one, or (--hog-cpu) the core rank 0's launching
+        # thread is bound to by `--cpu-bind core` (every rank waits for the slowest: one core is enough)
+        self.hog_cpu = hog_cpu if hog_cpu is not None else pin_cpu
         # One GPU: all_reduce of one rank moves no data (busbw 0): broadcast's busbw is its algbw.
         self.test = (GPU_TEST if ngpus > 1 else ["broadcast_perf", *GPU_TEST[1:]]) + args.split()
         self.gate_args: list[str] = []
@@ -226,8 +230,8 @@ class GpuSetup:
         return " ".join([*self.pin, "ncclbench", *self.test, *self.gate_args, "--nprocs", str(self.ngpus)])
 
     def candidates(self, figure: str) -> list[Setting]:
-        if figure != "plateau busbw" and self.pin_cpu is not None:
-            return [Setting(f"CPU hog duty {d:g} on CPU {self.pin_cpu}", cpu_hog_duty=d)
+        if figure != "plateau busbw" and self.hog_cpu is not None:
+            return [Setting(f"CPU hog duty {d:g} on CPU {self.hog_cpu}", cpu_hog_duty=d)
                     for d in (0.2, 0.25, 0.15, 0.3, 0.35, 0.5)]
         if figure == "plateau busbw":
             return ([Setting(f"NCCL_MAX_NCHANNELS={c}", {"NCCL_MAX_NCHANNELS": str(c)}) for c in (24, 16, 12, 8, 6, 4, 2, 1)]
@@ -242,7 +246,8 @@ class GpuSetup:
 
     def run(self, s: Setting, db: Path, log) -> dict:
         hog = self._start_hog(s.hog_duty) if s.hog_duty else None
-        cpu_hog = subprocess.Popen([*self.pin, PY, "-c", CPU_HOG, str(s.cpu_hog_duty)]) if s.cpu_hog_duty else None
+        hog_pin = ["taskset", "-c", str(self.hog_cpu)] if self.hog_cpu is not None else []
+        cpu_hog = subprocess.Popen([*hog_pin, PY, "-c", CPU_HOG, str(s.cpu_hog_duty)]) if s.cpu_hog_duty else None
         try:
             return run_with_env([*self.pin, PY, "-m", "ncclbench", *self.test, *self.gate_args, "--nprocs",
                                  str(self.ngpus)], s.env, db, log)
@@ -268,7 +273,8 @@ class GpuSetup:
         return hog
 
     def describe(self) -> dict:
-        return {"setup": "gpu", "gpus": self.ngpus, "hog_device": self.hog_device, "pin_cpu": self.pin_cpu}
+        return {"setup": "gpu", "gpus": self.ngpus, "hog_device": self.hog_device, "pin_cpu": self.pin_cpu,
+                "hog_cpu": self.hog_cpu}
 
     def close(self) -> None:
         """Nothing lasts beyond a run."""
@@ -774,6 +780,9 @@ def main() -> int:
     g.add_argument("--pin-cpu", type=int, default=None,
                    help="run every run on this CPU (taskset); the latency candidates are then a CPU hog on it "
                         "(the one latency injection a single rank has; the default on one GPU: CPU 2)")
+    g.add_argument("--hog-cpu", default=None, metavar="N|rank0",
+                   help="the latency candidates are a CPU hog on this CPU; rank0: the core rank 0's launching "
+                        "thread is bound to with --args='--cpu-bind core' (launch/affinity.core_for_rank)")
     d = sub.add_parser("dry")
     for p in (c, g, d):
         p.add_argument("--out", required=True)
@@ -843,7 +852,20 @@ def make_setup(args, out: Path):
     if n < 2 and args.only != "latency":
         raise SystemExit("gate_trials gpu: needs 2 or more GPUs (one rank moves no data), or --only latency")
     pin = args.pin_cpu if args.pin_cpu is not None or n > 1 else 2
-    return GpuSetup(n, args.hog_device, args.args, pin)
+    hog_cpu = None if args.hog_cpu is None else rank0_core() if args.hog_cpu == "rank0" else int(args.hog_cpu)
+    return GpuSetup(n, args.hog_device, args.args, pin, hog_cpu)
+
+
+def rank0_core() -> int:
+    """The core `--cpu-bind core` gives local rank 0: the top allowed core local to GPU 0."""
+    from ncclbench.launch.affinity import core_for_rank, gpu_local_cpus
+
+    bus = subprocess.run(["nvidia-smi", "--query-gpu=pci.bus_id", "--format=csv,noheader", "-i", "0"],
+                         capture_output=True, text=True, check=True).stdout.strip()  # 00000000:19:00.0
+    dom, b, rest = bus.split(":")
+    local = gpu_local_cpus(int(dom, 16), int(b, 16), int(rest.split(".")[0], 16))
+    allowed = os.sched_getaffinity(0)
+    return core_for_rank((local or allowed) & allowed or allowed, 0)
 
 
 def _write(doc: dict, out: Path, results: str | None) -> int:

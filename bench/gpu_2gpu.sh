@@ -12,6 +12,9 @@
 #   gate_latency  issue 31 item 3: bench/gate_trials.py gpu --ngpus GATE_NGPUS (2) --only latency (the +30 % latency case
 #              and its control, every run measured with --gate, 20 trials); GATE_LATENCY_S (260), the
 #              script's own --budget-s is GATE_LATENCY_S - 30
+#   gate_bind  issue 31 item 3: bench/gate_rounds_ab.py, the gated latency figure's run-to-run spread with the
+#              ranks unbound, bound to their GPU's NUMA-local cores, or their launching thread to one core
+#              (--cpu-bind none|numa|core, alternating); GATE_BIND_S (120), GATE_BIND_RUNS (6)
 #   health     issue 29: bench/health_fleet_gpu.py over fake hosts (needs .gpuwork/ipr, made by
 #              bench/fetch_iproute2.sh); HEALTH_S (430); HEALTH_CASES picks cases (its --cases)
 #   gpu_tests  pytest tests/gpu with the time left (the log says how far it got)
@@ -32,6 +35,7 @@ EXPLAIN_S=${EXPLAIN_S:-330}
 GATE_S=${GATE_S:-560}
 GATE_LATENCY_S=${GATE_LATENCY_S:-260}
 HEALTH_S=${HEALTH_S:-430}
+GATE_BIND_S=${GATE_BIND_S:-120}
 DRY=${GPU_DRY:-}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -90,6 +94,8 @@ for s in "$@"; do
     gate_latency) step gate_latency "$GATE_LATENCY_S" "$PY" bench/gate_trials.py gpu --ngpus "${GATE_NGPUS:-2}" --only latency \
                     --trials 20 --budget-s $((GATE_LATENCY_S - 30)) --args=--no-explain --out "$OUT/gate_latency" \
                     --results "$OUT/gate_latency/gate-trials-gpu-latency.md" ;;
+    gate_bind) step gate_bind "$GATE_BIND_S" "$PY" bench/gate_rounds_ab.py "$OUT/gate_bind" --runs "${GATE_BIND_RUNS:-6}" \
+                 --rounds 5 --ngpus "${GATE_NGPUS:-2}" --modes "unbound,bind numa,bind core" --budget-s $((GATE_BIND_S - 20)) ;;
     health) step health "$HEALTH_S" "$PY" bench/health_fleet_gpu.py "$OUT/health/hf" --iproute2 .gpuwork/ipr \
               --budget-s $((HEALTH_S - 30)) ${HEALTH_CASES:+--cases "$HEALTH_CASES"} ;;
     gpu_tests) step gpu_tests "$(left)" "$PY" -m pytest tests/gpu -v -rfs -p no:cacheprovider

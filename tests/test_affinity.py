@@ -1,13 +1,14 @@
-"""--cpu-bind numa: the kernel's CPU lists read and the process really bound."""
+"""--cpu-bind numa|core: the kernel's CPU lists read and the process (or its launching thread) really bound."""
 
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
 
 from ncclbench.core.errors import ArgumentError
-from ncclbench.launch.affinity import bind_to_gpu, format_cpus, gpu_local_cpus, parse_cpulist
+from ncclbench.launch.affinity import bind_thread_to_core, bind_to_gpu, core_for_rank, format_cpus, gpu_local_cpus, parse_cpulist
 from ncclbench.run.bench_args import parse_bench_args
 
 
@@ -57,3 +58,32 @@ def test_option_parsing():
     assert parse_bench_args("all_reduce_perf", ["--cpu-bind", "numa"]).cpu_bind == "numa"
     with pytest.raises(ArgumentError, match="--cpu-bind"):
         parse_bench_args("all_reduce_perf", ["--cpu-bind=socket"])
+
+
+def test_core_for_rank_counts_from_the_top_one_core_per_local_rank():
+    cpus = {0, 1, 2, 3, 8, 9}
+    picked = [core_for_rank(cpus, r) for r in range(6)]
+    assert picked == [9, 8, 3, 2, 1, 0]
+    assert core_for_rank(cpus, 6) == 9  # past the set: reused, never out of it
+    assert core_for_rank({5}, 3) == 5
+
+
+def test_core_binding_binds_the_calling_thread_only():
+    """Linux affinity is per thread: NCCL's threads, started before, must keep their set."""
+    allowed = os.sched_getaffinity(0)
+    seen: dict[str, object] = {}
+
+    def bind() -> None:
+        seen["note"] = bind_thread_to_core(0)
+        seen["inside"] = os.sched_getaffinity(0)
+
+    t = threading.Thread(target=bind)
+    t.start()
+    t.join()
+    assert seen["inside"] == {max(allowed)}
+    assert seen["note"] == f"launching thread bound to CPU {max(allowed)} (local rank 0; --cpu-bind core)"
+    assert os.sched_getaffinity(0) == allowed
+
+
+def test_core_option_parses():
+    assert parse_bench_args("all_reduce_perf", ["--cpu-bind", "core"]).cpu_bind == "core"

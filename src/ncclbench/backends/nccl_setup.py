@@ -20,7 +20,7 @@ from ..collectives.collective import Collective
 from ..core.config import BenchOptions
 from ..core.errors import BenchError, ExitCode, UnsupportedError
 from ..cuda.runtime import NULL_STREAM, CudaError, CudaRuntime, DeviceProps, get_runtime
-from ..launch.affinity import bind_to_gpu
+from ..launch.affinity import bind_thread_to_core, bind_to_gpu
 from ..launch.hostcomm import HostComm
 from ..nccl import runmodel
 from ..nccl.binding import NCCL_WIN_COLL_SYMMETRIC, NcclError, NcclLibrary, get_library, short_hostname
@@ -129,10 +129,10 @@ def _calls_note(lib: NcclLibrary, native: NativeLoop | None, native_why: str) ->
 
 def _run_settings(opts: BenchOptions, lib: NcclLibrary, props: Sequence[DeviceProps],
                   notes: list[str]) -> tuple[int, int | None]:
-    """(registration mode, CTA policy) for this library, and the CPU binding of -numa; each adds
-    its note to `notes`.  The binding comes before the communicators start NCCL's threads, which
-    inherit it."""
-    if opts.cpu_bind == "numa":
+    """(registration mode, CTA policy) for this library, and the CPU binding of --cpu-bind; each
+    adds its note to `notes`.  The binding comes before the communicators start NCCL's threads,
+    which inherit it (for `core` too: its one core is the launching thread's alone, set after)."""
+    if opts.cpu_bind in ("numa", "core"):
         p0 = props[0]
         notes.append(bind_to_gpu(p0.pci_domain, p0.pci_bus, p0.pci_device))
     reg_mode, note = runmodel.registration_mode(opts.local_register, lib.version_code,
@@ -215,10 +215,14 @@ def create_nccl_workers(opts: BenchOptions, host: HostComm, collective: Collecti
                       send=0, recv=0, device=base + i, local_index=i, props=props[i])
              for i in range(T * G)]
     try:
-        return _build(setup, slots, uid, config_values, on_comm_init)
+        workers = _build(setup, slots, uid, config_values, on_comm_init)
     except BaseException:
         _abandon(lib, cuda, slots)
         raise
+    if opts.cpu_bind == "core":
+        notes.append(bind_thread_to_core(lay.local) if T == 1 else
+                     f"--cpu-bind core needs -t 1 (one launching thread; here {T}): NUMA-local cores only")
+    return workers
 
 
 def _init_comms(setup: ProcessSetup, slots: Sequence[NcclSlot], uid: bytes, config_values: dict) -> None:

@@ -118,7 +118,7 @@ class BenchOptions:
     baseline: str | None = None  # --baseline NAME
     explain: bool = True  # --no-explain (or NCCLBENCH_EXPLAIN=0): the run is not judged, nccl-tests' output alone
     fail_on_trap: str | None = None  # --fail-on-trap error|warn: such a trap ends the run with exit 7
-    cpu_bind: str = "none"  # --cpu-bind {none,numa}: run on the GPU's NUMA-local cores
+    cpu_bind: str = "none"  # --cpu-bind {none,numa,core}: run on the GPU's NUMA-local cores (core: one)
     metrics_file: str | None = None  # --metrics FILE: Prometheus text (output/metrics.py)
     csv_file: str | None = None  # --csv FILE: the table as CSV (output/csvout.py)
     # --gate / --gate-rounds N (and --baseline NAME, unless --gate-rounds says otherwise): after the sweep,

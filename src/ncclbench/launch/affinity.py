@@ -1,4 +1,4 @@
-"""`--cpu-bind numa`: run a rank on the CPU cores local to its GPU.
+"""`--cpu-bind numa|core`: run a rank on the CPU cores local to its GPU, or on one of them.
 
 On a host with several NUMA nodes a rank whose thread runs on the far socket
 pays a cross-socket hop for every doorbell and completion poll; launchers
@@ -10,6 +10,13 @@ Off by default: on the machines measured so far (the 1-GPU H100 VM, one NUMA
 node whose local list is every core) binding changed nothing beyond the
 run-to-run spread (bench/results/stability-h100-2026-11-24/), so there is no
 figure yet that justifies binding by default.
+
+`core` goes one step further for small-message timing: the process is bound to
+the local cores while NCCL starts its threads (they keep that set), then the
+launching thread alone is bound to one local core, a different one per local
+rank.  Small-message time is launch-bound, so a thread the scheduler moves, or
+runs beside another busy one, moves the figure; one core per launching thread
+is what `mpirun --bind-to core` gives nccl-tests' ranks.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-CPU_BIND_CHOICES = ("none", "numa")
+CPU_BIND_CHOICES = ("none", "numa", "core")
 
 
 def parse_cpulist(text: str) -> set[int]:
@@ -75,3 +82,20 @@ def bind_to_gpu(pci_domain: int, pci_bus: int, pci_device: int, sysfs: str = "/s
                 f"({format_cpus(allowed)}); not bound")
     os.sched_setaffinity(0, cpus)
     return f"bound to CPUs {format_cpus(cpus)} (local to GPU {where}; --cpu-bind numa)"
+
+
+def core_for_rank(cpus: set[int], local_rank: int) -> int:
+    """One core of `cpus` for the process of that local rank: counted from the highest, a
+    different core per local rank (cores are reused only past len(cpus) local ranks).  From
+    the top because the lowest cores are where the kernel and daemons usually run."""
+    ordered = sorted(cpus, reverse=True)
+    return ordered[local_rank % len(ordered)]
+
+
+def bind_thread_to_core(local_rank: int) -> str:
+    """Bind the calling thread (only it: Linux affinity is per thread, and NCCL's threads,
+    started earlier, keep theirs) to one core of its current set; the banner note."""
+    cpus = os.sched_getaffinity(0)
+    core = core_for_rank(cpus, local_rank)
+    os.sched_setaffinity(0, {core})
+    return f"launching thread bound to CPU {core} (local rank {local_rank}; --cpu-bind core)"

@@ -220,7 +220,8 @@ _OWN_USAGE_LINES = (
     "[--nccl-lib <path> libnccl.so to load (default: found automatically)] ",
     "[--no-store do not record this run in the result store] ",
     "[--baseline <name> compare results with a stored baseline] ",
-    "[--cpu-bind <none/numa> run each process on its first GPU's NUMA-local CPU cores (default: none)] ",
+    "[--cpu-bind <none/numa/core> run each process on its first GPU's NUMA-local CPU cores; core: its "
+    "launching thread on one of them, one per local rank (default: none)] ",
     "[--no-explain do not judge the run: no topology, NCCL path, ceiling or trap lines (or NCCLBENCH_EXPLAIN=0)] ",
     "[--fail-on-trap <error/warn> exit 7 when a trap of that severity or worse is found] ",
     "[--metrics <file> write Prometheus text metrics (node_exporter textfile collector: *.prom)] ",
