@@ -6,7 +6,7 @@
 #
 # STEP is one of (each under `timeout` with its own budget, overridable from the environment):
 #   explain    issue 30: bench/explain_curve_gpu.py (11 collectives healthy, cut at -e 32M..8G, and
-#              the injected causes); EXPLAIN_S (330)
+#              the injected causes); EXPLAIN_S (330), EXPLAIN_ARGS (more options: --steps, --nccl-tests DIR)
 #   gate       issue 31: bench/gate_trials.py gpu --ngpus 2 (calibrated injections, 20 trials);
 #              GATE_S (560), the script's own --budget-s is GATE_S - 40
 #   gate_latency  issue 31 item 3: bench/gate_trials.py gpu --ngpus GATE_NGPUS (2) --only latency (the +30 % latency case
@@ -14,7 +14,8 @@
 #              script's own --budget-s is GATE_LATENCY_S - 30
 #   gate_bind  issue 31 item 3: bench/gate_rounds_ab.py, the gated latency figure's run-to-run spread with the
 #              ranks unbound, bound to their GPU's NUMA-local cores, or their launching thread to one core
-#              (--cpu-bind none|numa|core, alternating); GATE_BIND_S (120), GATE_BIND_RUNS (6)
+#              (--cpu-bind none|numa|core, alternating); GATE_BIND_S (120), GATE_BIND_RUNS (6),
+#              GATE_BIND_ROUNDS (5), GATE_BIND_MODES ("unbound,bind numa,bind core")
 #   health     issue 29: bench/health_fleet_gpu.py over fake hosts (needs .gpuwork/ipr, made by
 #              bench/fetch_iproute2.sh); HEALTH_S (430); HEALTH_CASES picks cases (its --cases)
 #   gpu_tests  pytest tests/gpu with the time left (the log says how far it got)
@@ -88,14 +89,15 @@ step() {
 for s in "$@"; do
   case $s in
     explain) step explain "$EXPLAIN_S" "$PY" bench/explain_curve_gpu.py "$OUT/explain/ec" --ngpus 2 \
-               --budget-s $((EXPLAIN_S - 30)) ;;
+               --budget-s $((EXPLAIN_S - 30)) ${EXPLAIN_ARGS:-} ;;
     gate) step gate "$GATE_S" "$PY" bench/gate_trials.py gpu --ngpus 2 --trials 20 --budget-s $((GATE_S - 40)) \
             --out "$OUT/gate" --results "$OUT/gate/gate-trials-gpu.md" ;;
     gate_latency) step gate_latency "$GATE_LATENCY_S" "$PY" bench/gate_trials.py gpu --ngpus "${GATE_NGPUS:-2}" --only latency \
                     --trials 20 --budget-s $((GATE_LATENCY_S - 30)) --args=--no-explain --out "$OUT/gate_latency" \
                     --results "$OUT/gate_latency/gate-trials-gpu-latency.md" ;;
     gate_bind) step gate_bind "$GATE_BIND_S" "$PY" bench/gate_rounds_ab.py "$OUT/gate_bind" --runs "${GATE_BIND_RUNS:-6}" \
-                 --rounds 5 --ngpus "${GATE_NGPUS:-2}" --modes "unbound,bind numa,bind core" --budget-s $((GATE_BIND_S - 20)) ;;
+                 --rounds "${GATE_BIND_ROUNDS:-5}" --ngpus "${GATE_NGPUS:-2}" --modes "${GATE_BIND_MODES:-unbound,bind numa,bind core}" \
+                 --budget-s $((GATE_BIND_S - 20)) ;;
     health) step health "$HEALTH_S" "$PY" bench/health_fleet_gpu.py "$OUT/health/hf" --iproute2 .gpuwork/ipr \
               --budget-s $((HEALTH_S - 30)) ${HEALTH_CASES:+--cases "$HEALTH_CASES"} ;;
     gpu_tests) step gpu_tests "$(left)" "$PY" -m pytest tests/gpu -v -rfs -p no:cacheprovider
