@@ -210,8 +210,11 @@ class GpuSetup:
     """The NCCL backend on `ngpus` GPUs; injections per run (environment, or a hog beside it)."""
 
     def __init__(self, ngpus: int, hog_device: int, args: str, pin_cpu: int | None = None,
-                 hog_cpu: int | None = None):
+                 hog_cpu: int | None = None, hog_all_cores: bool = False):
         self.ngpus, self.hog_device, self.pin_cpu = ngpus, hog_device, pin_cpu
+        # --hog-all-cores: the latency candidates are a CPU hog on every core this process may use (one
+        # pinned process each), so the ranks' launching threads share whichever core they run on
+        self.hog_cores = sorted(os.sched_getaffinity(0)) if hog_all_cores else []
         # the core a CPU hog takes a share of: the pinned one, or (--hog-cpu) the core rank 0's launching
         # thread is bound to by `--cpu-bind core` (every rank waits for the slowest: one core is enough)
         self.hog_cpu = hog_cpu if hog_cpu is not None else pin_cpu
@@ -230,6 +233,9 @@ class GpuSetup:
         return " ".join([*self.pin, "ncclbench", *self.test, *self.gate_args, "--nprocs", str(self.ngpus)])
 
     def candidates(self, figure: str) -> list[Setting]:
+        if figure != "plateau busbw" and self.hog_cores:
+            return [Setting(f"CPU hog duty {d:g} on each of {len(self.hog_cores)} cores", cpu_hog_duty=d)
+                    for d in (0.5, 0.7, 0.3, 0.9)]
         if figure != "plateau busbw" and self.hog_cpu is not None:
             return [Setting(f"CPU hog duty {d:g} on CPU {self.hog_cpu}", cpu_hog_duty=d)
                     for d in (0.2, 0.25, 0.15, 0.3, 0.35, 0.5)]
@@ -246,8 +252,9 @@ class GpuSetup:
 
     def run(self, s: Setting, db: Path, log) -> dict:
         hog = self._start_hog(s.hog_duty) if s.hog_duty else None
-        hog_pin = ["taskset", "-c", str(self.hog_cpu)] if self.hog_cpu is not None else []
-        cpu_hog = subprocess.Popen([*hog_pin, PY, "-c", CPU_HOG, str(s.cpu_hog_duty)]) if s.cpu_hog_duty else None
+        cores = self.hog_cores or [self.hog_cpu]
+        cpu_hogs = [subprocess.Popen([*(["taskset", "-c", str(c)] if c is not None else []), PY, "-c", CPU_HOG,
+                                      str(s.cpu_hog_duty)]) for c in cores] if s.cpu_hog_duty else []
         try:
             return run_with_env([*self.pin, PY, "-m", "ncclbench", *self.test, *self.gate_args, "--nprocs",
                                  str(self.ngpus)], s.env, db, log)
@@ -255,9 +262,9 @@ class GpuSetup:
             if hog is not None:
                 hog.terminate()
                 hog.communicate(timeout=30)
-            if cpu_hog is not None:
-                cpu_hog.kill()
-                cpu_hog.wait()
+            for h in cpu_hogs:
+                h.kill()
+                h.wait()
 
     def _start_hog(self, duty: float) -> subprocess.Popen:
         hog = subprocess.Popen([PY, str(HOG_SCRIPT), "--device", str(self.hog_device), "--seconds", "120",
@@ -274,7 +281,7 @@ class GpuSetup:
 
     def describe(self) -> dict:
         return {"setup": "gpu", "gpus": self.ngpus, "hog_device": self.hog_device, "pin_cpu": self.pin_cpu,
-                "hog_cpu": self.hog_cpu}
+                "hog_cpu": self.hog_cpu, "hog_cores": len(self.hog_cores)}
 
     def close(self) -> None:
         """Nothing lasts beyond a run."""
@@ -780,6 +787,8 @@ def main() -> int:
     g.add_argument("--pin-cpu", type=int, default=None,
                    help="run every run on this CPU (taskset); the latency candidates are then a CPU hog on it "
                         "(the one latency injection a single rank has; the default on one GPU: CPU 2)")
+    g.add_argument("--hog-all-cores", action="store_true",
+                   help="the latency candidates are a CPU hog on every allowed core (duty 0.5, 0.7, 0.3, 0.9)")
     g.add_argument("--hog-cpu", default=None, metavar="N|rank0",
                    help="the latency candidates are a CPU hog on this CPU; rank0: the core rank 0's launching "
                         "thread is bound to with --args='--cpu-bind core' (launch/affinity.core_for_rank)")
@@ -853,7 +862,7 @@ def make_setup(args, out: Path):
         raise SystemExit("gate_trials gpu: needs 2 or more GPUs (one rank moves no data), or --only latency")
     pin = args.pin_cpu if args.pin_cpu is not None or n > 1 else 2
     hog_cpu = None if args.hog_cpu is None else rank0_core() if args.hog_cpu == "rank0" else int(args.hog_cpu)
-    return GpuSetup(n, args.hog_device, args.args, pin, hog_cpu)
+    return GpuSetup(n, args.hog_device, args.args, pin, hog_cpu, args.hog_all_cores)
 
 
 def rank0_core() -> int:

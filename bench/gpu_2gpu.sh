@@ -11,7 +11,8 @@
 #              GATE_S (560), the script's own --budget-s is GATE_S - 40
 #   gate_latency  issue 31 item 3: bench/gate_trials.py gpu --ngpus GATE_NGPUS (2) --only latency (the +30 % latency case
 #              and its control, every run measured with --gate, 20 trials); GATE_LATENCY_S (260), the
-#              script's own --budget-s is GATE_LATENCY_S - 30
+#              script's own --budget-s is GATE_LATENCY_S - 30; GATE_LATENCY_ARGS: more of its options
+#              (--gate-rounds 10 --hog-all-cores)
 #   gate_bind  issue 31 item 3: bench/gate_rounds_ab.py, the gated latency figure's run-to-run spread with the
 #              ranks unbound, bound to their GPU's NUMA-local cores, or their launching thread to one core
 #              (--cpu-bind none|numa|core, alternating); GATE_BIND_S (120), GATE_BIND_RUNS (6),
@@ -93,7 +94,7 @@ for s in "$@"; do
     gate) step gate "$GATE_S" "$PY" bench/gate_trials.py gpu --ngpus 2 --trials 20 --budget-s $((GATE_S - 40)) \
             --out "$OUT/gate" --results "$OUT/gate/gate-trials-gpu.md" ;;
     gate_latency) step gate_latency "$GATE_LATENCY_S" "$PY" bench/gate_trials.py gpu --ngpus "${GATE_NGPUS:-2}" --only latency \
-                    --trials 20 --budget-s $((GATE_LATENCY_S - 30)) --args=--no-explain --out "$OUT/gate_latency" \
+                    --trials 20 --budget-s $((GATE_LATENCY_S - 30)) --args=--no-explain ${GATE_LATENCY_ARGS:-} --out "$OUT/gate_latency" \
                     --results "$OUT/gate_latency/gate-trials-gpu-latency.md" ;;
     gate_bind) step gate_bind "$GATE_BIND_S" "$PY" bench/gate_rounds_ab.py "$OUT/gate_bind" --runs "${GATE_BIND_RUNS:-6}" \
                  --rounds "${GATE_BIND_ROUNDS:-5}" --ngpus "${GATE_NGPUS:-2}" --modes "${GATE_BIND_MODES:-unbound,bind numa,bind core}" \
