@@ -149,8 +149,9 @@ def judge(plateau: Plateau, ceiling: Ceiling) -> Verdict:
         return Verdict("unknown", f, (
             f"{pct} of the {fmt_gbps(ceiling.ceiling)} GB/s ceiling, with {_size(plateau.max_size)} over "
             f"{ceiling.nranks} ranks: {share / 2**20:.0f} MiB per rank, short of the >= 1 GiB per rank where healthy "
-            "collectives level off, and no healthy curve of several NVLink domains is recorded: not judged below "
-            "the band (a larger size would judge it)"))
+            "collectives level off, and no healthy curve of several NVLink domains is recorded; NCCL's model bounds "
+            "the network between the domains by their NICs alone, not by the fabric that joins them (switch tiers, "
+            "oversubscription: not in the facts read): not judged below the band (a larger size would judge it)"))
     short = ""
     if algo in ("NVLS", "NVLSTree") and plateau.max_size < NVLS_PLATEAU_BYTES:
         short = f"; the largest size, {_size(plateau.max_size)}, may be short of NVLS's plateau (>= 1 GiB)"
