@@ -151,18 +151,20 @@ def _racks(tray, d):
 
 
 def test_nvls_graph_with_nics_follows_nccls_search():
-    """search.cc: nCh = min(32, GPUs, GPUs with their own NIC); bwIntra the largest inter speed with (nCh+1) x it
-    within the GPU's NVLink; bwInter raised step by step while below 2 x bwIntra and within the NIC's plan."""
-    g, _ = nvls_net_graph(720.0, 72, 72, 48.0, (10, 0))  # NVL72, 4x 400G per tray: 33 x 22 = 726 > 720
-    assert (g.channels, g.bw_intra, g.bw_inter) == (32, 20.0, 40.0)  # 20 -> 22 -> 24 -> 30 -> 40 = 2 x 20
+    """search.cc: nCh = min(32, GPUs, GPUs with their own NIC) channels, each at the node's own NVLS speed (the
+    largest intra speed with (nCh+1) x it within the GPU's NVLink), the head's NIC at its plan."""
+    g, _ = nvls_net_graph(720.0, 72, 72, 48.0, (10, 0))  # NVL72, 4x 400G per tray: 33 x 24 = 792 > 720
+    assert (g.channels, g.bw_intra, g.bw_inter) == (32, 20.0, 48.0)
     g, _ = nvls_net_graph(720.0, 72, 18, 48.0, (10, 0))  # one NIC per tray: 18 heads, 19 x 30 <= 720 < 19 x 40
-    assert (g.channels, g.bw_intra, g.bw_inter) == (18, 30.0, 48.0)  # 96 is above the NIC's 48
-    g, _ = nvls_net_graph(720.0, 72, 72, 24.0, (10, 0))  # 200G NICs: no speed above 24
-    assert (g.channels, g.bw_intra, g.bw_inter) == (32, 20.0, 24.0)
-    g, _ = nvls_net_graph(370.8, 8, 8, 48.0, (9, 0))  # 8x H100, 8x 400G: 9 x 42 = 378 > 370.8
+    assert (g.channels, g.bw_intra, g.bw_inter) == (18, 30.0, 48.0)
+    g, _ = nvls_net_graph(370.8, 8, 8, 48.0, (9, 0))  # 8x H100, 8x 400G: 9 x 40 <= 370.8 < 9 x 50
     assert (g.channels, g.bw_intra, g.bw_inter) == (8, 40.0, 48.0)
-    g, _ = nvls_net_graph(720.0, 16, 16, 48.0, (10, 0))  # a 16-GPU domain: 17 x 42 = 714 <= 720 < 17 x 45.1
-    assert (g.channels, g.bw_intra, g.bw_inter) == (16, 42.0, 48.0)
+    # 8x B200: 9 x 80 <= 721.8; NCCL's search would cap it at the NIC path's 48 (a plan of 497 GB/s on 2 nodes,
+    # where coreweave/nccl-tests#92 publishes 690)
+    g, _ = nvls_net_graph(721.8, 8, 8, 48.0, (10, 0), "2.28.3")
+    assert (g.channels, g.bw_intra, g.bw_inter) == (8, 80.0, 48.0)
+    g, _ = nvls_net_graph(720.0, 16, 16, 48.0, (10, 0))  # a 16-GPU domain: 17 x 40 <= 720 < 17 x 45
+    assert (g.channels, g.bw_intra) == (16, 40.0)
     assert nvls_net_graph(720.0, 72, 1, 48.0, (10, 0))[0] is None  # one head: NCCL needs 2 channels
 
 
@@ -175,11 +177,14 @@ def test_nvls_graph_with_nics_follows_nccls_search():
     # 200G NICs: the heads' NICs bind past 2 racks (32 x 24), not on 2 (24 x 2 = 48 > 28.675)
     (720.0, 72, 72, 24.0, 4, (10, 0), None, 32 * 24, "NIC"),
     (720.0, 72, 72, 24.0, 2, (10, 0), None, 32 * 20 * 0.74 * 31 / 32 * 2, "NVLink"),
-    # 16-GPU domains: 16 x min(42 x 0.74 x 15/16 x 2 = 58.275, 48, 80) on 3 domains, the NVLink part on 2
+    # 16-GPU domains: 16 x min(40 x 0.74 x 15/16 x 2 = 55.5, 48, 80) on 3 domains, the NVLink part on 2
     (720.0, 16, 16, 48.0, 3, (10, 0), None, 16 * 48, "NIC"),
-    (720.0, 16, 16, 48.0, 2, (10, 0), None, 16 * 42 * 0.74 * 15 / 16 * 2, "NVLink"),
+    (720.0, 16, 16, 48.0, 2, (10, 0), None, 16 * 40 * 0.74 * 15 / 16 * 2, "NVLink"),
     (720.0, 16, 16, 48.0, 3, (10, 0), "2.28.3", 16 * 43.1, "NIC"),  # Blackwell's > 2-node cap in 2.28.3 .. 2.28.7
     (720.0, 16, 16, 48.0, 3, (10, 0), "2.29.2", 16 * 43.8, "NIC"),  # .. and in 2.28.9 .. 2.29.7
+    # 8x B200 nodes, 8x 400G: min(80 x 0.74 x 7/8 x 2 = 103.6, 48 x 2, cap 96) on 2 nodes; 48 past 2
+    (721.8, 8, 8, 48.0, 2, (10, 0), "2.28.3", 8 * 96, "NIC"),
+    (721.8, 8, 8, 48.0, 4, (10, 0), "2.28.3", 8 * min(48, 43.1), "NIC"),
     # 8x H100 nodes: Hopper's caps, 57.7 on 2 nodes and 45.5 past 2, below 40 x 0.85 x 7/8 x 2 = 59.5
     (370.8, 8, 8, 48.0, 2, (9, 0), None, 8 * 57.7, "NIC"),
     (370.8, 8, 8, 48.0, 4, (9, 0), None, 8 * 45.5, "NIC"),
@@ -192,7 +197,7 @@ def test_nvls_tree_over_domains_is_nccls_formula(gpu_bw, gpus, heads, nic, domai
 
 def test_racks_joined_by_their_nics_say_which_part_binds(rack):
     """D NVL72 racks: each rack one NCCL node of 72 GPUs; NVLSTree bound by NVLink within each rack with
-    400G per GPU (the tree between racks rides 32 heads' NICs at 40 GB/s each), by the network with 200G."""
+    400G per GPU (the tree between racks rides 32 heads' NICs at 48 GB/s each), by the network with 200G."""
     three = expected_ceiling(_racks(rack[0], 3), "all_reduce", 216)
     assert (three.algorithm, three.ceiling, three.bound) == ("NVLSTree", pytest.approx(NVL72_NVLS), "NVLink")
     assert "NVLSTree over 3 NVLink domains: NCCL's NVLS graph 32 channels" in three.reasoning

@@ -46,15 +46,16 @@ NCCL's constants (NVIDIA/nccl):
     through one NIC, so min(the GPU's NVLink, the node's NICs).
   - NVLSTree (`nvls_tree_model`): the NVLS graph of a node with NICs
     (`nvls_net_graph`: search.cc ncclTopoSearchRecNet gives each channel a head,
-    one GPU with its own NIC, at most min(32, GPUs) channels; ncclTopoCompute
-    steps bwIntra down the inter speed array until that many channels fit the
-    GPUs' switch links, then raises bwInter while below 2 x bwIntra and the
-    NIC carries it), then per channel min(bwIntra x nvlsEfficiency x
-    (nCh-1)/nCh x 2 (NVLink within the node), bwInter x (2 on 2 nodes: "Handle
-    2 node case of NVLSTree") (the tree between nodes, through the heads'
-    NICs), perChMaxNVLSTreeBws (NCCL's cap per channel at 2 / more nodes)),
-    busbw = nCh x that.  The fabric that joins the nodes' NICs (switch tiers,
-    oversubscription) is in neither NCCL's model nor the facts read.
+    one GPU with its own NIC, so min(32, GPUs, heads) channels, at the node's
+    own NVLS channel speed over NVLink and the NIC's plan through the head),
+    then per channel min(bwIntra x nvlsEfficiency x (nCh-1)/nCh x 2 (NVLink
+    within the node), bwInter x (2 on 2 nodes: "Handle 2 node case of
+    NVLSTree") (the tree between nodes, through the heads' NICs),
+    perChMaxNVLSTreeBws (NCCL's cap per channel at 2 / more nodes)), busbw =
+    nCh x that.  Left out: NCCL's cap of the multi-node graph's speeds at the
+    GPU-NIC path, a plan that published figures pass (`nvls_net_graph`).  The
+    fabric that joins the nodes' NICs (switch tiers, oversubscription) is in
+    neither NCCL's model nor the facts read.
 """
 
 from __future__ import annotations
@@ -149,17 +150,19 @@ def nvls_channels(n: int) -> int:
     return min(NVLS_MAX_ARITY, n)
 
 
-def nvls_channel_bw(gpu_bw: float, n: int, cc: tuple[int, int], nccl_version: str | None = None) -> float:
+def nvls_channel_bw(gpu_bw: float, n: int, cc: tuple[int, int], nccl_version: str | None = None,
+                    channels: int | None = None) -> float:
     """NCCL's NVLS channel bw in one NVLink domain of `n` GPUs: the largest intra speed whose
     (nCh+1)-fold charge fits the GPU's switch link (search.cc ncclTopoSearchTryNvls: each channel
     crosses every GPU's link once, its head's twice) and whose nCh-fold total fits the box
-    (ncclTopoCompute: totalBw x n/(n-1) for non-ring patterns); 0 when none does."""
+    (ncclTopoCompute: totalBw x n/(n-1) for non-ring patterns); 0 when none does.  nCh is
+    `nvls_channels(n)` unless `channels` says (NVLSTree: fewer heads with a NIC)."""
     if n < 2:
         return 0.0
     v = _version(nccl_version)
     speeds = (_SPEED_INTRA_SM90 if cc[0] < 10 else
               _SPEED_INTRA_SM100_229 if v is None or v >= (2, 29) else _SPEED_INTRA_SM100)
-    ch = nvls_channels(n)
+    ch = channels if channels is not None else nvls_channels(n)
     total = gpu_bw * n / (n - 1)
     for s in speeds:
         if s <= gpu_bw and s * ch <= total + 1e-6 and (ch + 1) * s <= gpu_bw + 1e-6:
@@ -222,41 +225,37 @@ def nvls_baseboard(m: NvlsModel, gpu_bw: float) -> tuple[float, str]:
 
 @dataclass
 class NvlsNetGraph:
-    """NCCL's NVLS graph of a node that has NICs (several nodes): its channels, each headed by one GPU with its
-    own NIC, and the bandwidth per channel over NVLink (bwIntra) and through the head's NIC (bwInter)."""
+    """NVLSTree's NVLS graph in one node that has NICs (several nodes): its channels, each headed by one GPU with
+    its own NIC, and the bandwidth per channel over NVLink (bwIntra) and through the head's NIC (bwInter)."""
 
     channels: int
     bw_intra: float
     bw_inter: float
-    nic_bw: float  # NCCL's plan for the head's NIC per channel: no speed of the graph is above it
 
 
-def nvls_net_graph(gpu_bw: float, gpus: int, heads: int, nic_bw: float,
-                   cc: tuple[int, int] | None) -> tuple[NvlsNetGraph | None, str]:
-    """NCCL's NVLS graph for `gpus` GPUs of one node (an NVSwitch box or an NVLink domain) whose switch links
-    carry `gpu_bw` GB/s in NCCL's terms, `heads` of them with a NIC of their own planned at `nic_bw` GB/s a
-    channel (`nccl_nic_channel_bw`).  search.cc (v2.26.2-1 .. v2.30.7-1):
-    * ncclTopoSearchRecNet, NVLS pattern: each channel is a NIC and its local GPU, the channel's head; no GPU
-      heads two channels, so nCh <= heads; ncclTopoCompute: maxChannels = min(NCCL_MAX_NVLS_ARITY, GPUs).
-    * ncclTopoSearchTryNvls charges every GPU's switch link once per channel and the head's twice:
-      (nCh+1) x bwIntra <= the GPU's NVLink.  With NICs the speeds come from the inter array, at most what the
-      NIC path carries (system->maxBw), and ncclTopoCompareGraphs keeps the graph with more channels, so the
-      search steps bwIntra down until the most channels fit.
-    * Pass 2 raises bwInter alone (minChannels = maxChannels = nCh) one step at a time while it is below
-      2 x bwIntra and the NIC still carries it (ncclTopoSearchRecNet: net->net.bw >= bw).
-    Left out: the PCIe / C2C path between the GPU and its NIC when slower than the NIC."""
+def nvls_net_graph(gpu_bw: float, gpus: int, heads: int, nic_bw: float, cc: tuple[int, int],
+                   nccl_version: str | None = None) -> tuple[NvlsNetGraph | None, str]:
+    """NVLSTree's channels and their speeds for `gpus` GPUs of one node (an NVSwitch box or an NVLink domain)
+    whose switch links carry `gpu_bw` GB/s in NCCL's terms, `heads` of them with a NIC of their own that NCCL
+    plans at `nic_bw` GB/s a channel (`nccl_nic_channel_bw`).  search.cc (v2.26.2-1 .. v2.30.7-1):
+    * channels: ncclTopoSearchRecNet, NVLS pattern: each channel is a NIC and its local GPU, the channel's head,
+      no GPU heading two; ncclTopoCompute: maxChannels = min(NCCL_MAX_NVLS_ARITY, GPUs).  So nCh = min(32, GPUs,
+      heads), and only the heads' NICs carry the tree between the nodes.
+    * over NVLink: the node's own NVLS channel speed for nCh channels (`nvls_channel_bw`: (nCh+1) x it within the
+      GPU's switch link).  With NICs NCCL's search also caps it at the GPU-NIC path (system->maxBw: 48 GB/s for
+      a 400G NIC), a planning figure rather than the NVLS kernel's speed: on 2 nodes of 8 B200 it plans
+      8 x 48 x 0.74 x 7/8 x 2 = 497 GB/s where 690 is published (coreweave/nccl-tests#92), so it is left out.
+      Where it does not bind (H100 nodes: 40; NVL72 racks: 20 GB/s a channel) the two agree.
+    * through the head's NIC: the NIC's plan.  NCCL's pass 2 raises bwInter only while below 2 x bwIntra, but
+      the NVLS part per channel (bwIntra x efficiency x 2 x (nCh-1)/nCh) is below that, so the smaller of the
+      two parts is the same."""
     ch = min(NVLS_MAX_ARITY, gpus, heads)
     if ch < 2:
         return None, f"NVLSTree: {ch} NVLS channel(s) ({heads} GPU(s) with a NIC of their own), NCCL needs 2"
-    speeds = _inter_speeds(cc)
-    total = gpu_bw * gpus / max(1, gpus - 1)
-    fits = [s for s in speeds if s <= nic_bw + 1e-9 and (ch + 1) * s <= gpu_bw + 1e-6 and ch * s <= total + 1e-6]
-    if not fits:
+    s = nvls_channel_bw(gpu_bw, gpus, cc, nccl_version, channels=ch)
+    if s <= 0:
         return None, f"NVLSTree: no channel speed fits {ch + 1} x the GPU's {fmt_gbps(gpu_bw)} GB/s"
-    i = speeds.index(fits[0])
-    while i > 0 and speeds[i] < 2 * fits[0] and speeds[i - 1] <= nic_bw + 1e-9:
-        i -= 1
-    return NvlsNetGraph(ch, fits[0], speeds[i], nic_bw), ""
+    return NvlsNetGraph(ch, s, nic_bw), ""
 
 
 def nvls_tree_channel_cap(cc: tuple[int, int], nodes: int, nccl_version: str | None = None) -> float | None:
@@ -302,14 +301,12 @@ class NvlsTreeModel:
         g, ch = self.graph, self.graph.channels
         net = (f"{fmt_gbps(g.bw_inter)} x 2 (2 nodes: each is a leaf of one of the two trees) = {fmt_gbps(self.inter)}"
                if self.nodes <= 2 else fmt_gbps(self.inter))
-        capped = (f" (at most the NIC's {fmt_gbps(g.nic_bw)}: the search takes no speed above the GPU-NIC path)"
-                  if g.bw_intra >= g.nic_bw - 1e-9 else "")
         where = (f"NVLink within each {scope}" if self.bound == "NVLink" else
                  f"the network between the {scope}s (the heads' NICs)" if self.inter <= self.cap else
                  f"NCCL's NVLSTree cap per channel at {'2' if self.nodes <= 2 else 'more than 2'} nodes, the tree "
                  f"between the {scope}s")
         return (f"NVLSTree over {self.nodes} {scope}s: NCCL's NVLS graph {ch} channels, each headed by a GPU with its "
-                f"own NIC, {fmt_gbps(g.bw_intra)} GB/s a channel over NVLink{capped} and {fmt_gbps(g.bw_inter)} "
+                f"own NIC, {fmt_gbps(g.bw_intra)} GB/s a channel over NVLink and {fmt_gbps(g.bw_inter)} "
                 f"through the head's NIC; per channel min(NVLink {fmt_gbps(g.bw_intra)} x {self.efficiency} x "
                 f"{ch - 1}/{ch} x 2 = {fmt_gbps(self.intra)}, network {net}, NCCL's cap "
                 f"{fmt_gbps(self.cap)}) = {fmt_gbps(self.per_channel)} GB/s; {ch} x {fmt_gbps(self.per_channel)} = "
@@ -323,7 +320,7 @@ def nvls_tree_model(gpu_bw: float, gpus: int, heads: int, nic_bw: float, nodes: 
     perChMaxNVLSTreeBw), times nCh; the graph is `nvls_net_graph`'s.  (None, why) where NCCL has no figure."""
     if cc is None or cc[0] not in NVLS_EFFICIENCY:
         return None, "NVLSTree: no NVLS efficiency for this GPU generation (NCCL: Hopper and Blackwell)"
-    g, why = nvls_net_graph(gpu_bw, gpus, heads, nic_bw, cc)
+    g, why = nvls_net_graph(gpu_bw, gpus, heads, nic_bw, cc, nccl_version)
     if g is None:
         return None, why
     eff = NVLS_EFFICIENCY[cc[0]]
