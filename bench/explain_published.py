@@ -57,6 +57,9 @@ COREWEAVE_GB200 = ("coreweave/nccl-tests README.md @0120901 (Expected Performanc
 COREWEAVE_RACKS = "coreweave/nccl-tests README.md @0120901 (Expected Performance, GB200 multi-rack, all_reduce)"
 AZURE_GB200 = ("Azure/AI-benchmarking-guide Azure_Results/ND_GB200_v6_results.md @2a370be (NCCL AllReduce, Ring, "
                "in-place, 8 GB; one host of 4 GPUs per the maintainers in Azure/AI-benchmarking-guide#7)")
+COREWEAVE_2NODE = ("coreweave/nccl-tests#92 and commit 3b06be7 (2-node base MPIJob, all_reduce busbw at 8 GiB; "
+                   "manifests mpi-operator/nccl-test-distributed-{b200,h100}-64-mpijob.yaml @3b06be7: NCCL 2.28.3, "
+                   "8 InfiniBand ports ibp0-7 per node)")
 BASELINE = "shared/reference/baseline-h200.md (our own nccl-tests 2.19.6 runs, 8 GiB, 2026-11-21)"
 
 
@@ -179,20 +182,21 @@ SYSTEMS: list[Published] = [
               COREWEAVE_RACKS + ", 2 Racks (median of 793.06 at 8 GiB and 810.41 at 16 GiB)", "2.26.2", {},
               size=16 * 2**30,
               note="each rack one NCCL node of 72 GPUs; NCCL's NVLSTree (tuning.cc): 32 channels, each headed by a "
-                   "GPU with its own 400G NIC, 20 GB/s a channel over NVLink and 40 through the head's NIC; per "
-                   "channel min(NVLink 28.7, network 40 x 2 (2 nodes), NCCL's cap 96) = 28.7: 917.6, bound by NVLink "
+                   "GPU with its own 400G NIC, 20 GB/s a channel over NVLink and 48 through the head's NIC; per "
+                   "channel min(NVLink 28.7, network 48 x 2 (2 nodes), NCCL's cap 96) = 28.7: 917.6, bound by NVLink "
                    "within each rack, as for the single rack, whose published figure is 91 % of it. 87 % here, the "
                    "sweep still rising at 16 GiB (793.1 -> 810.4), 114 MiB per rank and no healthy multi-rack curve "
                    "recorded: not judged below the band"),
     Published("GB200, 20 racks (20 NVLink domains, 360 trays x 4)", gb200_racked, 360, 4, "all_reduce", 405.74,
               COREWEAVE_RACKS + ", 20 Racks (16 GiB)", "2.26.2", {}, size=16 * 2**30,
               note="NCCL's model as for 2 racks: 917.6, bound by NVLink within each rack; the tree between the 20 "
-                   "racks rides each rack's 32 heads' NICs at 40 GB/s a channel (1280 GB/s, above the NVLink "
-                   "part's 917.6), and NCCL's latency term (intraLat + 2 log2(nNodes) interLat, about 0.2 ms) moves "
-                   "16 GiB by under 1 %: no term of NCCL's model comes near 405.7 (44 %). What binds lies outside "
-                   "it: the fabric joining the racks (switch tiers, oversubscription, routing; the source states "
-                   "none of it) or a sweep short of its plateau (381.5 -> 405.7 from 8 to 16 GiB, +6 %). No constant "
-                   "is fitted to the figure: not judged"),
+                   "racks rides each rack's 32 heads' NICs at 48 GB/s a channel (1536 GB/s, above the NVLink "
+                   "part's 917.6; NCCL's graph raises it only to 40, still above), and NCCL's latency term "
+                   "(intraLat + 2 log2(nNodes) interLat, about 0.2 ms) moves 16 GiB by under 1 %: no term of "
+                   "NCCL's model comes near 405.7 (44 %). What binds lies outside it: the fabric joining the "
+                   "racks (switch tiers, oversubscription, routing; the source states none of it) or a sweep "
+                   "short of its plateau (381.5 -> 405.7 from 8 to 16 GiB, +6 %). No constant is fitted to the "
+                   "figure: not judged"),
     Published("8x A100 SXM", lambda h: a100(h, **NO_NIC), 1, 8, "all_reduce", 232.54,
               "NVIDIA/nccl-tests#175 (single node, -e 4G)", None, {}),
     Published("8x A100 SXM", lambda h: a100(h, **NO_NIC), 1, 8, "all_reduce", 234.89,
@@ -226,6 +230,15 @@ SYSTEMS: list[Published] = [
               note="3200G IB per node (8x 400G, the manifest's node selector; its NCCL_IB_HCA=ibp names CoreWeave's "
                    "device names, left out here); NCCL 2.18 plans NVLink at 20.0 GB/s per link, so the model's intra "
                    "bound is 360; busbw 7 % above it, below the NVLink line rate"),
+    Published("2 nodes x 8 B200, 8x IB (CoreWeave)", lambda h: b200(h), 2, 8, "all_reduce", 690.07, COREWEAVE_2NODE,
+              "2.28.3", {},
+              note="NIC speed not stated: 400G NDR assumed; algorithm not stated (predicted NVLSTree: per channel "
+                   "min(NVLS 80 x 0.74 x 7/8 x 2 = 103.6, the heads' NICs 48 x 2, NCCL's 2-node cap 96) x 8 = 768). "
+                   "NCCL's own plan caps the multi-node NVLS speed at the GPU-NIC path (48 GB/s): 497, which this "
+                   "figure passes by 39 %, so the ceiling sizes the NVLS part as on one node "
+                   "(`ceiling.nvls_net_graph`). 690.1 is 90 % of 768 and 86 % of twice the NICs' 400 GB/s line rate"),
+    Published("2 nodes x 8 H100, 8x IB (CoreWeave)", lambda h: h100(h), 2, 8, "all_reduce", 440.58, COREWEAVE_2NODE,
+              "2.28.3", {}, note="NIC speed not stated: 400G NDR assumed; algorithm not stated (predicted NVLSTree)"),
     Published("4 nodes x 8 B200 (p6-b200), EFA", lambda h: b200(h, nic_kind="efa", nic_gbps=400), 4, 8,
               "all_reduce", 381.80, MLENG + " (1 vs 4 nodes table, torch all_reduce_bench, 16 GiB)", "2.27.7", {},
               net="AWS Libfabric",

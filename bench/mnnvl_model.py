@@ -110,12 +110,12 @@ def cases() -> list[Case]:
         Case("GB200, 2 racks = 144 GPUs (2 fabric cliques)", two, 144, "2.26.2",
              published=[(8 * GiB, 793.06), (16 * GiB, 810.41)], source=COREWEAVE + ", 2 Racks",
              note="two NVLink domains joined by InfiniBand, each rack one NCCL node: NCCL's NVLSTree, 32 channels "
-                  "headed by a GPU with its own NIC, per channel min(NVLink 28.7, the heads' NICs 40 x 2, cap 96): "
+                  "headed by a GPU with its own NIC, per channel min(NVLink 28.7, the heads' NICs 48 x 2, cap 96): "
                   "917.6, bound by NVLink within each rack; 114 MiB per rank at 16 GiB, the sweep still rising, and "
                   "no multi-rack healthy curve is recorded: not judged below the band"),
         Case("GB200, 20 racks = 1440 GPUs", twenty, 1440, "2.26.2",
              published=[(16 * GiB, 405.74)], source=COREWEAVE + ", 20 Racks",
-             note="NCCL's model as for 2 racks (the heads' NICs at 40 GB/s a channel, x1 past 2 nodes, still above "
+             note="NCCL's model as for 2 racks (the heads' NICs at 48 GB/s a channel, x1 past 2 nodes, still above "
                   "the NVLink part's 28.7): 917.6; 405.7 is 44 % of it, which no term of NCCL's model reaches: the "
                   "fabric joining the racks (not stated by the source) or the ramp (+6 % from 8 to 16 GiB) binds: "
                   "not judged"),
@@ -127,8 +127,8 @@ def cases() -> list[Case]:
              note="no published GB300 NVL72 nccl-tests figure found (searched: NVIDIA/nccl and nccl-tests issues, "
                   "coreweave/nccl-tests, Azure AI-benchmarking-guide)"),
         Case("GB300, 2 racks = 144 GPUs (ConnectX-8 800G)", gb300_two, 144, "2.28.9",
-             note="no published multi-rack GB300 figure found; NCCL's NVLSTree raises bwInter only to 2 x bwIntra "
-                  "(40 GB/s), within either NIC, so 800G gives the 400G rack's 917.6"),
+             note="no published multi-rack GB300 figure found; the NVLS part (28.7 GB/s a channel) binds below either "
+                  "NIC's plan (48 or 96), so 800G gives the 400G rack's 917.6"),
         Case("72 GPUs faked as one host (the old workaround), NVLS", [big], 72, "2.26.2", algorithm="NVLS",
              published=rack_pub, source=COREWEAVE,
              note="before: 721.8 x 0.74 x 2 x 71/73 = 1039 GB/s (continuous NVLS formula); now the same bounded "
@@ -223,8 +223,8 @@ def render(results: list[dict], bounded: list[dict]) -> str:
             "judged (rows 5-6: the model is 14 % and 126 % above the published figures, 114 MiB and 11 MiB per "
             "rank); PXN and the rail layout are not in the facts either.",
             "- GB300 NVL72: no published nccl-tests figure was found; the model treats it as GB200 (same "
-            "NVLink5 links, NCCL's SM100 constants for cc 10.3) with ConnectX-8 800G NICs, which NCCL's NVLSTree "
-            "figure does not use beyond 40 GB/s a channel.",
+            "NVLink5 links, NCCL's SM100 constants for cc 10.3) with ConnectX-8 800G NICs, which do not bind NCCL's "
+            "NVLSTree figure (its NVLS part, 28.7 GB/s a channel, does).",
             "- NCCL < 2.28.3 sized NVLS and NVLSTree differently in its own table (no nvlsEfficiency, no "
             "NVLSTree cap; x 5/6): ncclbench uses the 2.28.3+ figure for every version.",
             ""]
