@@ -12,7 +12,9 @@ Where the source says which algorithm NCCL used (or forced one with
 NCCL_ALGO), the ceiling is computed for that algorithm, as a run with NCCL's
 log would be; the algorithm ncclbench would predict without a log is shown
 beside it.  Every row cites its source; a row off by more than 10 % must carry
-a note explaining why (the script fails otherwise).
+a note explaining why (the script fails otherwise).  A figure the ceiling
+cannot judge (the verdict 'unknown') shows as 'not judged', with the verdict's
+reason listed under the table.
 
   python bench/explain_published.py [--out bench/results/explain-published]
 """
@@ -55,6 +57,9 @@ COREWEAVE_GB200 = ("coreweave/nccl-tests README.md @0120901 (Expected Performanc
 COREWEAVE_RACKS = "coreweave/nccl-tests README.md @0120901 (Expected Performance, GB200 multi-rack, all_reduce)"
 AZURE_GB200 = ("Azure/AI-benchmarking-guide Azure_Results/ND_GB200_v6_results.md @2a370be (NCCL AllReduce, Ring, "
                "in-place, 8 GB; one host of 4 GPUs per the maintainers in Azure/AI-benchmarking-guide#7)")
+COREWEAVE_2NODE = ("coreweave/nccl-tests#92 and commit 3b06be7 (2-node base MPIJob, all_reduce busbw at 8 GiB; "
+                   "manifests mpi-operator/nccl-test-distributed-{b200,h100}-64-mpijob.yaml @3b06be7: NCCL 2.28.3, "
+                   "8 InfiniBand ports ibp0-7 per node)")
 BASELINE = "shared/reference/baseline-h200.md (our own nccl-tests 2.19.6 runs, 8 GiB, 2026-11-21)"
 
 
@@ -176,13 +181,22 @@ SYSTEMS: list[Published] = [
     Published("GB200, 2 racks (2 NVLink domains, 36 trays x 4)", gb200_racked, 36, 4, "all_reduce", 801.74,
               COREWEAVE_RACKS + ", 2 Racks (median of 793.06 at 8 GiB and 810.41 at 16 GiB)", "2.26.2", {},
               size=16 * 2**30,
-              note="each rack one NCCL node (NVLS plan 917.6), the racks joined by 72 NICs each (3456 GB/s, no "
-                   "bound): 16 GiB over 144 ranks is 113 MiB per rank, short of the plateau, and the single rack "
-                   "itself reaches 91 % of its plan: not judged below the band"),
+              note="each rack one NCCL node of 72 GPUs; NCCL's NVLSTree (tuning.cc): 32 channels, each headed by a "
+                   "GPU with its own 400G NIC, 20 GB/s a channel over NVLink and 48 through the head's NIC; per "
+                   "channel min(NVLink 28.7, network 48 x 2 (2 nodes), NCCL's cap 96) = 28.7: 917.6, bound by NVLink "
+                   "within each rack, as for the single rack, whose published figure is 91 % of it. 87 % here, the "
+                   "sweep still rising at 16 GiB (793.1 -> 810.4), 114 MiB per rank and no healthy multi-rack curve "
+                   "recorded: not judged below the band"),
     Published("GB200, 20 racks (20 NVLink domains, 360 trays x 4)", gb200_racked, 360, 4, "all_reduce", 405.74,
               COREWEAVE_RACKS + ", 20 Racks (16 GiB)", "2.26.2", {}, size=16 * 2**30,
-              note="as for 2 racks; 16 GiB over 1440 ranks is 11 MiB per rank, deep in the ramp (a 2-GPU H100 "
-                   "all_reduce reaches 63 % of its ceiling at 32 MiB): a bandwidth ceiling cannot judge it"),
+              note="NCCL's model as for 2 racks: 917.6, bound by NVLink within each rack; the tree between the 20 "
+                   "racks rides each rack's 32 heads' NICs at 48 GB/s a channel (1536 GB/s, above the NVLink "
+                   "part's 917.6; NCCL's graph raises it only to 40, still above), and NCCL's latency term "
+                   "(intraLat + 2 log2(nNodes) interLat, about 0.2 ms) moves 16 GiB by under 1 %: no term of "
+                   "NCCL's model comes near 405.7 (44 %). What binds lies outside it: the fabric joining the "
+                   "racks (switch tiers, oversubscription, routing; the source states none of it) or a sweep "
+                   "short of its plateau (381.5 -> 405.7 from 8 to 16 GiB, +6 %). No constant is fitted to the "
+                   "figure: not judged"),
     Published("8x A100 SXM", lambda h: a100(h, **NO_NIC), 1, 8, "all_reduce", 232.54,
               "NVIDIA/nccl-tests#175 (single node, -e 4G)", None, {}),
     Published("8x A100 SXM", lambda h: a100(h, **NO_NIC), 1, 8, "all_reduce", 234.89,
@@ -209,12 +223,22 @@ SYSTEMS: list[Published] = [
                    "NVLink bound (370.8) binds before the NICs (384)"),
     Published("2 nodes x 8 H100, IB", lambda h: h100(h), 2, 8, "all_reduce", 479.81, TOGETHER + ", 2-node nvls",
               "2.28.3", {"NCCL_NVLS_ENABLE": "1"},
-              note="NICs assumed 8x 400G IB; algorithm not stated (predicted NVLSTree: NVLS-bound on 2 nodes)"),
+              note="NICs assumed 8x 400G IB; algorithm not stated (predicted NVLSTree: NCCL's 2-node cap of "
+                   "57.7 GB/s a channel binds, below the NVLS part's 59.5)"),
     Published("8 nodes x 8 H100, IB SHARP", lambda h: h100(h), 8, 8, "all_reduce", 386.56, COREWEAVE, "2.18.3",
               {"NCCL_ALGO": "COLLNETCHAIN", "NCCL_COLLNET_ENABLE": "1"},
               note="3200G IB per node (8x 400G, the manifest's node selector; its NCCL_IB_HCA=ibp names CoreWeave's "
                    "device names, left out here); NCCL 2.18 plans NVLink at 20.0 GB/s per link, so the model's intra "
                    "bound is 360; busbw 7 % above it, below the NVLink line rate"),
+    Published("2 nodes x 8 B200, 8x IB (CoreWeave)", lambda h: b200(h), 2, 8, "all_reduce", 690.07, COREWEAVE_2NODE,
+              "2.28.3", {},
+              note="NIC speed not stated: 400G NDR assumed; algorithm not stated (predicted NVLSTree: per channel "
+                   "min(NVLS 80 x 0.74 x 7/8 x 2 = 103.6, the heads' NICs 48 x 2, NCCL's 2-node cap 96) x 8 = 768). "
+                   "NCCL's own plan caps the multi-node NVLS speed at the GPU-NIC path (48 GB/s): 497, which this "
+                   "figure passes by 39 %, so the ceiling sizes the NVLS part as on one node "
+                   "(`ceiling.nvls_net_graph`). 690.1 is 90 % of 768 and 86 % of twice the NICs' 400 GB/s line rate"),
+    Published("2 nodes x 8 H100, 8x IB (CoreWeave)", lambda h: h100(h), 2, 8, "all_reduce", 440.58, COREWEAVE_2NODE,
+              "2.28.3", {}, note="NIC speed not stated: 400G NDR assumed; algorithm not stated (predicted NVLSTree)"),
     Published("4 nodes x 8 B200 (p6-b200), EFA", lambda h: b200(h, nic_kind="efa", nic_gbps=400), 4, 8,
               "all_reduce", 381.80, MLENG + " (1 vs 4 nodes table, torch all_reduce_bench, 16 GiB)", "2.27.7", {},
               net="AWS Libfabric",
@@ -229,7 +253,7 @@ SYSTEMS: list[Published] = [
     Published("4 nodes x 8 H100, 8x 400G RoCE", lambda h: h100(h, nic_kind="roce"), 4, 8, "all_reduce", 320.0,
               "NVIDIA/nccl#1221 (reporter, same with NVLS on or off)", "2.19.3", {},
               note="the reporter's point: NVLS had no effect beyond 2 nodes on this RoCE cluster, and its 2-node "
-                   "figures already sit ~9% under the model; the thread gives no cause. A cluster under its "
+                   "figures already sit 7-8 % under the model; the thread gives no cause. A cluster under its "
                    "ceiling is what 'below expected' is for"),
 ]
 
@@ -269,6 +293,11 @@ def evaluate(row: Published) -> dict:
     }
 
 
+def shown(label: str) -> str:
+    """A verdict as the table shows it: 'unknown' is a figure the ceiling cannot judge, said so."""
+    return "not judged" if label == "unknown" else label
+
+
 def render(results: list[dict]) -> str:
     errs = [abs(r["error"]) for r in results if r["error"] is not None]
     misses = [r for r in results if r["error"] is not None and abs(r["error"]) > MISS]
@@ -282,8 +311,8 @@ def render(results: list[dict]) -> str:
         f"**{len(results)} published figures from {len({r['source'].split(' ')[0] for r in results})} sources; "
         f"median |error| {100 * statistics.median(errs):.1f} %; {sum(e <= MISS for e in errs)}/{len(errs)} within "
         f"{100 * MISS:.0f} %.** error = published / expected - 1. The model is NCCL's own constants (NVLink "
-        f"GB/s per link, PCIe and NIC formulas, NVLS efficiency; `src/ncclbench/explain/ceiling.py`), not fitted to "
-        f"this table. 'algorithm' is what the source says NCCL used or forced (as NCCL's log would tell a run); "
+        f"GB/s per link, PCIe and NIC formulas, NVLS efficiency, NVLSTree caps; `src/ncclbench/explain/ceiling.py`), "
+        f"not fitted to this table. 'algorithm' is what the source says NCCL used or forced (as NCCL's log would tell a run); "
         f"'predicted' is what ncclbench assumes without a log.",
         "",
         "| # | system | collective | ranks | NCCL | algorithm | predicted | bound | line rate | expected | "
@@ -297,7 +326,7 @@ def render(results: list[dict]) -> str:
         lines.append(
             f"| {i} | {r['system']} | {r['collective']} | {r['nodes']}x{r['gpus_per_node']} | {r['nccl'] or '?'} | "
             f"{algo} | {pred} | {r['bound']} | {r['line_rate']:.1f} | {r['expected']:.1f} | "
-            f"{r['published_busbw']:.1f} | {err} | {r['verdict']} |")
+            f"{r['published_busbw']:.1f} | {err} | {shown(r['verdict'])} |")
     lines += ["", "## Sources and notes", ""]
     for i, r in enumerate(results, 1):
         lines.append(f"{i}. {r['source']}." + (f" Note: {r['note']}." if r["note"] else ""))
@@ -306,6 +335,12 @@ def render(results: list[dict]) -> str:
         lines.append("None.")
     for r in misses:
         lines.append(f"- {r['system']} {r['collective']}: {100 * r['error']:+.1f} %. {r['note']}")
+    lines += ["", "## Not judged, and why (the verdict's text)", ""]
+    unjudged = [(i, r) for i, r in enumerate(results, 1) if r["verdict"] == "unknown"]
+    if not unjudged:
+        lines.append("None.")
+    for i, r in unjudged:
+        lines.append(f"- {i}. {r['system']} {r['collective']}: {r['verdict_text']}")
     lines += ["", "## Reasoning, as ncclbench prints it", ""]
     for i, r in enumerate(results, 1):
         lines.append(f"{i}. {r['reasoning'] or r['unknown']}")

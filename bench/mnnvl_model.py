@@ -53,9 +53,10 @@ _READ: dict[tuple[str, tuple[int, int]], HostTopology] = {}
 def rack(prefix: str = "tray", clique: int = 1, gpu: tuple[str, tuple[int, int]] = ("NVIDIA GB200", (10, 0)),
          trays: int = S.NVL72_TRAYS) -> list[HostTopology]:
     """A rack's hosts through the real readers (the trays are alike: one is read once, the others are it
-    renamed, in fabric clique `clique`)."""
+    renamed, in fabric clique `clique`).  GB300 trays carry ConnectX-8 NICs (800 Gb/s, PCIe Gen6 x16)."""
     if gpu not in _READ:
-        spec = S.nvl72_rack(prefix, gpu[0], gpu[1], trays=1)[0]
+        nic = {"nic_gbps": 800, "nic_pcie": (6, 6, 16, 16)} if "GB300" in gpu[0] else {}
+        spec = S.nvl72_rack(prefix, gpu[0], gpu[1], trays=1, **nic)[0]
         with tempfile.TemporaryDirectory() as d:
             fake, root = S.materialise(spec, d)
             _READ[gpu] = gather_host_topology(fake, root, spec.host)
@@ -93,6 +94,7 @@ def cases() -> list[Case]:
     two = one + rack("r2tray", clique=2)
     twenty = [h for r in range(20) for h in rack(f"r{r:02d}t", clique=r + 1)]
     gb300 = rack(gpu=("NVIDIA GB300", (10, 3)))
+    gb300_two = gb300 + rack("r2tray", clique=2, gpu=("NVIDIA GB300", (10, 3)))
     big = rack("big", trays=1)[0]  # one host claiming all 72 GPUs: the old way to fake a rack
     big = dataclasses.replace(big, gpus=[dataclasses.replace(big.gpus[0], index=i) for i in range(72)])
     rack_pub = [(2 * GiB, 757.78), (4 * GiB, 839.16), (8 * GiB, 834.57)]
@@ -107,13 +109,16 @@ def cases() -> list[Case]:
              published=[(8 * GiB, 679.61)], source=AZURE),
         Case("GB200, 2 racks = 144 GPUs (2 fabric cliques)", two, 144, "2.26.2",
              published=[(8 * GiB, 793.06), (16 * GiB, 810.41)], source=COREWEAVE + ", 2 Racks",
-             note="two NVLink domains joined by InfiniBand: each rack one NCCL node (its NVLS plan, 917.6), the racks "
-                  "joined by their 72 NICs each (ceiling.domains_joined); 113 MiB per rank at 16 GiB is short of "
-                  "the plateau, and no multi-rack healthy curve is recorded: not judged below the band"),
+             note="two NVLink domains joined by InfiniBand, each rack one NCCL node: NCCL's NVLSTree, 32 channels "
+                  "headed by a GPU with its own NIC, per channel min(NVLink 28.7, the heads' NICs 48 x 2, cap 96): "
+                  "917.6, bound by NVLink within each rack; 114 MiB per rank at 16 GiB, the sweep still rising, and "
+                  "no multi-rack healthy curve is recorded: not judged below the band"),
         Case("GB200, 20 racks = 1440 GPUs", twenty, 1440, "2.26.2",
              published=[(16 * GiB, 405.74)], source=COREWEAVE + ", 20 Racks",
-             note="as above; 16 GiB over 1440 ranks is 11 MiB per rank, deep in the ramp (a 2-GPU H100 all_reduce "
-                  "reaches 63 % of its ceiling at 32 MiB): a bandwidth ceiling cannot judge it, so not judged"),
+             note="NCCL's model as for 2 racks (the heads' NICs at 48 GB/s a channel, x1 past 2 nodes, still above "
+                  "the NVLink part's 28.7): 917.6; 405.7 is 44 % of it, which no term of NCCL's model reaches: the "
+                  "fabric joining the racks (not stated by the source) or the ramp (+6 % from 8 to 16 GiB) binds: "
+                  "not judged"),
         Case("GB200 NVL72, NCCL log MNNVL 0 + IMEX warning", one, 72, "2.28.9", env={"NCCL_ALGO": "Ring"},
              log=log_lines(72, 18, 0, "MNNVL (cliqueSize 72) is available but not working on this system. Check "
                                       "the IMEX channel configuration (/dev/nvidia-caps-imex-channels)."),
@@ -121,6 +126,9 @@ def cases() -> list[Case]:
         Case("GB300 NVL72, 72 GPUs (NVML only)", gb300, 72, "2.28.9",
              note="no published GB300 NVL72 nccl-tests figure found (searched: NVIDIA/nccl and nccl-tests issues, "
                   "coreweave/nccl-tests, Azure AI-benchmarking-guide)"),
+        Case("GB300, 2 racks = 144 GPUs (ConnectX-8 800G)", gb300_two, 144, "2.28.9",
+             note="no published multi-rack GB300 figure found; the NVLS part (28.7 GB/s a channel) binds below either "
+                  "NIC's plan (48 or 96), so 800G gives the 400G rack's 917.6"),
         Case("72 GPUs faked as one host (the old workaround), NVLS", [big], 72, "2.26.2", algorithm="NVLS",
              published=rack_pub, source=COREWEAVE,
              note="before: 721.8 x 0.74 x 2 x 71/73 = 1039 GB/s (continuous NVLS formula); now the same bounded "
@@ -206,15 +214,19 @@ def render(results: list[dict], bounded: list[dict]) -> str:
                    f"{fmt_gbps(b['channel_bw']) if b['channel_bw'] else '-'} | {busbw} | "
                    f"{fmt_gbps(b['old_continuous'])} | {fmt_gbps(b['limit'])} |")
     out += ["", "## What is not modelled, and why", "",
-            "- Several NVLink domains joined by a network (2+ racks, or NVL partitions) are modelled as NCCL sees "
-            "them (each domain one node of all its GPUs, joined by every tray's NICs), but no healthy multi-rack "
-            "curve is recorded: below the band with less than 1 GiB per rank they are not judged (rows 5-6: the "
-            "model is 14 % and 126 % above the published figures, which sit on the ramp of 113 MiB and 11 MiB "
-            "per rank); PXN and the rail layout are not in the facts ncclbench reads.",
+            "- Several NVLink domains joined by a network (2+ racks, or NVL partitions) are modelled as NCCL models "
+            "them (each domain one node of all its GPUs; NVLSTree: `ceiling.nvls_tree_model`, 32 NVLS channels "
+            "each headed by a GPU with its own NIC, per channel min(NVLink part, the heads' NICs x 2 on 2 nodes, "
+            "NCCL's cap); Ring: min(the GPU's NVLink, the domain's NICs)). NCCL's model has no term for the fabric "
+            "that joins the domains (switch tiers, oversubscription), nor do the facts ncclbench reads, and no "
+            "healthy multi-rack curve is recorded: below the band with less than 1 GiB per rank they are not "
+            "judged (rows 5-6: the model is 14 % and 126 % above the published figures, 114 MiB and 11 MiB per "
+            "rank); PXN and the rail layout are not in the facts either.",
             "- GB300 NVL72: no published nccl-tests figure was found; the model treats it as GB200 (same "
-            "NVLink5 links, NCCL's SM100 constants for cc 10.3).",
-            "- NCCL < 2.28.3 sized NVLS differently in its own table (no nvlsEfficiency; x 5/6): ncclbench uses "
-            "the 2.28.3+ figure for every version.",
+            "NVLink5 links, NCCL's SM100 constants for cc 10.3) with ConnectX-8 800G NICs, which do not bind NCCL's "
+            "NVLSTree figure (its NVLS part, 28.7 GB/s a channel, does).",
+            "- NCCL < 2.28.3 sized NVLS and NVLSTree differently in its own table (no nvlsEfficiency, no "
+            "NVLSTree cap; x 5/6): ncclbench uses the 2.28.3+ figure for every version.",
             ""]
     return "\n".join(out) + "\n"
 

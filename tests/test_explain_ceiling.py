@@ -159,8 +159,12 @@ def test_point_to_point_collectives(h100):
 
 def test_two_h100_nodes_ib(h100):
     c = expected_ceiling([h100, h100], "all_reduce", 16)
-    # the NVLS part is the one NVLS model (8 channels x 40 GB/s), below the NICs x 2 of a 2-node tree
-    assert c.algorithm == "NVLSTree" and c.ceiling == pytest.approx(8 * 40 * 0.85 * 7 / 8 * 2)
+    # NCCL's NVLSTree (tuning.cc, v2.28.3-1+): 8 channels (one per GPU with its NIC), 40 GB/s over NVLink (9 x 42 >
+    # 370.8), 48 through the NIC; per channel min(40 x 0.85 x 7/8 x 2 = 59.5, 48 x 2, Hopper's 2-node cap 57.7)
+    assert c.algorithm == "NVLSTree" and c.ceiling == pytest.approx(8 * 57.7)
+    assert c.bound == "NIC" and c.line_rate == pytest.approx(8 * 50) and "NCCL's NVLSTree cap" in c.reasoning
+    four = expected_ceiling([h100] * 4, "all_reduce", 32, algorithm="NVLSTree")
+    assert four.ceiling == pytest.approx(8 * min(40 * 0.85 * 7 / 8 * 2, 48, 45.5))  # past 2 nodes: x1, cap 45.5
     c = expected_ceiling([h100, h100], "all_reduce", 16, env={"NCCL_ALGO": "Ring"})
     assert (c.algorithm, c.bound, c.ceiling) == ("Ring", "NVLink", pytest.approx(370.8))  # 8 x 48 = 384 > 370.8
     assert "8x 400 Gb/s InfiniBand per node over IB = 400 GB/s line rate; NCCL plans 8 x 48 = 384" in c.reasoning

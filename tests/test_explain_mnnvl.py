@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 from explain_helpers import H100, facts
 
-from ncclbench.explain.ceiling import Ceiling, expected_ceiling, nvls_model
+from ncclbench.explain.ceiling import Ceiling, expected_ceiling, nvls_model, nvls_net_graph, nvls_tree_model
 from ncclbench.explain.mnnvl import find_domain
 from ncclbench.explain.nccl_log import merge_facts, parse_nccl_log
 from ncclbench.explain.plateau_verdict import Plateau, judge
@@ -143,6 +143,80 @@ def test_several_domains_are_joined_by_their_nics_and_unknown_ones_not_judged(ra
     assert d.kind == "none" and "tray05 GPU0: fabric in progress" in d.text
 
 
+def _racks(tray, d):
+    """`d` racks of 18 trays like `tray`, rack r in NVML fabric clique r+1 (NCCL's nodes are the racks)."""
+    return [dataclasses.replace(tray, host=f"r{r}t{t:02d}", gpus=[dataclasses.replace(g, fabric_clique_id=r + 1)
+                                                              for g in tray.gpus])
+            for r in range(d) for t in range(S.NVL72_TRAYS)]
+
+
+def test_nvls_graph_with_nics_follows_nccls_search():
+    """search.cc: nCh = min(32, GPUs, GPUs with their own NIC) channels, each at the node's own NVLS speed (the
+    largest intra speed with (nCh+1) x it within the GPU's NVLink), the head's NIC at its plan."""
+    g, _ = nvls_net_graph(720.0, 72, 72, 48.0, (10, 0))  # NVL72, 4x 400G per tray: 33 x 24 = 792 > 720
+    assert (g.channels, g.bw_intra, g.bw_inter) == (32, 20.0, 48.0)
+    g, _ = nvls_net_graph(720.0, 72, 18, 48.0, (10, 0))  # one NIC per tray: 18 heads, 19 x 30 <= 720 < 19 x 40
+    assert (g.channels, g.bw_intra, g.bw_inter) == (18, 30.0, 48.0)
+    g, _ = nvls_net_graph(370.8, 8, 8, 48.0, (9, 0))  # 8x H100, 8x 400G: 9 x 40 <= 370.8 < 9 x 50
+    assert (g.channels, g.bw_intra, g.bw_inter) == (8, 40.0, 48.0)
+    # 8x B200: 9 x 80 <= 721.8; NCCL's search would cap it at the NIC path's 48 (a plan of 497 GB/s on 2 nodes,
+    # where coreweave/nccl-tests#92 publishes 690)
+    g, _ = nvls_net_graph(721.8, 8, 8, 48.0, (10, 0), "2.28.3")
+    assert (g.channels, g.bw_intra, g.bw_inter) == (8, 80.0, 48.0)
+    g, _ = nvls_net_graph(720.0, 16, 16, 48.0, (10, 0))  # a 16-GPU domain: 17 x 40 <= 720 < 17 x 45
+    assert (g.channels, g.bw_intra) == (16, 40.0)
+    assert nvls_net_graph(720.0, 72, 1, 48.0, (10, 0))[0] is None  # one head: NCCL needs 2 channels
+
+
+@pytest.mark.parametrize("gpu_bw, gpus, heads, nic, domains, cc, version, busbw, bound", [
+    # GB200 NVL72 racks, 400G per GPU: min(20 x 0.74 x 31/32 x 2 = 28.675, 40 x 2 / 40, cap 96 / 80) = 28.675
+    (720.0, 72, 72, 48.0, 2, (10, 0), "2.26.2", 32 * 20 * 0.74 * 31 / 32 * 2, "NVLink"),
+    (720.0, 72, 72, 48.0, 20, (10, 0), "2.26.2", 32 * 20 * 0.74 * 31 / 32 * 2, "NVLink"),
+    # GB300 NVL72, 800G CX-8: bwInter stops at 2 x 20 = 40 either way, so the same figure
+    (721.8, 72, 72, 96.0, 3, (10, 3), None, 32 * 20 * 0.74 * 31 / 32 * 2, "NVLink"),
+    # 200G NICs: the heads' NICs bind past 2 racks (32 x 24), not on 2 (24 x 2 = 48 > 28.675)
+    (720.0, 72, 72, 24.0, 4, (10, 0), None, 32 * 24, "NIC"),
+    (720.0, 72, 72, 24.0, 2, (10, 0), None, 32 * 20 * 0.74 * 31 / 32 * 2, "NVLink"),
+    # 16-GPU domains: 16 x min(40 x 0.74 x 15/16 x 2 = 55.5, 48, 80) on 3 domains, the NVLink part on 2
+    (720.0, 16, 16, 48.0, 3, (10, 0), None, 16 * 48, "NIC"),
+    (720.0, 16, 16, 48.0, 2, (10, 0), None, 16 * 40 * 0.74 * 15 / 16 * 2, "NVLink"),
+    (720.0, 16, 16, 48.0, 3, (10, 0), "2.28.3", 16 * 43.1, "NIC"),  # Blackwell's > 2-node cap in 2.28.3 .. 2.28.7
+    (720.0, 16, 16, 48.0, 3, (10, 0), "2.29.2", 16 * 43.8, "NIC"),  # .. and in 2.28.9 .. 2.29.7
+    # 8x B200 nodes, 8x 400G: min(80 x 0.74 x 7/8 x 2 = 103.6, 48 x 2, cap 96) on 2 nodes; 48 past 2
+    (721.8, 8, 8, 48.0, 2, (10, 0), "2.28.3", 8 * 96, "NIC"),
+    (721.8, 8, 8, 48.0, 4, (10, 0), "2.28.3", 8 * min(48, 43.1), "NIC"),
+    # 8x H100 nodes: Hopper's caps, 57.7 on 2 nodes and 45.5 past 2, below 40 x 0.85 x 7/8 x 2 = 59.5
+    (370.8, 8, 8, 48.0, 2, (9, 0), None, 8 * 57.7, "NIC"),
+    (370.8, 8, 8, 48.0, 4, (9, 0), None, 8 * 45.5, "NIC"),
+])
+def test_nvls_tree_over_domains_is_nccls_formula(gpu_bw, gpus, heads, nic, domains, cc, version, busbw, bound):
+    m, why = nvls_tree_model(gpu_bw, gpus, heads, nic, domains, cc, version)
+    assert m is not None, why
+    assert (m.busbw, m.bound) == (pytest.approx(busbw), bound)
+
+
+def test_racks_joined_by_their_nics_say_which_part_binds(rack):
+    """D NVL72 racks: each rack one NCCL node of 72 GPUs; NVLSTree bound by NVLink within each rack with
+    400G per GPU (the tree between racks rides 32 heads' NICs at 48 GB/s each), by the network with 200G."""
+    three = expected_ceiling(_racks(rack[0], 3), "all_reduce", 216)
+    assert (three.algorithm, three.ceiling, three.bound) == ("NVLSTree", pytest.approx(NVL72_NVLS), "NVLink")
+    assert "NVLSTree over 3 NVLink domains: NCCL's NVLS graph 32 channels" in three.reasoning
+    assert "bound by NVLink within each NVLink domain" in three.reasoning and three.line_rate == 900.0
+    ring = expected_ceiling(_racks(rack[0], 3), "all_reduce", 216, env={"NCCL_ALGO": "Ring"})
+    assert (ring.ceiling, ring.bound) == (pytest.approx(18 * 40.1), "NVLink")  # 72 x 48 of NICs per rack is more
+    slow = facts(S.nvl72_rack(trays=1, nic_gbps=200)[0])
+    c = expected_ceiling(_racks(slow, 4), "all_reduce", 288)
+    assert (c.algorithm, c.ceiling, c.bound) == ("NVLSTree", pytest.approx(32 * 24), "NIC")
+    assert c.line_rate == pytest.approx(32 * 25)  # the 32 heads' NICs, 200 Gb/s each
+    assert "bound by the network between the NVLink domains (the heads' NICs)" in c.reasoning
+    assert expected_ceiling(_racks(slow, 2), "all_reduce", 144).bound == "NVLink"  # 2 racks: 24 x 2 > 28.7
+    gb300 = facts(S.nvl72_rack(gpu_name="NVIDIA GB300", cc=(10, 3), trays=1, nic_gbps=800, nic_pcie=(6, 6, 16, 16))[0])
+    c = expected_ceiling(_racks(gb300, 2), "all_reduce", 144, nccl_version="2.28.9")
+    assert (c.ceiling, c.bound) == (pytest.approx(NVL72_NVLS), "NVLink") and "4x 800 Gb/s InfiniBand" in c.reasoning
+    v = judge(Plateau(405.74, 16 * GiB, 16 * GiB, 1), three)
+    assert v.label == "unknown" and "not by the fabric that joins them" in v.text
+
+
 def test_ordinary_multi_node_keeps_its_model():
     """H100 nodes (NVSwitch inside each box: zero cluster UUID) are not an NVLink domain."""
     spec = S.hgx_host("n1", *H100)
@@ -183,9 +257,12 @@ def test_bench_script_records_model_vs_published(tmp_path, capsys):
     assert first["ceiling"]["ceiling"] == pytest.approx(NVL72_NVLS) and first["verdict"]["label"] == "as expected"
     assert "coreweave/nccl-tests README.md @0120901" in first["source"]
     multi = [c for c in doc["cases"] if c["nranks"] > 72]
-    # several racks: NVLink domains joined by their NICs, each rack's NVLS plan; the published figures sit on
-    # the ramp (113 MiB and 11 MiB per rank), so not judged below the band, with why
-    assert multi and all(c["ceiling"]["ceiling"] == pytest.approx(NVL72_NVLS) for c in multi)
-    assert all(c["verdict"]["label"] == "unknown" and "MiB per rank, short of" in c["verdict"]["text"] for c in multi)
+    # several racks (GB200 with 400G, GB300 with 800G NICs): NCCL's NVLSTree, bound by NVLink within each rack;
+    # the published figures sit on the ramp (114 MiB and 11 MiB per rank), so not judged below the band, with why
+    assert len(multi) == 3 and all(c["ceiling"]["ceiling"] == pytest.approx(NVL72_NVLS) for c in multi)
+    assert all("bound by NVLink within each NVLink domain" in c["ceiling"]["reasoning"] for c in multi)
+    judged = [c for c in multi if c["published"]]
+    assert len(judged) == 2 and all(c["verdict"]["label"] == "unknown" and "MiB per rank, short of" in
+                                    c["verdict"]["text"] for c in judged)
     assert all(b["busbw"] is None or b["busbw"] < b["limit"] for b in doc["nvls_bounded"])
     assert "## What is not modelled" in (tmp_path / "m.md").read_text()

@@ -35,8 +35,27 @@ NCCL's constants (NVIDIA/nccl):
   NVLink fabric clique are one NCCL node; Ring and NVLS are modelled over all
   the domain's GPUs as on one NVSwitch host.
 * Tree all_reduce x 0.92 (tuning.cc "busBw*.92"); with 2 nodes a tree's NIC
-  traffic is halved (each node is a leaf of one of the two trees), the same
-  x2 NCCL applies to NVLSTree on 2 nodes ("Handle 2 node case of NVLSTree").
+  traffic is halved (each node is a leaf of one of the two trees).  Left out:
+  the tree's per-channel caps (perChMaxTreeBws) and x 0.85 for the simple
+  TREE pattern, which need the tree graph's channel count.
+* Several nodes, or several NVLink domains (GB200/GB300 racks joined by their
+  trays' NICs, each domain one NCCL node: `domains_joined`), NCCL's own model
+  per algorithm (tuning.cc ncclTopoTuneModel, v2.28.3-1 .. v2.30.7-1):
+  - Ring: nCh x bw, bw = bwIntra on 2 nodes, bwInter past 2 (the same speed for
+    a ring); every channel crosses each GPU's NVLink once and leaves the node
+    through one NIC, so min(the GPU's NVLink, the node's NICs).
+  - NVLSTree (`nvls_tree_model`): the NVLS graph of a node with NICs
+    (`nvls_net_graph`: search.cc ncclTopoSearchRecNet gives each channel a head,
+    one GPU with its own NIC, so min(32, GPUs, heads) channels, at the node's
+    own NVLS channel speed over NVLink and the NIC's plan through the head),
+    then per channel min(bwIntra x nvlsEfficiency x (nCh-1)/nCh x 2 (NVLink
+    within the node), bwInter x (2 on 2 nodes: "Handle 2 node case of
+    NVLSTree") (the tree between nodes, through the heads' NICs),
+    perChMaxNVLSTreeBws (NCCL's cap per channel at 2 / more nodes)), busbw =
+    nCh x that.  Left out: NCCL's cap of the multi-node graph's speeds at the
+    GPU-NIC path, a plan that published figures pass (`nvls_net_graph`).  The
+    fabric that joins the nodes' NICs (switch tiers, oversubscription) is in
+    neither NCCL's model nor the facts read.
 """
 
 from __future__ import annotations
@@ -63,6 +82,12 @@ _SPEED_INTRA_SM90 = (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 
 _SPEED_INTRA_SM100 = (90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0)
 _SPEED_INTRA_SM100_229 = (90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0)  # v2.29.2-1+
 NVLS_EFFICIENCY = {9: 0.85, 10: 0.74}  # by compute-capability major: Hopper, Blackwell
+# tuning.cc ncclTunerConstantsDefaults.perChMaxNVLSTreeBws [compCap][N1, N2, N4]: NCCL's cap on one NVLSTree
+# channel on 2 nodes / more than 2 (N1 is 0: NVLSTree needs several nodes).  Hopper 57.7 / 45.5 from v2.28.3-1 on;
+# Blackwell 96.0 / 80.0 from v2.30.3-1 (> 2 nodes: 43.1 in v2.28.3-1 .. v2.28.7-1, 43.8 in v2.28.9-1 .. v2.29.7-1).
+# NCCL before 2.28.3 had neither this cap nor nvlsEfficiency (NVLSTree: min(bwIntra, bwInter, halved past 2 nodes)
+# x 5/6 as algbw, v2.26.2-1 .. v2.27.7-1): as for NVLS, the newest model is used for every version.
+NVLS_TREE_CHANNEL_CAP = {9: (57.7, 45.5), 10: (96.0, 80.0)}
 TREE_ALLREDUCE_EFFICIENCY = 0.92
 PAT_EFFICIENCY = 0.75
 
@@ -106,11 +131,16 @@ def nccl_pcie_bw(gen: int, width: int) -> float:
     return width * _PCI_GEN_BW.get(gen, 60) / 80.0
 
 
+def _inter_speeds(cc: tuple[int, int] | None) -> tuple[float, ...]:
+    """The search's speed array for a node with NICs (search.cc speedArrayInter, sm90 / sm100 variants)."""
+    sm = cc[0] * 10 + cc[1] if cc else 0
+    return _SPEED_INTER_SM100 if sm >= 100 else _SPEED_INTER_SM90 if sm >= 90 else _SPEED_INTER
+
+
 def nccl_nic_channel_bw(gbps: float, cc: tuple[int, int] | None) -> float:
     """The most NCCL plans through one NIC per channel: speed/8000 floored to the search's speed array."""
     raw = gbps * 1000 / 8000
-    sm = cc[0] * 10 + cc[1] if cc else 0
-    speeds = _SPEED_INTER_SM100 if sm >= 100 else _SPEED_INTER_SM90 if sm >= 90 else _SPEED_INTER
+    speeds = _inter_speeds(cc)
     return next((s for s in speeds if s <= raw + 1e-9), speeds[-1])
 
 
@@ -120,17 +150,19 @@ def nvls_channels(n: int) -> int:
     return min(NVLS_MAX_ARITY, n)
 
 
-def nvls_channel_bw(gpu_bw: float, n: int, cc: tuple[int, int], nccl_version: str | None = None) -> float:
+def nvls_channel_bw(gpu_bw: float, n: int, cc: tuple[int, int], nccl_version: str | None = None,
+                    channels: int | None = None) -> float:
     """NCCL's NVLS channel bw in one NVLink domain of `n` GPUs: the largest intra speed whose
     (nCh+1)-fold charge fits the GPU's switch link (search.cc ncclTopoSearchTryNvls: each channel
     crosses every GPU's link once, its head's twice) and whose nCh-fold total fits the box
-    (ncclTopoCompute: totalBw x n/(n-1) for non-ring patterns); 0 when none does."""
+    (ncclTopoCompute: totalBw x n/(n-1) for non-ring patterns); 0 when none does.  nCh is
+    `nvls_channels(n)` unless `channels` says (NVLSTree: fewer heads with a NIC)."""
     if n < 2:
         return 0.0
     v = _version(nccl_version)
     speeds = (_SPEED_INTRA_SM90 if cc[0] < 10 else
               _SPEED_INTRA_SM100_229 if v is None or v >= (2, 29) else _SPEED_INTRA_SM100)
-    ch = nvls_channels(n)
+    ch = channels if channels is not None else nvls_channels(n)
     total = gpu_bw * n / (n - 1)
     for s in speeds:
         if s <= gpu_bw and s * ch <= total + 1e-6 and (ch + 1) * s <= gpu_bw + 1e-6:
@@ -191,6 +223,112 @@ def nvls_baseboard(m: NvlsModel, gpu_bw: float) -> tuple[float, str]:
                f"{fmt_gbps(m.busbw)})")
 
 
+@dataclass
+class NvlsNetGraph:
+    """NVLSTree's NVLS graph in one node that has NICs (several nodes): its channels, each headed by one GPU with
+    its own NIC, and the bandwidth per channel over NVLink (bwIntra) and through the head's NIC (bwInter)."""
+
+    channels: int
+    bw_intra: float
+    bw_inter: float
+
+
+def nvls_net_graph(gpu_bw: float, gpus: int, heads: int, nic_bw: float, cc: tuple[int, int],
+                   nccl_version: str | None = None) -> tuple[NvlsNetGraph | None, str]:
+    """NVLSTree's channels and their speeds for `gpus` GPUs of one node (an NVSwitch box or an NVLink domain)
+    whose switch links carry `gpu_bw` GB/s in NCCL's terms, `heads` of them with a NIC of their own that NCCL
+    plans at `nic_bw` GB/s a channel (`nccl_nic_channel_bw`).  search.cc (v2.26.2-1 .. v2.30.7-1):
+    * channels: ncclTopoSearchRecNet, NVLS pattern: each channel is a NIC and its local GPU, the channel's head,
+      no GPU heading two; ncclTopoCompute: maxChannels = min(NCCL_MAX_NVLS_ARITY, GPUs).  So nCh = min(32, GPUs,
+      heads), and only the heads' NICs carry the tree between the nodes.
+    * over NVLink: the node's own NVLS channel speed for nCh channels (`nvls_channel_bw`: (nCh+1) x it within the
+      GPU's switch link).  With NICs NCCL's search also caps it at the GPU-NIC path (system->maxBw: 48 GB/s for
+      a 400G NIC), a planning figure rather than the NVLS kernel's speed: on 2 nodes of 8 B200 it plans
+      8 x 48 x 0.74 x 7/8 x 2 = 497 GB/s where 690 is published (coreweave/nccl-tests#92), so it is left out.
+      Where it does not bind (H100 nodes: 40; NVL72 racks: 20 GB/s a channel) the two agree.
+    * through the head's NIC: the NIC's plan.  NCCL's pass 2 raises bwInter only while below 2 x bwIntra, but
+      the NVLS part per channel (bwIntra x efficiency x 2 x (nCh-1)/nCh) is below that, so the smaller of the
+      two parts is the same."""
+    ch = min(NVLS_MAX_ARITY, gpus, heads)
+    if ch < 2:
+        return None, f"NVLSTree: {ch} NVLS channel(s) ({heads} GPU(s) with a NIC of their own), NCCL needs 2"
+    s = nvls_channel_bw(gpu_bw, gpus, cc, nccl_version, channels=ch)
+    if s <= 0:
+        return None, f"NVLSTree: no channel speed fits {ch + 1} x the GPU's {fmt_gbps(gpu_bw)} GB/s"
+    return NvlsNetGraph(ch, s, nic_bw), ""
+
+
+def nvls_tree_channel_cap(cc: tuple[int, int], nodes: int, nccl_version: str | None = None) -> float | None:
+    """NCCL's cap on one NVLSTree channel over `nodes` nodes (perChMaxNVLSTreeBws), None where it has none."""
+    caps = NVLS_TREE_CHANNEL_CAP.get(cc[0])
+    if caps is None:
+        return None
+    if nodes <= 2 or cc[0] != 10:
+        return caps[0] if nodes <= 2 else caps[1]
+    v = _version(nccl_version)
+    if v is not None and (2, 28, 3) <= v < (2, 28, 9):
+        return 43.1
+    if v is not None and (2, 28, 9) <= v < (2, 30):
+        return 43.8
+    return caps[1]
+
+
+@dataclass
+class NvlsTreeModel:
+    """NCCL's NVLSTree all_reduce figure over `nodes` nodes (`nvls_tree_model`), in nccl-tests' busbw units."""
+
+    nodes: int
+    graph: NvlsNetGraph
+    efficiency: float
+    intra: float  # per channel: NVLS inside the node, over NVLink
+    inter: float  # per channel: the tree between the nodes, through the heads' NICs
+    cap: float  # per channel: NCCL's NVLSTree cap at this node count
+
+    @property
+    def per_channel(self) -> float:
+        return min(self.intra, self.inter, self.cap)
+
+    @property
+    def busbw(self) -> float:
+        return self.graph.channels * self.per_channel
+
+    @property
+    def bound(self) -> str:
+        """'NVLink' where the NVLS part inside the node binds, 'NIC' where the tree between the nodes does."""
+        return "NVLink" if self.intra <= min(self.inter, self.cap) else "NIC"
+
+    def text(self, scope: str) -> str:
+        g, ch = self.graph, self.graph.channels
+        net = (f"{fmt_gbps(g.bw_inter)} x 2 (2 nodes: each is a leaf of one of the two trees) = {fmt_gbps(self.inter)}"
+               if self.nodes <= 2 else fmt_gbps(self.inter))
+        where = (f"NVLink within each {scope}" if self.bound == "NVLink" else
+                 f"the network between the {scope}s (the heads' NICs)" if self.inter <= self.cap else
+                 f"NCCL's NVLSTree cap per channel at {'2' if self.nodes <= 2 else 'more than 2'} nodes, the tree "
+                 f"between the {scope}s")
+        return (f"NVLSTree over {self.nodes} {scope}s: NCCL's NVLS graph {ch} channels, each headed by a GPU with its "
+                f"own NIC, {fmt_gbps(g.bw_intra)} GB/s a channel over NVLink and {fmt_gbps(g.bw_inter)} "
+                f"through the head's NIC; per channel min(NVLink {fmt_gbps(g.bw_intra)} x {self.efficiency} x "
+                f"{ch - 1}/{ch} x 2 = {fmt_gbps(self.intra)}, network {net}, NCCL's cap "
+                f"{fmt_gbps(self.cap)}) = {fmt_gbps(self.per_channel)} GB/s; {ch} x {fmt_gbps(self.per_channel)} = "
+                f"{fmt_gbps(self.busbw)} GB/s, bound by {where}")
+
+
+def nvls_tree_model(gpu_bw: float, gpus: int, heads: int, nic_bw: float, nodes: int, cc: tuple[int, int] | None,
+                    nccl_version: str | None = None) -> tuple[NvlsTreeModel | None, str]:
+    """NCCL's NVLSTree all_reduce over `nodes` nodes of `gpus` GPUs (tuning.cc ncclTopoTuneModel, v2.28.3-1 ..
+    v2.30.7-1): per channel min(bwIntra x nvlsEfficiency x (nCh-1)/nCh x 2, bwInter x (2 on 2 nodes),
+    perChMaxNVLSTreeBw), times nCh; the graph is `nvls_net_graph`'s.  (None, why) where NCCL has no figure."""
+    if cc is None or cc[0] not in NVLS_EFFICIENCY:
+        return None, "NVLSTree: no NVLS efficiency for this GPU generation (NCCL: Hopper and Blackwell)"
+    g, why = nvls_net_graph(gpu_bw, gpus, heads, nic_bw, cc, nccl_version)
+    if g is None:
+        return None, why
+    eff = NVLS_EFFICIENCY[cc[0]]
+    cap = nvls_tree_channel_cap(cc, nodes, nccl_version) or float("inf")
+    intra = g.bw_intra * eff * (g.channels - 1) / g.channels * 2
+    return NvlsTreeModel(nodes, g, eff, intra, g.bw_inter * (2 if nodes <= 2 else 1), cap), ""
+
+
 # -- results ----------------------------------------------------------------------------
 
 @dataclass
@@ -202,6 +340,10 @@ class Bound:
     model: float  # NCCL's bandwidth for it
     text: str  # how both were computed
     transport: str = ""  # NIC bounds: NCCL's network transport ('IB', 'Socket', a plugin's name)
+    ports: int = 0  # NIC bounds: the NICs NCCL uses per node (per NVLink domain: all its trays')
+    port_model: float = 0.0  # NIC bounds: NCCL's plan for one of them per channel (the slowest)
+    port_line: float = 0.0  # NIC bounds: one NIC's line rate, GB/s (the slowest)
+    scope: str = "node"  # NVLink bounds: what the GPUs share, 'node' or 'NVLink domain' (several hosts)
 
 
 @dataclass
@@ -355,7 +497,7 @@ def domain_bound(hosts: Sequence[HostTopology], nranks: int, nccl_version: str |
             f"{active} {gen} links x {fmt_gbps(per_link)} GB/s = {fmt_gbps(active * per_link)} GB/s line rate per GPU"
             f"{f' (weakest: {h0.host} GPU{weakest.index})' if any(g.nvlink_active != active for _, g in gpus) else ''}"
             f"; NCCL's model {active} x {nccl_link:g} = {fmt_gbps(active * nccl_link)} GB/s")
-    return Bound("NVLink", active * per_link, active * nccl_link, text), ""
+    return Bound("NVLink", active * per_link, active * nccl_link, text, scope="NVLink domain"), ""
 
 
 def _domain_groups(hosts: Sequence[HostTopology], mnnvl_log: Mapping[str, Any] | None
@@ -400,7 +542,8 @@ def domains_joined(hosts: Sequence[HostTopology], nranks: int, domain: Any, mnnv
         trays.append(b)
     inter = Bound("NIC", sum(b.line_rate for b in trays), sum(b.model for b in trays),
                   f"{len(trays)} trays x ({trays[0].text}) = {fmt_gbps(sum(b.model for b in trays))} GB/s per domain",
-                  trays[0].transport)
+                  trays[0].transport, ports=sum(b.ports for b in trays), port_model=min(b.port_model for b in trays),
+                  port_line=min(b.port_line for b in trays))
     intra.text += f" ({domain.text}; {k} such domains joined by their NICs)"
     return (intra, inter, k, per), ""
 
@@ -467,7 +610,9 @@ def inter_bound(host: HostTopology, ppn: int, env: Mapping[str, str], net: str |
             f"{used_count} x {fmt_gbps(per_nic)} = {fmt_gbps(model)} GB/s")
     if used_count < len(rated):
         text += f" ({used_count} of {len(rated)} NICs for {ppn} GPU(s) of {in_box})"
-    return Bound("NIC", line, model, text, transport), ""
+    return Bound("NIC", line, model, text, transport, ports=used_count,
+                 port_model=min(nccl_nic_channel_bw(n.rate_gbps or 0, cc) for n in used),
+                 port_line=min((n.rate_gbps or 0) / 8 for n in used)), ""
 
 
 # -- algorithms -------------------------------------------------------------------------
@@ -808,18 +953,18 @@ def _nvls_ceiling(algo: str, collective: str, nranks: int, nnodes: int, ppn: int
 
 def _nvls_tree_ceiling(algo: str, collective: str, nranks: int, nnodes: int, ppn: int, intra: Bound | None,
                        inter: Bound | None, cc: tuple[int, int] | None, nccl_version: str | None) -> _AlgoCeiling:
-    """NVLSTree: NVLS inside each node, a tree over the NICs (twice their bandwidth on 2 nodes)."""
-    if intra is None or inter is None:
+    """NVLSTree: NVLS inside each node, a tree between the nodes through the NVLS heads' NICs (`nvls_tree_model`);
+    the part that binds is named: NVLink within the node (or NVLink domain), or the network between them."""
+    if intra is None or inter is None or not inter.ports:
         return None, None, None, "NVLSTree: no model for this topology"
-    m, why = nvls_model(intra.model, ppn, cc, nccl_version)
+    if collective != "all_reduce":
+        return None, None, None, f"NVLSTree: all_reduce only (tuning.cc), not {collective}"
+    m, why = nvls_tree_model(intra.model, ppn, inter.ports, inter.port_model, nnodes, cc, nccl_version)
     if m is None:
-        return None, None, None, why.replace("NVLS:", "NVLSTree:", 1)
-    nv = m.busbw
-    k = 2 if nnodes == 2 else 1
-    v, b = _lower((nv, intra), (inter.model * k, inter))
-    return v, b.kind, b.line_rate, (
-        f"NVLSTree: min(NVLS {fmt_gbps(nv)}, NICs {fmt_gbps(inter.model)}{' x 2 (2 nodes)' if k == 2 else ''}) "
-        f"= {fmt_gbps(v)} GB/s")
+        return None, None, None, why
+    if m.bound == "NVLink":
+        return m.busbw, intra.kind, intra.line_rate, m.text(intra.scope)
+    return m.busbw, inter.kind, m.graph.channels * inter.port_line, m.text(intra.scope)
 
 
 def _tree_ceiling(algo: str, collective: str, nranks: int, nnodes: int, ppn: int, intra: Bound | None,
@@ -906,6 +1051,7 @@ def summarise_bound(c: Ceiling) -> str:
 
 
 __all__ = ["Bound", "Ceiling", "expected_ceiling", "nccl_table_ceiling", "nccl_nvlink_bw", "nccl_pcie_bw",
-           "nccl_nic_channel_bw", "nvls_channel_bw", "nvls_channels", "nvls_model", "NvlsModel", "domain_bound",
+           "nccl_nic_channel_bw", "nvls_channel_bw", "nvls_channels", "nvls_model", "NvlsModel", "nvls_net_graph",
+           "NvlsNetGraph", "nvls_tree_channel_cap", "nvls_tree_model", "NvlsTreeModel", "domain_bound",
            "intra_bound", "inter_bound", "nics_for_nccl", "memory_bandwidth_bound",
            "summarise_bound"]

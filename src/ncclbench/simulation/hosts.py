@@ -381,14 +381,18 @@ NVL72_TRAYS = 18  # GB200/GB300 NVL72: 18 compute trays of 4 GPUs on one NVLink 
 
 def nvl72_rack(prefix: str = "tray", gpu_name: str = "NVIDIA GB200", cc: tuple[int, int] = (10, 0), *,
                trays: int = NVL72_TRAYS, cluster_uuid: str = "4e564c3732000000000000000000a001",
-               clique: int = 1, fabric_state: int = 3) -> list[HostSpec]:
+               clique: int = 1, fabric_state: int = 3, nic_gbps: float = 400,
+               nic_pcie: tuple[int, int, int, int] = (5, 5, 16, 16)) -> list[HostSpec]:
     """A GB200/GB300 NVL72 rack as its hosts see it: `trays` compute trays (hosts) of 4 GPUs, each GPU
     with 18 NVLink5 links (50 GB/s per direction each: 900 GB/s, 1.8 TB/s both ways) to the rack's
-    NVLink switch trays, one 400G InfiniBand NIC per GPU; every GPU reports the same fabric cluster UUID
-    and clique (NVIDIA GB200 NVL72 specification: 72 GPUs, 130 TB/s NVLink; fabric state 3 = completed)."""
+    NVLink switch trays, one InfiniBand NIC per GPU (GB200: ConnectX-7, 400 Gb/s on PCIe Gen5 x16; GB300:
+    ConnectX-8, 800 Gb/s on Gen6 x16, `nic_gbps=800, nic_pcie=(6, 6, 16, 16)`); every GPU reports the same
+    fabric cluster UUID and clique (NVIDIA GB200 NVL72 specification: 72 GPUs, 130 TB/s NVLink; fabric state
+    3 = completed)."""
     specs = []
     for t in range(trays):
-        spec = hgx_host(f"{prefix}{t:02d}", gpu_name, cc, ngpus=4, nvlinks=18, nic_kind="ib", nic_gbps=400, nics=4)
+        spec = hgx_host(f"{prefix}{t:02d}", gpu_name, cc, ngpus=4, nvlinks=18, nic_kind="ib", nic_gbps=nic_gbps,
+                        nics=4, nic_pcie=nic_pcie)
         spec.gpus = [dataclasses.replace(g, fabric=(cluster_uuid, clique, fabric_state)) for g in spec.gpus]
         specs.append(spec)
     return specs
