@@ -27,7 +27,7 @@ JsonObject = dict[str, Any]  # a JSON object as json.loads hands it back (values
 FILE_SHA256 = "file_sha256"  # RunInfo.extra key: the imported file's bytes (what older imports were keyed by)
 
 
-def _backend_of(doc: dict) -> str:
+def _backend_of(doc: JsonObject) -> str:
     """The backend an ncclbench -J file records in its own section ("mpi": the CPU backend, whose
     explain says "CPU backend", not "NCCL path unknown"); nccl-tests' own files: "nccl-tests"."""
     own = doc.get("ncclbench")
