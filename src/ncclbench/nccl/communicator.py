@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 from ..core.datatypes import DataType, RedOp, premulsum_scalar
 from ..core.errors import UnsupportedError
@@ -183,7 +184,7 @@ class NcclCommunicator:
             raise self._failed(exc) from None
 
     # -- pre-bound calls for the timed loop ---------------------------------------------------
-    def compile(self, calls: list[tuple[str, tuple]]) -> Callable[[], None] | None:
+    def compile(self, calls: list[tuple[str, tuple[Any, ...]]]) -> Callable[[], None] | None:
         """Turn recorded primitive calls (run.timing.CallRecorder) into one
         closure over the library's timed-loop call path (`callpath`): every
         argument already converted, so a timed op costs the NCCL call(s) and
@@ -194,7 +195,7 @@ class NcclCommunicator:
         return _compile([(self, name, args) for name, args in calls])
 
     @staticmethod
-    def compile_group(items: list[tuple[NcclCommunicator, str, tuple]]) -> Callable[[], None] | None:
+    def compile_group(items: list[tuple[NcclCommunicator, str, tuple[Any, ...]]]) -> Callable[[], None] | None:
         """Several local ranks' recorded calls (-g/-t), already in issue order with
         their enclosing group brackets (`run.recording.rounds_across_ranks`;
         brackets carry any local communicator), as one compiled op: one run of
@@ -247,7 +248,7 @@ class NcclCommunicator:
         self._copy(dst, src, nbytes, self.stream)
 
 
-def _compile(items: list[tuple[NcclCommunicator, str, tuple]]) -> Callable[[], None] | None:
+def _compile(items: list[tuple[NcclCommunicator, str, tuple[Any, ...]]]) -> Callable[[], None] | None:
     """(communicator, primitive call, args) in issue order -> one closure, or None.
 
     Consecutive NCCL calls become one run of the call path; a local copy splits
