@@ -18,7 +18,7 @@ from typing import Any
 from ..core.datatypes import DataType, RedOp, premulsum_scalar
 from ..core.errors import UnsupportedError
 from .binding import NcclError, NcclLibrary, scalar_bytes
-from .callpath import timed_call_path
+from .callpath import RawCall, timed_call_path
 
 
 class NcclCommunicator:
@@ -210,7 +210,7 @@ class NcclCommunicator:
         assert self._copy is not None, "a communicator without a copy has no local_copy"
         return partial(self._copy, dst, src, nbytes, self.stream)
 
-    def raw_step(self, name: str, a: tuple) -> tuple[str, tuple, int | None] | None:
+    def raw_step(self, name: str, a: tuple[Any, ...]) -> RawCall | None:
         """(NCCL function, its C arguments as ints, comm for the error) or None."""
         h, st, caps = self.handle, self.stream, self.lib.caps
         if name in ("all_reduce", "reduce_scatter", "reduce") and a[4].nccl_id < 0:
@@ -265,7 +265,7 @@ def _compile(items: list[tuple[NcclCommunicator, str, tuple[Any, ...]]]) -> Call
         return by_handle.get(exc.comm, first)._failed(exc)
 
     parts: list[Callable[[], None]] = []
-    run: list[tuple[str, tuple, int | None]] = []
+    run: list[RawCall] = []
     for comm, name, args in items:
         if name == "local_copy":
             if comm._copy is None and comm._bind_copy is None:
