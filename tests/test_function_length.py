@@ -18,7 +18,6 @@ REASON = "long because"
 # (file under src/ncclbench, function) -> its length in lines when this check came
 LONG: dict[tuple[str, str], int] = {
     ("health/core/pair_state.py", "PairState.__init__"): 81,
-    ("store/jsonlog.py", "_parse"): 98,
 }
 
 

@@ -297,3 +297,42 @@ def test_baseline_set_states_what_the_baseline_can_detect(tmp_path, capsys):
     d3 = detectable(3, "nccl-tests", "NVIDIA H200", "bandwidth")
     assert f"note: this 1-run baseline can see a plateau drop of {d1:.1f}% or more" in out
     assert d3 < 5 < d1 and "too few runs to see a plateau drop of 5%: 3 runs would" in out and "--runs 3" in out
+
+
+@pytest.mark.parametrize("shifts, asked", [((0.0, 0.005, -0.005, 0.002), 4.0), ((0.0, 0.025, -0.02, 0.01), 4.0)])
+def test_more_runs_are_projected_from_the_baselines_own_runs_and_the_prior_once(shifts, asked):
+    """`baseline set`'s "N runs would" projects the per-run shift the baseline's runs measured, pooled
+    once with the recorded prior on the projected runs' dof.  (It once projected the posterior, in
+    which the prior already was: a quiet 4-run baseline was told 10 runs where 5 do, a noisy one
+    that 15 runs would see 4 % where 20 see only 4.4 %.)  Expected: the runs' leave-one-out shift,
+    s = sqrt((n - 1) sum d_i^2) / n, pooled with the GPU plateau prior by hand."""
+    from ncclbench.store.baseline_advice import SUGGEST_RUNS, baseline_noise_note
+
+    runs = []
+    for i, d in enumerate(shifts):  # every size of run i slower by exp(d): no size-to-size jitter
+        run = copy.deepcopy(load_file(AR)[0])
+        for r in run.rows:
+            slow_down(r, math.exp(d))
+        run.content_hash += f"-{i}"
+        runs.append(run)
+    n = len(runs)
+    bw = [math.exp(-d) for d in shifts]
+    loo = [math.log(b / statistics.median(bw[:i] + bw[i + 1:])) for i, b in enumerate(bw)]
+    s = math.sqrt((n - 1) * sum(x * x for x in loo)) / n
+    p = noise.prior_for("nccl-tests", "bandwidth", "NVIDIA H200")
+    assert (p.sigma, p.dof) == (0.0137, 20)
+
+    def limit(m: int) -> float:
+        dof = p.dof + m - 1
+        assert math.log(s ** 2 / p.sigma ** 2) / math.sqrt(2 / (m - 1) + 2 / p.dof) < noise.Z_KNOWN  # not far noisier
+        sigma = math.sqrt((p.dof * p.sigma ** 2 + (m - 1) * s ** 2) / dof)
+        spread = sigma * math.sqrt(1 + 1.2533 ** 2 / m)  # the median of m runs against one run
+        return -100 * math.expm1(-noise.noise_multiple(dof) * spread)
+
+    assert limit(n) > asked
+    fits = [m for m in SUGGEST_RUNS if m > n and limit(m) <= asked]
+    want = (f"{fits[0]} runs would ({100 * s:.1f}% per run as its runs moved): record {fits[0] - n} more" if fits
+            else f"even 20 runs would see only {limit(20):.1f}% ({100 * s:.1f}% per run as its runs moved)")
+    lines = [x for x in baseline_noise_note(runs, drop_pct=asked) if "plateau drop" in x]
+    assert f"this {n}-run baseline can see a plateau drop of {limit(n):.1f}% or more" in lines[0]
+    assert lines[1].startswith(f"too few runs to see a plateau drop of {asked:g}%: {want}"), lines[1]

@@ -89,8 +89,8 @@ class MpiCommunicator:
         # Buffer specs are cached: the timed loop reuses a handful of
         # (pointer, count) pairs, and building them costs more than the call
         # overhead we try to keep out of small-message times.
-        self._specs: dict[tuple, list] = {}
-        self._ops = {name: getattr(MPI, mpi) for name, mpi in _REDUCE_OPS.items()}
+        self._specs: dict[tuple[int, int, int, bool, int], list[object]] = {}  # (ptr, count, type, reducing, blocks)
+        self._ops: dict[str, MPI.Op] = {name: getattr(MPI, mpi) for name, mpi in _REDUCE_OPS.items()}
 
     # -- helpers ------------------------------------------------------------------------
     def _buf(self, ptr: int, count: int, dtype: DataType, reducing: bool, nblocks: int = 1) -> list[object]:
@@ -206,11 +206,11 @@ class MpiCommunicator:
     def local_copy(self, dst: int, src: int, nbytes: int) -> None:
         ctypes.memmove(dst, src, nbytes)
 
-    def compile_group(self, items: list[tuple[Any, str, tuple]]) -> None:
+    def compile_group(self, items: list[tuple[Any, str, tuple[Any, ...]]]) -> None:
         """An MPI worker drives one rank: there is never a group of local ranks to compile."""
         return None
 
-    def compile(self, calls: list[tuple[str, tuple]]) -> Callable[[], None]:
+    def compile(self, calls: list[tuple[str, tuple[Any, ...]]]) -> Callable[[], None]:
         """Pre-bind recorded primitive calls (see run.timing.CallRecorder):
         a lone out-of-place or in-place all_reduce becomes a closure over the
         ready mpi4py arguments; anything else is replayed through the methods

@@ -180,7 +180,7 @@ class NcclWorker(Worker):
         """True when this worker's ranks are on several GPUs (each call sets its device)."""
         return self._multi_device
 
-    def native_batch(self, ops: Sequence[Sequence[tuple[Any, str, tuple]]]) -> TimedBatch | None:
+    def native_batch(self, ops: Sequence[Sequence[tuple[Any, str, tuple[Any, ...]]]]) -> TimedBatch | None:
         return build_native_batch(self, ops)
 
     # -- thread binding --------------------------------------------------------------------

@@ -21,8 +21,11 @@ import ctypes
 from collections.abc import Sequence
 from typing import Any, Protocol, cast
 
+from ..core.config import BenchOptions
 from ..core.errors import BenchError, ExitCode
+from ..cuda.runtime import CudaRuntime
 from ..nccl import native_loop as nl
+from ..nccl.binding import NcclError, NcclLibrary
 from ..nccl.communicator import NcclCommunicator
 from .worker import TimedBatch
 
@@ -30,10 +33,10 @@ from .worker import TimedBatch
 class NativeWorker(Protocol):
     """What of the NCCL worker (backends/nccl_gpu.py) the batch uses."""
 
-    lib: Any
-    cuda: Any
-    slots: Any
-    opts: Any
+    lib: NcclLibrary
+    cuda: CudaRuntime
+    slots: Any  # NcclSlot and ProcessSetup live in nccl_gpu.py, which imports this module
+    opts: BenchOptions
     setup: Any
     @property
     def native_loop(self) -> nl.NativeLoop | None: ...
@@ -43,7 +46,7 @@ class NativeWorker(Protocol):
 
     def abort(self) -> None: ...
 
-    def _nccl(self, exc: Any, slot: Any = None) -> Any: ...
+    def _nccl(self, exc: NcclError, slot: Any = None) -> NcclError: ...
 
 _LIBCUDA = "libcuda.so.1"
 
@@ -112,7 +115,7 @@ def _cu_result(code: int) -> Any:
         return code
 
 
-def build_native_batch(worker: NativeWorker, ops: Sequence[Sequence[tuple[Any, str, tuple]]]) -> NativeBatch | None:
+def build_native_batch(worker: NativeWorker, ops: Sequence[Sequence[tuple[Any, str, tuple[Any, ...]]]]) -> NativeBatch | None:
     """A NativeBatch for `ops`, or None when the Python loop must run them."""
     loop = worker.native_loop
     if loop is None or worker.multi_device:

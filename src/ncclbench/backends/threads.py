@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from ..launch.hostcomm import HostComm
 
@@ -91,7 +91,7 @@ class ThreadTeam:
             self._barrier.abort()
 
     # -- the one pattern every call follows ----------------------------------------------
-    def _exchange(self, thread: int, value: Any, leader_fn: Callable[[list[Any]], Any]) -> Any:
+    def _exchange(self, thread: int, value: Any, leader_fn: Callable[[list[Any]], R]) -> R:
         if self._barrier is None:
             return leader_fn([value])
         self._slots[thread] = value
@@ -104,7 +104,7 @@ class ThreadTeam:
         self._barrier.wait()  # result published
         if self._error is not None:
             raise self._error
-        return self._result
+        return cast(R, self._result)  # what leader_fn returned on thread 0
 
     # -- public calls --------------------------------------------------------------------
     def barrier(self, thread: int = 0) -> None:

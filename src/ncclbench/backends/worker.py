@@ -142,7 +142,7 @@ class Worker(ABC):
         any fill are not compared."""
 
     # -- optional features ---------------------------------------------------------------
-    def native_batch(self, ops: Sequence[Sequence[tuple[Any, str, tuple]]]) -> TimedBatch | None:
+    def native_batch(self, ops: Sequence[Sequence[tuple[Any, str, tuple[Any, ...]]]]) -> TimedBatch | None:
         """The plain timed loop's ops (each: (communicator, primitive call, args)
         in issue order) as one batch the backend runs outside Python, or None to
         run them through the prepared callables.  Default: None."""

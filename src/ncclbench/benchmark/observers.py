@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..core.config import Backend, BenchOptions
 from ..core.errors import BenchError, ExitCode
@@ -229,7 +229,7 @@ class GateRounds(NullObserver):
                 gp.write_round(mine)
             return
         before = gp.read_rounds()
-        rounds: dict | None
+        rounds: dict[str, Any] | None
         if before is not None and before.get("series"):
             rounds = before
         else:

@@ -15,6 +15,7 @@ import dataclasses
 import json
 import os
 import sys
+from typing import Any
 
 from ..backends.select import choose_backend, default_cpu_ranks, default_cpu_ranks_note
 from ..benchmark.orchestrate import COMMAND_LINE_ENV, local_ranks_to_start, run_here, spawn
@@ -74,7 +75,7 @@ def run_benchmark(program: str, args: list[str]) -> int:
         return run_here(opts, backend, launch, note)
 
 
-def _gate_rounds_first(opts: BenchOptions, program: str, args: list[str], launch_kind: str) -> dict | None:
+def _gate_rounds_first(opts: BenchOptions, program: str, args: list[str], launch_kind: str) -> dict[str, Any] | None:
     """A gated run that starts its own processes measures its latency rounds first, each a job of
     its own (run/gate_processes.py); None where the run measures them itself.  A round job that
     fails leaves {"failed": why}: the run then measures its rounds itself and says why."""

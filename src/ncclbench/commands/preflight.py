@@ -74,7 +74,7 @@ def topology_facts() -> ExtraFacts:
     under the rank table, and `topology` in the JSON."""
     from ..launch.preflight_checks import ExtraFacts
 
-    def collect(info: LaunchInfo) -> tuple[dict | None, str] | None:
+    def collect(info: LaunchInfo) -> tuple[dict[str, Any] | None, str] | None:
         if info.local_rank != 0:
             return None
         from ..explain.gather_topology import read_topology
@@ -82,7 +82,7 @@ def topology_facts() -> ExtraFacts:
         return read_topology()
 
     def report(_facts: list[RankFacts],
-               collected: list[tuple[dict | None, str] | None]) -> tuple[list[str], dict[str, Any]]:
+               collected: list[tuple[dict[str, Any] | None, str] | None]) -> tuple[list[str], dict[str, Any]]:
         from ..explain.topology import format_topology_lines, hosts_from_gathered
 
         hosts, whys = hosts_from_gathered(collected)

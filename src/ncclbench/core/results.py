@@ -88,7 +88,7 @@ class RunInfo:
     # once (a run: plan.sizes.reduced_max_bytes; an import: the line in the log).  Written down under
     # `extra[RECORDED_REDUCED_MAX_BYTES]`, as it always was (recorded_extra / from_record).
     reduced_max_bytes: int | None = None
-    extra: dict = field(default_factory=dict)  # anything else ncclbench records (versions per host...)
+    extra: dict[str, Any] = field(default_factory=dict)  # anything else ncclbench records (versions per host...)
 
     def recorded_extra(self) -> dict[str, Any]:
         """`extra` as the -J file and the store write it: the clamp under its recorded key, first."""
@@ -136,10 +136,10 @@ class RunSummary:
     # The run judged (explain/): `#` lines printed after `# Avg bus bandwidth`, and the facts
     # behind them (the JSON's EXPLAIN_KEY, kept in the store); empty with --no-explain.
     explain_lines: list[str] = field(default_factory=list)
-    explain: dict | None = None
+    explain: dict[str, Any] | None = None
     # --gate: the small sizes measured again for the regression gate (run/gate_rounds.py): per
     # series and round the times, and how; `gate_lines` say it after the table.  None without --gate.
-    gate_latency: dict | None = None
+    gate_latency: dict[str, Any] | None = None
     gate_lines: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:

@@ -79,7 +79,7 @@ from .fill_plan import (  # noqa: F401  (re-exported: the constants are part of 
     stream_key,
     tolerance,
 )
-from .fills import Fill
+from .fills import Fill, FillKind
 
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -539,6 +539,10 @@ def _typed_view(buffer: np.ndarray, dtype: DataType, offset: int, count: int) ->
     return raw[offset * size:(offset + count) * size].view(bits_dtype(dtype))
 
 
+# A stream of generated elements: (fill kind, seed, rank, datatype, op, ranks).
+_StreamKey = tuple[FillKind, int, int, str, str, int]
+
+
 class FillCache:
     """The bits of the streams one host-memory rank writes and checks, generated once.
 
@@ -562,7 +566,7 @@ class FillCache:
     def __init__(self, budget: int):
         self.budget = max(0, int(budget))
         # key -> (first index, array with room, elements held)
-        self._entries: OrderedDict[tuple, tuple[int, np.ndarray, int]] = OrderedDict()
+        self._entries: OrderedDict[_StreamKey, tuple[int, np.ndarray, int]] = OrderedDict()
         self.generated = 0  # elements generated (what the tests and the bench script read)
 
     def _held(self) -> int:
@@ -572,7 +576,7 @@ class FillCache:
         """The fill's bits, as `generate_bits` gives them (read-only: shared with later calls)."""
         if fill.count == 0:
             return np.zeros(0, dtype=bits_dtype(dtype))
-        key = (fill.kind, fill.seed, fill.rank, dtype.name, op.name, nranks)
+        key: _StreamKey = (fill.kind, fill.seed, fill.rank, dtype.name, op.name, nranks)
         lo, hi = fill.index, fill.index + fill.count
         most = self.budget // dtype.itemsize  # elements the budget holds
         held = self._entries.get(key)
@@ -606,7 +610,7 @@ class FillCache:
         self._store(key, lo, arr, fill.count)
         return _read_only(arr[:fill.count])
 
-    def _store(self, key: tuple, start: int, arr: np.ndarray, length: int) -> None:
+    def _store(self, key: _StreamKey, start: int, arr: np.ndarray, length: int) -> None:
         while self._entries and self._held() + length * arr.itemsize > self.budget:
             self._entries.popitem(last=False)
         self._entries[key] = (start, arr, length)

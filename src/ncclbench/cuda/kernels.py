@@ -28,7 +28,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 from ..core.atomic_file import write_atomically
 from ..core.datatypes import DataType, RedOp
@@ -54,7 +54,7 @@ def _import_driver() -> ModuleType:
         from cuda.bindings import driver
     except ImportError as e:
         raise _err(f"cuda-bindings not found ({e}): {INSTALL_HINT}") from None
-    return driver
+    return cast(ModuleType, driver)  # cuda-bindings carries no type information
 
 
 def _import_nvrtc() -> ModuleType:
@@ -62,7 +62,7 @@ def _import_nvrtc() -> ModuleType:
         from cuda.bindings import nvrtc
     except ImportError as e:
         raise _err(f"cuda-bindings not found ({e}): {INSTALL_HINT}") from None
-    return nvrtc
+    return cast(ModuleType, nvrtc)
 
 
 def nvrtc_version() -> tuple[int, int]:
@@ -98,7 +98,7 @@ def compile_cubin(source: str, arch: str) -> bytes:
         err, size = nvrtc.nvrtcGetCUBINSize(prog)
         if err != ok:
             raise _err(f"NVRTC produced no cubin for {arch}: {err.name}")
-        buf = b" " * size
+        buf: bytes = b" " * size
         (err,) = nvrtc.nvrtcGetCUBIN(prog, buf)
         if err != ok:
             raise _err(f"NVRTC could not return the cubin for {arch}: {err.name}")
@@ -111,7 +111,7 @@ def _nvrtc_log(nvrtc: ModuleType, prog: object) -> str:  # prog: an nvrtcProgram
     err, size = nvrtc.nvrtcGetProgramLogSize(prog)
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS or size <= 1:
         return ""
-    buf = b" " * size
+    buf: bytes = b" " * size
     nvrtc.nvrtcGetProgramLog(prog, buf)
     return buf.rstrip(b"\0").decode(errors="replace")
 

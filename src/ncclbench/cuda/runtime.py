@@ -123,7 +123,7 @@ class CudaRuntime:
     def fail(self, call: str, err: Any) -> CudaError:
         return CudaError(f"{_host()}: Test CUDA failure {call} '{self.error_string(err)}'")
 
-    def _check(self, call: str, result: tuple) -> Any:
+    def _check(self, call: str, result: tuple[Any, ...]) -> Any:
         err = result[0]
         if err:
             raise self.fail(call, err)
@@ -136,7 +136,8 @@ class CudaRuntime:
         self._check("cudaSetDevice", self.rt.cudaSetDevice(device))
 
     def get_device(self) -> int:
-        return self._check("cudaGetDevice", self.rt.cudaGetDevice())
+        device: int = self._check("cudaGetDevice", self.rt.cudaGetDevice())
+        return device
 
     def properties(self, device: int) -> DeviceProps:
         p = self._check("cudaGetDeviceProperties", self.rt.cudaGetDeviceProperties(device))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from ..core.errors import BenchError
 
@@ -34,7 +34,7 @@ class HostComm(ABC):
     def bcast(self, obj: Any, root: int = 0) -> Any: ...
 
     def allgather(self, obj: Any) -> list[Any]:
-        return self.bcast(self.gather(obj, 0), 0)
+        return cast("list[Any]", self.bcast(self.gather(obj, 0), 0))
 
     def split(self, color: int, key: int) -> HostComm:
         """Sub-communicator of the processes with the same color (NCCL_TESTS_SPLIT)."""
@@ -93,7 +93,7 @@ class MpiHostComm(HostComm):
         self.comm.Barrier()
 
     def allreduce(self, value: float, op: str) -> float:
-        return self.comm.allreduce(value, op=getattr(self._MPI, _MPI_OPS[op]))
+        return cast(float, self.comm.allreduce(value, op=getattr(self._MPI, _MPI_OPS[op])))
 
     def gather(self, obj: Any, root: int = 0) -> list[Any] | None:
         return self.comm.gather(obj, root=root)

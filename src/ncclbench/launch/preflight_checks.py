@@ -183,11 +183,13 @@ def _check_shm(facts: Sequence[RankFacts]) -> list[Finding]:
 def _check_versions(facts: Sequence[RankFacts]) -> list[Finding]:
     """NCCL, ncclbench, driver, CUDA and Python versions that differ between ranks."""
     out: list[Finding] = []
-    for label, key, level in (("NCCL version", lambda f: f.nccl_version, ERROR),
-                              ("ncclbench version", lambda f: f.ncclbench_version, ERROR),
-                              ("NVIDIA driver version", lambda f: f.driver_version, WARN),
-                              ("CUDA driver version", lambda f: f.cuda_driver_version, WARN),
-                              ("Python version", lambda f: f.python.rsplit(".", 1)[0] if f.python else None, INFO)):
+    versions: tuple[tuple[str, Callable[[RankFacts], object], str], ...] = (
+        ("NCCL version", lambda f: f.nccl_version, ERROR),
+        ("ncclbench version", lambda f: f.ncclbench_version, ERROR),
+        ("NVIDIA driver version", lambda f: f.driver_version, WARN),
+        ("CUDA driver version", lambda f: f.cuda_driver_version, WARN),
+        ("Python version", lambda f: f.python.rsplit(".", 1)[0] if f.python else None, INFO))
+    for label, key, level in versions:
         groups = _by_value([f for f in facts if key(f) is not None], key)
         if len(groups) > 1:
             out.append(Finding(level, f"{label} differs between ranks: {_describe_groups(groups, facts)}",

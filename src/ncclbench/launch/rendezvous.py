@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ..core.errors import BenchError, ExitCode
 from . import wire
@@ -626,7 +626,7 @@ class _Link(_Transport):
                 self.fail(f"rank {self.rank}: lost connection to rank 0 ({self.peers.get(0)}): {why}; "
                           f"rank 0 died or ended the job", status="interrupted")
 
-    def _send(self, msg: tuple) -> None:
+    def _send(self, msg: tuple[object, ...]) -> None:
         body = wire.dumps(msg)
         with self.send_lock:
             wire.send_frame(self.sock, wire.KIND_PICKLE, body)
@@ -725,16 +725,16 @@ class TcpHostComm(HostComm):
     def allreduce(self, value: float, op: str) -> float:
         if op not in _OPS:
             raise ValueError(f"allreduce op must be sum, min or max, not {op!r}")
-        return self._op("allreduce", op, value)
+        return cast(float, self._op("allreduce", op, value))
 
     def gather(self, obj: Any, root: int = 0) -> list[Any] | None:
-        return self._op("gather", self._root(root), obj)
+        return cast("list[Any] | None", self._op("gather", self._root(root), obj))
 
     def bcast(self, obj: Any, root: int = 0) -> Any:
         return self._op("bcast", self._root(root), obj if self.rank == root else None)
 
     def allgather(self, obj: Any) -> list[Any]:
-        return self._op("allgather", None, obj)
+        return cast("list[Any]", self._op("allgather", None, obj))
 
     def split(self, color: int, key: int) -> HostComm:
         cid, rank, size = self._op("split", None, (int(color), int(key)))

@@ -41,13 +41,13 @@ from types import FrameType
 from typing import Any, TextIO
 
 from ..core.errors import ExitCode
-from ..core.rank_link import (  # noqa: F401  (re-exported: the launch package's public names)
-    JOB_DIR_ENV,
-    JOB_ENV,
-    note_for_launcher,
-    register_last_words,
-    run_last_words,
-)
+
+# re-exported (`name as name`): the launch package's public names
+from ..core.rank_link import JOB_DIR_ENV as JOB_DIR_ENV
+from ..core.rank_link import JOB_ENV as JOB_ENV
+from ..core.rank_link import note_for_launcher as note_for_launcher
+from ..core.rank_link import register_last_words as register_last_words
+from ..core.rank_link import run_last_words as run_last_words
 
 HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 GRACE_S = 2.0  # how long the main thread may take to unwind before the watcher ends the process

@@ -181,7 +181,7 @@ class LocalSpawnLauncher:
         self.module = module
         self.python = python or sys.executable
         self.stderr = stderr or sys.stderr
-        self.procs: list[subprocess.Popen] = []
+        self.procs: list[subprocess.Popen[bytes]] = []
         self.first_failure: tuple[int, int] | None = None  # (rank, exit code)
         self.ended_in_s: float | None = None  # signal (or first failure) to the last process gone
         self._exits: list[tuple[int, int]] = []
@@ -275,7 +275,7 @@ class LocalSpawnLauncher:
             if all(p.poll() is not None for p in self.procs):
                 return
 
-    def _watch_exit(self, rank: int, p: subprocess.Popen) -> None:
+    def _watch_exit(self, rank: int, p: subprocess.Popen[bytes]) -> None:
         """One thread per child records exits in the order they happen, so the
         rank that failed first (not the first one polled) gives the exit code."""
         rc = p.wait()
@@ -420,7 +420,7 @@ def _local_open_mpi_env(mpiexec: str, child_env: dict[str, str]) -> None:
     child_env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
 
 
-def _wait_for_mpiexec(proc: subprocess.Popen, end: _JobEnd, stopped_for: list[RankRecord],
+def _wait_for_mpiexec(proc: subprocess.Popen[bytes], end: _JobEnd, stopped_for: list[RankRecord],
                       deadline: float | None) -> bool:
     """Wait for mpiexec to end, or a signal's grace to pass, or the deadline (then True: timed out).
     A rank stopped past its limit is killed once: it cannot unwind, and mpiexec ends the others
@@ -513,7 +513,7 @@ class MpiexecOutput:
     of SIGPIPE and no rank is reported dead for it.  The ranks' stderr passes
     as it comes, not by lines: a progress bar redraws its line in place."""
 
-    def __init__(self, proc: subprocess.Popen, out: IO[str], err: IO[str]):
+    def __init__(self, proc: subprocess.Popen[bytes], out: IO[str], err: IO[str]):
         self.proc, self.out, self.err = proc, out, err
         self.reader_gone = False
         # set once the launcher passed a signal on: from then on the launcher's one line says how the
@@ -601,7 +601,7 @@ _MPIEXEC_OWN = ("[mpiexec@", "[proxy:", "[mpirun@", "====", "=   ", "YOUR APPLIC
                 "This typically refers to a problem with your application", "Please see the FAQ page")
 
 
-def _end_session(proc: subprocess.Popen) -> None:
+def _end_session(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM to mpiexec's session (mpiexec, its proxy), SIGKILL 2 s later."""
     for sig, wait in ((signal.SIGTERM, _TERM_WAIT_S), (signal.SIGKILL, 5.0)):
         try:

@@ -63,11 +63,11 @@ def send_frame(sock: socket.socket, kind: int, body: bytes) -> None:
         sock.sendall(body)
 
 
-def send_json(sock: socket.socket, obj: dict) -> None:
+def send_json(sock: socket.socket, obj: dict[str, Any]) -> None:
     send_frame(sock, KIND_JSON, json.dumps(obj).encode())
 
 
-def recv_json(sock: socket.socket) -> dict:
+def recv_json(sock: socket.socket) -> dict[str, Any]:
     kind, body = recv_frame(sock, PREAUTH_LIMIT)
     if kind != KIND_JSON:
         raise HandshakeError("expected a handshake message")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import socket
+from collections.abc import Mapping
 from ctypes import POINTER, byref, c_char_p, c_int, c_size_t, c_void_p
 from dataclasses import dataclass
 from functools import cached_property
@@ -25,6 +26,7 @@ from ..core.datatypes import DataType
 from ..core.errors import BenchError, ExitCode
 from . import config_struct
 from .loader import LibraryCandidate, open_library, read_banner
+from .version_text import version_text
 
 NCCL_UNIQUE_ID_BYTES = 128
 NCCL_WIN_COLL_SYMMETRIC = 0x01
@@ -53,7 +55,7 @@ _P, _I, _S = c_void_p, c_int, c_size_t
 _PP = POINTER(c_void_p)
 
 # name -> (argtypes, first NCCL version that has it; 0 = every supported version)
-SIGNATURES: dict[str, tuple[list, int]] = {
+SIGNATURES: dict[str, tuple[list[type[Any]], int]] = {
     "ncclGetVersion": ([POINTER(c_int)], 0),
     "ncclGetUniqueId": ([POINTER(UniqueId)], 0),
     "ncclCommInitRank": ([_PP, _I, UniqueId, _I], 0),
@@ -210,7 +212,7 @@ class NcclLibrary:
 
     # -- loading and identity ----------------------------------------------------------
     @classmethod
-    def load(cls, explicit: str | None = None, environ: dict | None = None) -> NcclLibrary:
+    def load(cls, explicit: str | None = None, environ: Mapping[str, str] | None = None) -> NcclLibrary:
         """Find and open libnccl (see `loader` for the search order)."""
         handle, cand, path = open_library(explicit, environ)
         return cls(handle, cand, path)
@@ -220,7 +222,7 @@ class NcclLibrary:
 
     @property
     def version(self) -> str:
-        return config_struct.version_text(self.version_code)
+        return version_text(self.version_code)
 
     @cached_property
     def cuda_variant(self) -> str | None:
@@ -452,7 +454,7 @@ class NcclLibrary:
 _LOADED: dict[tuple[str | None, str | None], NcclLibrary] = {}
 
 
-def get_library(explicit: str | None = None, environ: dict | None = None) -> NcclLibrary:
+def get_library(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> NcclLibrary:
     """The process-wide NcclLibrary for this request (loaded once)."""
     import os
 

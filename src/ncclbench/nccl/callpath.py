@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..core.errors import ArgumentError, BenchError, ExitCode
@@ -34,7 +34,7 @@ from .binding import SIGNATURES, NcclError, NcclLibrary
 
 # One recorded NCCL call: (NCCL function name, its C arguments as Python ints,
 # the communicator handle for error messages or None).
-RawCall = tuple[str, tuple, "int | None"]
+RawCall = tuple[str, tuple[int, ...], "int | None"]
 OnError = Callable[[NcclError], BaseException]
 
 CALL_PATH_ENV = "NCCLBENCH_CALLS"
@@ -59,21 +59,21 @@ class CtypesCallPath:
         # A second CDLL object on the same already-open file: fresh function
         # objects whose argtypes stay unset (the library's own keep theirs).
         self._raw = ctypes.CDLL(lib.path, mode=ctypes.RTLD_GLOBAL)
-        self._fns: dict[str, Any] = {}
+        self._fns: dict[str, Callable[..., int]] = {}
 
     def _fn(self, name: str) -> Callable[..., int]:  # restype c_int: returns the ncclResult_t
         fn = self._fns.get(name)
         if fn is None:
-            fn = getattr(self._raw, name)
-            fn.restype = ctypes.c_int
-            self._fns[name] = fn
+            raw = getattr(self._raw, name)
+            raw.restype = ctypes.c_int
+            fn = self._fns[name] = raw
         return fn
 
     def describe(self) -> str:
         return "ctypes (pre-converted arguments)"
 
     @staticmethod
-    def convert(name: str, args: tuple) -> tuple:
+    def convert(name: str, args: tuple[int, ...]) -> tuple[object, ...]:
         """`args` as the C types of `name`'s signature.  Without argtypes ctypes
         would pass a bare Python int as a 32-bit C int, truncating counts and
         pointers, so every argument must arrive already typed."""
@@ -152,7 +152,7 @@ class Nccl4pyCallPath:
             c = self._comms[handle] = self.module.Comm(handle)
         return c
 
-    def _args(self, name: str, args: tuple) -> tuple:
+    def _args(self, name: str, args: tuple[int, ...]) -> tuple[object, ...]:
         # The communicator is the one pointer argument nccl4py wants wrapped;
         # it sits second to last (before the stream) in every call used here.
         if not args:
@@ -188,6 +188,9 @@ class Nccl4pyCallPath:
         return run_all
 
 
+CallPath = CtypesCallPath | Nccl4pyCallPath
+
+
 def _same_file(a: str, b: str) -> bool:
     try:
         return os.path.samefile(a, b)
@@ -195,7 +198,7 @@ def _same_file(a: str, b: str) -> bool:
         return os.path.realpath(a) == os.path.realpath(b)
 
 
-def choose_call_path(lib: NcclLibrary, environ: dict | None = None) -> tuple[Any, str]:
+def choose_call_path(lib: NcclLibrary, environ: Mapping[str, str] | None = None) -> tuple[CallPath, str]:
     """(call path, note): the note says why nccl4py was not used, or ''."""
     env = os.environ if environ is None else environ
     want = env.get(CALL_PATH_ENV, "auto").strip().lower() or "auto"
@@ -212,13 +215,14 @@ def choose_call_path(lib: NcclLibrary, environ: dict | None = None) -> tuple[Any
     return CtypesCallPath(lib), note
 
 
-def timed_call_path(lib: NcclLibrary, environ: dict | None = None) -> Any:
+def timed_call_path(lib: NcclLibrary, environ: Mapping[str, str] | None = None) -> CallPath:
     """The call path of `lib`'s timed loop, chosen once per loaded library (kept
     on `lib.call_path`): nccl4py when it drives this very library, else ctypes;
     `lib.call_path_note` says why nccl4py was passed over."""
     if lib.call_path is None:
         lib.call_path, lib.call_path_note = choose_call_path(lib, environ)
-    return lib.call_path
+    path: CallPath = lib.call_path
+    return path
 
 
 def timed_calls_text(lib: NcclLibrary) -> str:

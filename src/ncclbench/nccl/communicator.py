@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 from ..core.datatypes import DataType, RedOp, premulsum_scalar
 from ..core.errors import UnsupportedError
 from .binding import NcclError, NcclLibrary, scalar_bytes
-from .callpath import timed_call_path
+from .callpath import RawCall, timed_call_path
 
 
 class NcclCommunicator:
@@ -183,7 +184,7 @@ class NcclCommunicator:
             raise self._failed(exc) from None
 
     # -- pre-bound calls for the timed loop ---------------------------------------------------
-    def compile(self, calls: list[tuple[str, tuple]]) -> Callable[[], None] | None:
+    def compile(self, calls: list[tuple[str, tuple[Any, ...]]]) -> Callable[[], None] | None:
         """Turn recorded primitive calls (run.timing.CallRecorder) into one
         closure over the library's timed-loop call path (`callpath`): every
         argument already converted, so a timed op costs the NCCL call(s) and
@@ -194,7 +195,7 @@ class NcclCommunicator:
         return _compile([(self, name, args) for name, args in calls])
 
     @staticmethod
-    def compile_group(items: list[tuple[NcclCommunicator, str, tuple]]) -> Callable[[], None] | None:
+    def compile_group(items: list[tuple[NcclCommunicator, str, tuple[Any, ...]]]) -> Callable[[], None] | None:
         """Several local ranks' recorded calls (-g/-t), already in issue order with
         their enclosing group brackets (`run.recording.rounds_across_ranks`;
         brackets carry any local communicator), as one compiled op: one run of
@@ -209,7 +210,7 @@ class NcclCommunicator:
         assert self._copy is not None, "a communicator without a copy has no local_copy"
         return partial(self._copy, dst, src, nbytes, self.stream)
 
-    def raw_step(self, name: str, a: tuple) -> tuple[str, tuple, int | None] | None:
+    def raw_step(self, name: str, a: tuple[Any, ...]) -> RawCall | None:
         """(NCCL function, its C arguments as ints, comm for the error) or None."""
         h, st, caps = self.handle, self.stream, self.lib.caps
         if name in ("all_reduce", "reduce_scatter", "reduce") and a[4].nccl_id < 0:
@@ -247,7 +248,7 @@ class NcclCommunicator:
         self._copy(dst, src, nbytes, self.stream)
 
 
-def _compile(items: list[tuple[NcclCommunicator, str, tuple]]) -> Callable[[], None] | None:
+def _compile(items: list[tuple[NcclCommunicator, str, tuple[Any, ...]]]) -> Callable[[], None] | None:
     """(communicator, primitive call, args) in issue order -> one closure, or None.
 
     Consecutive NCCL calls become one run of the call path; a local copy splits
@@ -264,7 +265,7 @@ def _compile(items: list[tuple[NcclCommunicator, str, tuple]]) -> Callable[[], N
         return by_handle.get(exc.comm, first)._failed(exc)
 
     parts: list[Callable[[], None]] = []
-    run: list[tuple[str, tuple, int | None]] = []
+    run: list[RawCall] = []
     for comm, name, args in items:
         if name == "local_copy":
             if comm._copy is None and comm._bind_copy is None:

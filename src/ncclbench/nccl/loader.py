@@ -23,6 +23,7 @@ import importlib.util
 import mmap
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..core.errors import BenchError, ExitCode
@@ -62,7 +63,7 @@ def wheel_library_path() -> str | None:
     return None
 
 
-def candidates(explicit: str | None = None, environ: dict | None = None) -> list[LibraryCandidate]:
+def candidates(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> list[LibraryCandidate]:
     """The search order above, as a list (pure apart from the wheel lookup)."""
     env = os.environ if environ is None else environ
     out: list[LibraryCandidate] = []
@@ -92,7 +93,8 @@ def _expand(path: str) -> str:
     return path
 
 
-def open_library(explicit: str | None = None, environ: dict | None = None) -> tuple[ctypes.CDLL, LibraryCandidate, str]:
+def open_library(explicit: str | None = None,
+                 environ: Mapping[str, str] | None = None) -> tuple[ctypes.CDLL, LibraryCandidate, str]:
     """dlopen the first candidate that loads: (handle, candidate, resolved path).
 
     RTLD_GLOBAL so that NCCL plugins loaded later see the same symbols."""
@@ -138,7 +140,8 @@ def resolved_path(handle: ctypes.CDLL, fallback: str) -> str:
         info = _DlInfo()
         addr = ctypes.cast(handle.ncclGetVersion, ctypes.c_void_p).value
         if dladdr(addr, ctypes.byref(info)) and info.dli_fname:
-            return os.path.realpath(info.dli_fname.decode(errors="replace"))
+            fname: bytes = info.dli_fname  # filled in by dladdr
+            return os.path.realpath(fname.decode(errors="replace"))
     except (OSError, AttributeError):
         pass
     return os.path.realpath(fallback) if os.path.exists(fallback) else fallback

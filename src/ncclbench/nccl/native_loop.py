@@ -115,7 +115,7 @@ class NativeLoop:
             addr = self._addr[name] = function_address(lib, name)
         return addr
 
-    def nccl_step(self, name: str, args: tuple, comm: int | None) -> Step:
+    def nccl_step(self, name: str, args: tuple[int, ...], comm: int | None) -> Step:
         shape = SHAPE_OF[name]
         return Step(name, shape, self._fn(self.nccl, name), tuple(int(a) for a in args), comm)
 
@@ -131,8 +131,11 @@ class NativeLoop:
 
     def issue(self, packed: bytes) -> tuple[int, int]:
         """Run the packed steps: (0, -1), or (return code, index of the failing step)."""
-        return self.module.issue(packed)
+        result: tuple[int, int] = self.module.issue(packed)
+        return result
 
-    def timed(self, packed: bytes, polls: bytes, timeout_s: float, wait: bool = True) -> tuple:
+    def timed(self, packed: bytes, polls: bytes, timeout_s: float,
+              wait: bool = True) -> tuple[int, int, int, float, float, float]:
         """(kind, code, index, t_start, t_enqueued, t_done): see _timedloop.c."""
-        return self.module.timed(packed, polls, float(timeout_s), bool(wait))
+        result: tuple[int, int, int, float, float, float] = self.module.timed(packed, polls, float(timeout_s), bool(wait))
+        return result

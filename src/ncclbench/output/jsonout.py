@@ -254,7 +254,8 @@ def _plain(value: object) -> JsonValue:
     if isinstance(value, (list, tuple, set)):
         return [_plain(v) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _plain(dataclasses.asdict(value))
+        as_dict: dict[str, object] = dataclasses.asdict(value)
+        return _plain(as_dict)
     if value is None or isinstance(value, (bool, int, str)):
         return value
     return str(value)
@@ -382,9 +383,9 @@ class JsonReporter:
                 ExitCode.INTERNAL,
             ) from None
 
-    def _ncclbench(self, completed: bool) -> dict:
+    def _ncclbench(self, completed: bool) -> dict[str, JsonValue]:
         info, opts, summary = self._info, self.opts, self._summary
-        out: dict = {
+        out: dict[str, object] = {
             "version": __version__,
             "nccl_tests_compat": NCCL_TESTS_COMPAT_VERSION,
             "completed": completed,
@@ -438,13 +439,14 @@ class JsonReporter:
             out["extra"] = extra
         return _plain(out)
 
-    def _explain(self) -> dict | None:
+    def _explain(self) -> dict[str, JsonValue] | None:
         """The judgement: what was known at start (RunInfo.extra) merged with what the end added."""
         start = self._info.extra.get(EXPLAIN_KEY) if self._info is not None else None
         end = self._summary.explain if self._summary is not None else None
         if start is None and end is None:
             return None
-        return _plain({**(start or {}), **(end or {})})
+        merged: dict[str, object] = {**(start or {}), **(end or {})}
+        return _plain(merged)
 
 
 def _create_exclusive(path: str) -> tuple[str, TextIO]:
@@ -576,7 +578,7 @@ def repair_json(text: str) -> tuple[str, bool]:
     return _cut_back(out, safe), True
 
 
-def recover_json(text: str) -> dict:
+def recover_json(text: str) -> dict[str, Any]:
     """Parse a -J file, including one cut off mid-run (kill -9, full disk).
 
     A complete file parses as is; a cut-off one keeps every row written

@@ -89,19 +89,19 @@ def ratio_color(ratio: float | None) -> str:
 
 # -- what the document holds, per host / pair / rail ------------------------------------------------
 
-def _records(doc: Mapping, phase: str) -> list[dict]:
+def _records(doc: Mapping[str, Any], phase: str) -> list[dict[str, Any]]:
     return [r for r in doc.get("measurements", []) if str(r.get("round", "")).startswith(phase + " ")]
 
 
-def _is_fleet(rec: Mapping) -> bool:
+def _is_fleet(rec: Mapping[str, Any]) -> bool:
     return str(rec.get("purpose", "")).startswith("fleet")
 
 
-def _aggregate(rec: Mapping) -> bool:
+def _aggregate(rec: Mapping[str, Any]) -> bool:
     return str(rec.get("purpose", "")).endswith("median of rails")
 
 
-def host_figures(doc: Mapping) -> dict[str, dict[str, Any]]:
+def host_figures(doc: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """host -> {"local": [GPU figures], "local_bad": bool, "intra": figure, "intra_status"}."""
     out: dict[str, dict[str, Any]] = {h: {"local": [], "local_bad": False, "intra": None, "intra_status": None}
                                       for h in doc.get("hosts", [])}
@@ -123,13 +123,13 @@ def host_figures(doc: Mapping) -> dict[str, dict[str, Any]]:
     return out
 
 
-def pair_cells(doc: Mapping) -> dict[tuple[str, str], dict[str, Any]]:
+def pair_cells(doc: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     """(host a, host b) -> {"busbw": median over rails of the latest measurement, "status"}."""
     latest: dict[tuple[str, str], dict[str, Any]] = {}
     for rec in _records(doc, "pairs"):
         if _aggregate(rec):
             continue
-        by_pair: dict[tuple[str, str], list[dict]] = defaultdict(list)
+        by_pair: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
         for g in rec["groups"]:
             # a later round's controls are its yardstick, not a verdict on their pair (health/core/localize.py)
             if len(g["hosts"]) == 2 and g.get("status") != "control":
@@ -145,7 +145,7 @@ def pair_cells(doc: Mapping) -> dict[tuple[str, str], dict[str, Any]]:
     return latest
 
 
-def rail_cells(doc: Mapping) -> tuple[dict[tuple[str, int], dict[str, Any]], dict[int, dict[str, Any]]]:
+def rail_cells(doc: Mapping[str, Any]) -> tuple[dict[tuple[str, int], dict[str, Any]], dict[int, dict[str, Any]]]:
     """((host, rail) -> the host's pair figure on that rail in the fleet round),
     (rail -> the rail-phase group's figure)."""
     cells: dict[tuple[str, int], dict[str, Any]] = {}
@@ -172,7 +172,7 @@ def _median(values: Iterable[float | None]) -> float | None:
     return statistics.median(v) if v else None
 
 
-def shown_hosts(doc: Mapping) -> tuple[list[str], str]:
+def shown_hosts(doc: Mapping[str, Any]) -> tuple[list[str], str]:
     """At most MAX_HOSTS hosts, those named by a finding or not healthy first; and a note."""
     hosts = list(doc.get("hosts", []))
     if len(hosts) <= MAX_HOSTS:
@@ -193,7 +193,7 @@ def _svg(width: int, height: int, body: list[str], label: str) -> str:
             f'viewBox="0 0 {width} {height}" role="img" aria-label="{_e(label)}">' + "".join(body) + "</svg>")
 
 
-def host_bars_svg(doc: Mapping, hosts: Sequence[str]) -> str:
+def host_bars_svg(doc: Mapping[str, Any], hosts: Sequence[str]) -> str:
     """Per host: the median of its lone GPUs (bar), their min..max (whisker), the intra figure."""
     figs = host_figures(doc)
     local = {h: figs[h]["local"] for h in hosts if figs.get(h, {}).get("local")}
@@ -260,7 +260,7 @@ def _matrix_svg(rows: Sequence[str], cols: Sequence[str], cell: dict[tuple[int, 
     return _svg(width, height, body, label)
 
 
-def pair_heatmap_svg(doc: Mapping, hosts: Sequence[str]) -> str:
+def pair_heatmap_svg(doc: Mapping[str, Any], hosts: Sequence[str]) -> str:
     cells = pair_cells(doc)
     if not cells:
         return ""
@@ -276,7 +276,7 @@ def pair_heatmap_svg(doc: Mapping, hosts: Sequence[str]) -> str:
     return _matrix_svg(hosts, hosts, grid, "pair heatmap")
 
 
-def rail_matrix_svg(doc: Mapping, hosts: Sequence[str]) -> str:
+def rail_matrix_svg(doc: Mapping[str, Any], hosts: Sequence[str]) -> str:
     cells, rails = rail_cells(doc)
     nrails = max([r for _, r in cells] + list(rails) + [-1]) + 1
     if nrails <= 0:
@@ -316,7 +316,7 @@ def _legend() -> str:
 
 # -- the page ------------------------------------------------------------------------------------------
 
-def _findings_table(doc: Mapping) -> str:
+def _findings_table(doc: Mapping[str, Any]) -> str:
     rows, classes = [], []
     for f in doc.get("findings", []):
         where = " <-> ".join(f["hosts"]) if f.get("component") == "link" else (f["hosts"][0] if f.get("hosts") else "*")
@@ -334,7 +334,7 @@ def _findings_table(doc: Mapping) -> str:
                    "verdict", "evidence"], rows, frozenset({3, 4, 5, 6}), classes)
 
 
-def build_health_page(doc: Mapping, label: str, title: str | None = None) -> str:
+def build_health_page(doc: Mapping[str, Any], label: str, title: str | None = None) -> str:
     """The page as one HTML string."""
     hosts, clipped = shown_hosts(doc)
     status = doc.get("host_status", {})
@@ -414,7 +414,7 @@ def build_health_page(doc: Mapping, label: str, title: str | None = None) -> str
             f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
 
 
-def write_health_page(doc: Mapping, label: str, output: str, title: str | None = None) -> str:
+def write_health_page(doc: Mapping[str, Any], label: str, output: str, title: str | None = None) -> str:
     """Write the page (atomically, like the run report); returns the path written."""
     from pathlib import Path
 

@@ -79,7 +79,7 @@ def _num(v: float | None, digits: int = 2) -> str:
     return f"{v:.{digits}f}"
 
 
-def _table(headers: list[str] | None, rows: list[list], num_cols: AbstractSet[int] = frozenset()) -> str:
+def _table(headers: list[str] | None, rows: Sequence[Sequence[object]], num_cols: AbstractSet[int] = frozenset()) -> str:
     out = ["<table>"]
     if headers:
         out.append("<tr>" + "".join(f"<th>{_e(h)}</th>" for h in headers) + "</tr>")

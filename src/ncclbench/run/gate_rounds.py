@@ -75,8 +75,8 @@ def _rounds(plan: RunPlan, w: Worker, fresh_comms: bool) -> dict[str, Any] | Non
     nworkers = int(w.allreduce_host(1, "sum"))
     timing = dataclasses.replace(opts, check=0, per_iter_timing=False)
     tests = list(plan.tests())
-    iters: dict[tuple, int] = {}  # (test, size) -> iterations, chosen in round 1 by a pilot loop
-    series: dict[tuple, dict[str, Any]] = {}
+    iters: dict[tuple[tuple[str, str, int], int], int] = {}  # (test, size) -> iterations, chosen in round 1 by a pilot loop
+    series: dict[tuple[str, str, int], dict[str, Any]] = {}  # (type, op, root) -> its rounds
     how: list[str] = []
     t0 = time.perf_counter()
     for r in range(nrounds):

@@ -10,9 +10,12 @@ must run one after the other.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ..collectives.collective import CallArgs, Collective
 from ..core.datatypes import DATATYPE_BY_NAME, NO_OP, REDOP_BY_NAME
+
+Call = tuple[str, tuple[Any, ...]]  # one primitive call a collective makes: (name, args)
 
 
 class CallRecorder:
@@ -21,7 +24,7 @@ class CallRecorder:
 
     def __init__(self, rank: int, nranks: int):
         self.rank, self.nranks = rank, nranks
-        self.calls: list[tuple[str, tuple]] = []
+        self.calls: list[Call] = []
 
     def __getattr__(self, name: str) -> Callable[..., None]:
         if name.startswith("_"):
@@ -33,7 +36,7 @@ class CallRecorder:
         return record
 
 
-def rounds_across_ranks(per_rank: list[list[tuple[str, tuple]]]) -> list[tuple[int | None, str, tuple]]:
+def rounds_across_ranks(per_rank: list[list[Call]]) -> list[tuple[int | None, str, tuple[Any, ...]]]:
     """Several local ranks' recorded calls (-g/-t) in the order one thread
     issues them: (rank index, call, args), with (None, "group_start"/"group_end",
     ()) for the enclosing NCCL group.
@@ -49,7 +52,7 @@ def rounds_across_ranks(per_rank: list[list[tuple[str, tuple]]]) -> list[tuple[i
     of every rank is issued together: inside one group when it has NCCL calls,
     bare when it has only copies."""
     rounds_of = [_rounds(calls) for calls in per_rank]
-    out: list[tuple[int | None, str, tuple]] = []
+    out: list[tuple[int | None, str, tuple[Any, ...]]] = []
     for r in range(max((len(x) for x in rounds_of), default=0)):
         step = [(i, name, args) for i, rounds in enumerate(rounds_of) if r < len(rounds)
                 for name, args in rounds[r]]
@@ -80,8 +83,8 @@ def rounds_note(coll: Collective, nranks: int, ranks_per_thread: int) -> list[st
             f"results it reports wrong)"]
 
 
-def _rounds(calls: list[tuple[str, tuple]]) -> list[list[tuple[str, tuple]]]:
-    rounds: list[list[tuple[str, tuple]]] = []
+def _rounds(calls: list[Call]) -> list[list[Call]]:
+    rounds: list[list[Call]] = []
     depth, current = 0, []
     for name, args in calls:
         current.append((name, args))

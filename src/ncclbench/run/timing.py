@@ -14,12 +14,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from ..backends.worker import TimedBatch, Worker
 from ..collectives.collective import CallArgs, Collective, Communicator, Counts
 from ..core.config import BenchOptions, Blocking
 from ..core.datatypes import DataType, RedOp
-from .recording import CallRecorder, rounds_across_ranks
+from .recording import Call, CallRecorder, rounds_across_ranks
+
+Launch = tuple[Communicator, int, int, CallArgs]  # one rank's launch of an op: (comm, send, recv, args)
 
 
 @dataclass
@@ -63,13 +66,13 @@ class Placement:
                 self.base.append((slot.send + skew, slot.recv + skew))
         self.skew = skew
 
-    def calls(self, k: int) -> list[tuple]:
+    def calls(self, k: int) -> list[Launch]:
         """(comm, send, recv, args) for op index k (pointer rotation of docs/behaviour.md §2.9)."""
         shift = self.span * (k % self.steps)
         return [(slot.comm, s + shift, r + shift, a)
                 for slot, (s, r), a in zip(self.worker.slots, self.base, self.args)]
 
-    def issue(self, calls: list[tuple]) -> None:
+    def issue(self, calls: list[Launch]) -> None:
         launch = self.coll.launch
         if len(calls) == 1:
             launch(*calls[0])
@@ -98,7 +101,7 @@ class Placement:
             fast = first.compile_group(self._ordered(calls))
         return fast if fast is not None else partial(self.issue, calls)
 
-    def ordered_calls(self, k: int) -> list[tuple[Communicator, str, tuple]]:
+    def ordered_calls(self, k: int) -> list[tuple[Communicator, str, tuple[Any, ...]]]:
         """Op k as (communicator, primitive call, args) in issue order: what
         `prepared` compiles, for a backend that runs the whole timed loop itself
         (`Worker.native_batch`)."""
@@ -108,14 +111,14 @@ class Placement:
             return [(comm, name, args) for name, args in self._recorded(*calls[0])]
         return self._ordered(calls)
 
-    def _ordered(self, calls: list[tuple]) -> list[tuple[Communicator, str, tuple]]:
+    def _ordered(self, calls: list[Launch]) -> list[tuple[Communicator, str, tuple[Any, ...]]]:
         """Several local ranks' recorded calls in `issue`'s order; the enclosing
         group brackets carry the first rank's communicator."""
         first = calls[0][0]
         order = rounds_across_ranks([self._recorded(*c) for c in calls])
         return [(first if i is None else calls[i][0], name, args) for i, name, args in order]
 
-    def _recorded(self, comm: Communicator, send: int, recv: int, args: CallArgs) -> list[tuple[str, tuple]]:
+    def _recorded(self, comm: Communicator, send: int, recv: int, args: CallArgs) -> list[Call]:
         """The primitive calls one rank's launch makes, recorded, not issued."""
         recorder = CallRecorder(comm.rank, comm.nranks)
         self.coll.launch(recorder, send, recv, args)

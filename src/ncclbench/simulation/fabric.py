@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -68,7 +69,7 @@ class Faults:
     """Capacity factors (1.0 = healthy) of the parts of the fabric."""
 
     nic: dict[tuple[int, int | None], float] = field(default_factory=dict)  # (host, rail or None=all)
-    link: dict[frozenset, float] = field(default_factory=dict)  # {a, b} -> factor, every rail
+    link: dict[frozenset[int], float] = field(default_factory=dict)  # {a, b} -> factor, every rail
     gpu: dict[tuple[int, int], float] = field(default_factory=dict)  # (host, slot)
     intra: dict[int, float] = field(default_factory=dict)  # host -> NVLink/PCIe factor
     dead: set[int] = field(default_factory=set)  # hosts whose processes died
@@ -119,7 +120,7 @@ class TimeModel:
         xs, ys = zip(*self.init_table)
         if nranks <= xs[-1]:
             return float(np.interp(nranks, xs, ys))
-        return ys[-1] + 3 * nranks * self.bootstrap_step_s
+        return self.init_table[-1][1] + 3 * nranks * self.bootstrap_step_s
 
     def op_s(self, nbytes: int, busbw_gbs: float, nranks: int, lat_us: float) -> float:
         factor = 2 * (nranks - 1) / nranks if nranks > 1 else 1.0  # 1 rank: algbw (a copy)
@@ -167,7 +168,7 @@ class SimFabric:
         self.silent[list(self.faults.dead | self.faults.hung)] = True
         self.clock_s = time_model.setup_s()
         self.rounds: list[Round] = []
-        self.round_args: list[tuple] = []
+        self.round_args: list[tuple[int, int, float, float, bool]] = []  # round_s's arguments, per round
 
     def scan_s(self, tm: TimeModel) -> float:
         """The rounds run so far, timed under another time model (e.g. the split path)."""
@@ -256,7 +257,7 @@ class SimFabric:
 
 
 def fault_scenario(kind: str, fleet: Fleet, rng: np.random.Generator, factor: float = 0.9,
-                   round1_pairs: Mapping[int, int] | None = None) -> tuple[Faults, dict]:
+                   round1_pairs: Mapping[int, int] | None = None) -> tuple[Faults, dict[str, Any]]:
     """One injected fault of `kind` on a random part, and what a correct scan names."""
     H, G = fleet.nhosts, fleet.min_gpus
     x = int(rng.integers(H))

@@ -224,7 +224,7 @@ class FakeNvml:
             i += count
         raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
 
-    def nvmlDeviceGetFieldValues(self, h: int, field_ids: list) -> list:
+    def nvmlDeviceGetFieldValues(self, h: int, field_ids: list[int | tuple[int, int]]) -> list[SimpleNamespace]:
         g = self._g(h)
         out = []
         for fid in field_ids:
@@ -441,12 +441,13 @@ class RecordedNvml(FakeNvml):
 
     NVMLError = NVMLError
 
-    def __init__(self, dump: dict):
+    def __init__(self, dump: dict[str, Any]):
         super().__init__(HostSpec(host="recorded"))
         self.dump = dump
 
-    def _dev(self, h: int) -> dict:
-        return self.dump["devices"][h]
+    def _dev(self, h: int) -> dict[str, Any]:
+        dev: dict[str, Any] = self.dump["devices"][h]
+        return dev
 
     def _answer(self, value: Any) -> Any:
         if isinstance(value, str) and value.startswith("error:"):
@@ -462,6 +463,14 @@ class RecordedNvml(FakeNvml):
             raise _Recorded(NOT_RECORDED)
         return self._answer(dev[key])
 
+    def _get_int(self, h: int, key: str) -> int:
+        value: int = self._get(h, key)  # as recorded: NVML answers it with an int
+        return value
+
+    def _get_str(self, h: int, key: str) -> str:
+        value: str = self._get(h, key)
+        return value
+
     def nvmlDeviceGetCount(self) -> int:
         return len(self.dump["devices"])
 
@@ -471,10 +480,10 @@ class RecordedNvml(FakeNvml):
         return index
 
     def nvmlDeviceGetName(self, h: int) -> str:
-        return self._get(h, "name")
+        return self._get_str(h, "name")
 
     def nvmlDeviceGetUUID(self, h: int) -> str:
-        return self._get(h, "uuid")
+        return self._get_str(h, "uuid")
 
     def nvmlDeviceGetPciInfo(self, h: int) -> Any:
         return SimpleNamespace(busId=self._get(h, "pci_bus_id"))
@@ -488,27 +497,27 @@ class RecordedNvml(FakeNvml):
         return major, minor
 
     def nvmlDeviceGetCurrPcieLinkGeneration(self, h: int) -> int:
-        return self._get(h, "pcie_gen_cur")
+        return self._get_int(h, "pcie_gen_cur")
 
     def nvmlDeviceGetMaxPcieLinkGeneration(self, h: int) -> int:
-        return self._get(h, "pcie_gen_max")
+        return self._get_int(h, "pcie_gen_max")
 
     def nvmlDeviceGetCurrPcieLinkWidth(self, h: int) -> int:
-        return self._get(h, "pcie_width_cur")
+        return self._get_int(h, "pcie_width_cur")
 
     def nvmlDeviceGetMaxPcieLinkWidth(self, h: int) -> int:
-        return self._get(h, "pcie_width_max")
+        return self._get_int(h, "pcie_width_max")
 
     def nvmlDeviceGetPerformanceState(self, h: int) -> int:
-        return self._get(h, "pstate")
+        return self._get_int(h, "pstate")
 
     def nvmlDeviceGetMemoryBusWidth(self, h: int) -> int:
-        return self._get(h, "memory_bus_width")
+        return self._get_int(h, "memory_bus_width")
 
     def nvmlDeviceGetMaxClockInfo(self, h: int, clock_type: int) -> int:
         if clock_type != self.NVML_CLOCK_MEM:
             raise _Recorded(NOT_RECORDED)
-        return self._get(h, "max_clock_mem")
+        return self._get_int(h, "max_clock_mem")
 
     def nvmlDeviceGetGpuFabricInfoV(self, h: int, ref: Any) -> int:
         rec = self._get(h, "fabric")
@@ -527,15 +536,17 @@ class RecordedNvml(FakeNvml):
         return self._answer(entry[key])
 
     def nvmlDeviceGetNvLinkState(self, h: int, link: int) -> int:
-        return self._link_entry(h, link, "state")
+        state: int = self._link_entry(h, link, "state")
+        return state
 
     def nvmlDeviceGetNvLinkRemoteDeviceType(self, h: int, link: int) -> int:
-        return self._link_entry(h, link, "remote_type")
+        kind: int = self._link_entry(h, link, "remote_type")
+        return kind
 
     def nvmlDeviceGetNvLinkRemotePciInfo(self, h: int, link: int) -> Any:
         return SimpleNamespace(busId=self._link_entry(h, link, "remote_pci_bus_id"))
 
-    def nvmlDeviceGetFieldValues(self, h: int, field_ids: list) -> list:
+    def nvmlDeviceGetFieldValues(self, h: int, field_ids: list[int | tuple[int, int]]) -> list[SimpleNamespace]:
         fields_ = self._dev(h).get("fields", {})
         out = []
         for fid in field_ids:
@@ -553,4 +564,5 @@ class RecordedNvml(FakeNvml):
         value = self.dump.get("topology", {}).get(f"{a},{b}")
         if value is None:
             raise _Recorded(NOT_RECORDED)
-        return self._answer(value)
+        level: int = self._answer(value)
+        return level

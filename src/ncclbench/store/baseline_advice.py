@@ -3,7 +3,6 @@ smallest plateau drop and latency rise it detects, and how many runs would see w
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 from . import noise
@@ -69,11 +68,12 @@ def baseline_noise_note(runs: Sequence[RunLike], drop_pct: float = DROP_TO_SEE, 
 
 
 def _more_runs_line(j: Judgement, n: int, asked: float, backend: str, system: str) -> str:
-    """How many runs would let this baseline see `asked`, projected at its own noise per run."""
+    """How many runs would let this baseline see `asked`, projected at its own noise per run: the
+    whole-run shift its runs measured, before the prior pooled it (`Noise.measured`), which
+    `projected_limit` pools with the prior once, on the projected runs' dof.  (Its posterior
+    noise has the prior in it already: projecting that pooled the prior twice.)"""
     size_class = noise.GATED_LATENCY if j.gated else j.metric.size_class
-    sigma = None
-    if j.noise.sigma is not None and n >= 2:  # the per-run noise the spread was made of
-        sigma = j.noise.sigma / math.sqrt(noise.median_variance(1) + noise.median_variance(n))
+    sigma = j.noise.measured[0] if j.noise.measured is not None and n >= 2 else None
     kind = "a plateau drop" if j.metric is Metric.BUSBW else "a latency rise"
     per = (f"{100 * sigma:.1f}% per run as its runs moved" if sigma is not None
            else "its runs moving as the recorded figures say")

@@ -285,7 +285,7 @@ class ResultStore:
     Every public write is its own transaction; `transaction()` groups several.
     """
 
-    def __init__(self, path: str | os.PathLike | None = None, *, create: bool = True):
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, create: bool = True):
         self.path = Path(path) if path is not None else default_db_path()
         if not self.path.exists():
             if not create:

@@ -4,6 +4,7 @@ run is too noisy to confirm a figure.  `compare` marks a size with the same nois
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from . import noise
@@ -57,7 +58,8 @@ def reference_noise(sizes: list[int], per_run: list[dict[int, float]], cyc_a: li
     if measured is not None:
         shift, dof, what, n_ref = measured
         post = noise.posterior(noise.prior_for(backend, size_class, system), shift, dof, what)
-        return noise.combine(post.sigma, post.source, n_ref, 1, shift_dof=post.dof)
+        nz = noise.combine(post.sigma, post.source, n_ref, 1, shift_dof=post.dof)
+        return dataclasses.replace(nz, measured=(shift, dof))
     if iters is not None:
         return Noise(iters[0], f"the baseline's -I samples of this size ({iters[1] + 1}; noise of whole runs "
                      "unknown)", False, iters[1])

@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from ..core.errors import ArgumentError
 from .db import ResultStore, default_db_path
@@ -78,7 +79,7 @@ class StoredScan:
     """A scan read back: its document (the --json file's content) and where it came from."""
 
     label: str
-    doc: dict
+    doc: dict[str, Any]
 
 
 def _now() -> str:
@@ -113,7 +114,7 @@ def _has_table(store: ResultStore) -> bool:
     return bool(row.fetchone()[0])
 
 
-def add_scan(store: ResultStore, doc: dict) -> int:
+def add_scan(store: ResultStore, doc: dict[str, Any]) -> int:
     """Keep one scan; returns its id."""
     _ensure(store)
     nranks = sum(int(n) for n in doc.get("gpus_per_host", []))
@@ -130,7 +131,7 @@ def add_scan(store: ResultStore, doc: dict) -> int:
         return int(cur.lastrowid or 0)
 
 
-def save_scan(doc: dict, db: str | os.PathLike | None = None) -> int:
+def save_scan(doc: dict[str, Any], db: str | os.PathLike[str] | None = None) -> int:
     """Open the store (creating it), keep the scan, close; its id."""
     with ResultStore(Path(db).expanduser() if db else default_db_path()) as store:
         return add_scan(store, doc)
@@ -155,7 +156,7 @@ def list_scans(store: ResultStore, limit: int | None = None) -> list[ScanHeader]
 def resolve_scan(store: ResultStore, ref: str) -> int:
     """`health:N`, `health:latest`, `health:latest~N` -> scan id."""
     body = ref[len(PREFIX):].strip().lower() if ref.lower().startswith(PREFIX) else ref.strip().lower()
-    ids = [r[0] for r in store.conn.execute("SELECT id FROM health_scans ORDER BY id DESC")] \
+    ids: list[int] = [r[0] for r in store.conn.execute("SELECT id FROM health_scans ORDER BY id DESC")] \
         if _has_table(store) else []
     if not ids:
         raise ArgumentError(f"no health scans in {store.path} (run `ncclbench health` first)")
@@ -182,7 +183,7 @@ def get_scan(store: ResultStore, scan_id: int) -> StoredScan:
     return StoredScan(f"{PREFIX}{scan_id}", json.loads(row[0]))
 
 
-def load_scan(ref: str, db: str | os.PathLike | None = None) -> StoredScan:
+def load_scan(ref: str, db: str | os.PathLike[str] | None = None) -> StoredScan:
     """A scan by reference: a health JSON file, or `health:...` in the store at `db`."""
     if not ref.lower().startswith(PREFIX):
         try:

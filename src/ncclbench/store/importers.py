@@ -22,6 +22,7 @@ import hashlib
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 from ..collectives import COLLECTIVES
 from ..core.results import ResultRow, RunInfo
@@ -94,7 +95,7 @@ def _evidence_of_a_run(p: ParsedText, rows: list[ResultRow]) -> bool:
     return len(p.nccl_lines) >= 3 and len(other) <= len(p.nccl_lines) // 4
 
 
-def _failure(p: ParsedText, rows: list[ResultRow]) -> dict | None:
+def _failure(p: ParsedText, rows: list[ResultRow]) -> dict[str, Any] | None:
     """What says the run failed: nccl-tests' / the launcher's failure lines, `# error:` lines, NCCL WARN
     lines (kept raw; `explain` names the causes).  None when nothing does."""
     warns = [ln for ln in p.nccl_lines if " NCCL WARN " in ln and not _BENIGN_WARN.search(ln)]
@@ -112,7 +113,7 @@ def _failure(p: ParsedText, rows: list[ResultRow]) -> dict | None:
             "first_warn": f"NCCL WARN {first_warn}" if first_warn else ""}
 
 
-def _status(p: ParsedText, rows: list[ResultRow], failure: dict | None) -> tuple[str, str]:
+def _status(p: ParsedText, rows: list[ResultRow], failure: dict[str, Any] | None) -> tuple[str, str]:
     """(status, why) of an imported test: complete, failed (it says so), interrupted (cut or hung)."""
     wrong = failure is not None and any(x.startswith("nccl-tests found wrong results") for x in failure["lines"])
     if p.avg_busbw is not None and rows and not wrong:
@@ -137,12 +138,12 @@ def _status(p: ParsedText, rows: list[ResultRow], failure: dict | None) -> tuple
     return "interrupted", "the table ends without its footer: the run was cut off or the log was cut"
 
 
-def _collective(p: ParsedText, rows: list[ResultRow], path: str, override: str | None) -> tuple[str, str, dict]:
+def _collective(p: ParsedText, rows: list[ResultRow], path: str, override: str | None) -> tuple[str, str, dict[str, Any]]:
     """(program, how it was decided, details) of a test: --collective, the log's own line, the launch
     line, the table (`output.collective_infer`), the file name, in that order."""
     nranks = sum(1 for d in p.devices if d.group == (p.devices[0].group if p.devices else 0)) or None
     inferred = infer_collective(rows, nranks) if rows else None
-    detail: dict = {}
+    detail: dict[str, Any] = {}
     if inferred is not None:
         detail = {"table": inferred.collective, "candidates": list(inferred.candidates), "how": inferred.how,
                   "nranks": inferred.nranks}
@@ -246,7 +247,7 @@ def _is_json(data: bytes) -> bool:
         return True
     return head.startswith("[") and not _LAUNCHER_TAG.match(head) and _JSON_START.match(head) is not None
 
-def load_file(path: str | os.PathLike, collective: str | None = None) -> list[ImportedRun]:
+def load_file(path: str | os.PathLike[str], collective: str | None = None) -> list[ImportedRun]:
     """Parse one nccl-tests text log or JSON file; raise one-line errors for anything else.
     `collective` overrides what the file says or its table suggests (text logs)."""
     p = Path(path)

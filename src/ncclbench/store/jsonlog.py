@@ -27,7 +27,7 @@ JsonObject = dict[str, Any]  # a JSON object as json.loads hands it back (values
 FILE_SHA256 = "file_sha256"  # RunInfo.extra key: the imported file's bytes (what older imports were keyed by)
 
 
-def _backend_of(doc: dict) -> str:
+def _backend_of(doc: JsonObject) -> str:
     """The backend an ncclbench -J file records in its own section ("mpi": the CPU backend, whose
     explain says "CPU backend", not "NCCL path unknown"); nccl-tests' own files: "nccl-tests"."""
     own = doc.get("ncclbench")
@@ -120,7 +120,29 @@ def parse_json_bytes(data: bytes, path: str = "<json>") -> ImportedRun:
 
 
 def _parse(data: bytes, path: str) -> ImportedRun:
-    name = path
+    """The run of one -J file's bytes: the document, its rows, options, run facts and footer."""
+    doc, truncated = _document(data, path)
+    results, rows = _results(doc, path)
+    cfg: JsonObject = doc["config"] if isinstance(doc.get("config"), dict) else {}
+    args = [str(a) for a in doc.get("args", [])] if isinstance(doc.get("args"), list) else []
+    program = os.path.basename(args[0]) if args else "unknown_perf"
+    collective = collective_of(program)
+    full_env = _environment(doc)
+    devices = _devices(cfg)
+    T, G = int(cfg.get("nthreads", 1)), int(cfg.get("ngpus", 1))
+    o = options_from_rows(_options(cfg, results, program, collective, args, T, G, path), rows, collective)
+    info = _run_info(doc, data, path, program, args, devices, T * G, truncated)
+    complete = not truncated and "average_bus_bandwidth" in doc
+    return ImportedRun(
+        info=info, options=o, rows=rows, summary=_summary(doc, full_env) if complete else None,
+        status="complete" if complete else "interrupted", source="import:json", source_path=path,
+        index=0, ntests=1, content_hash=content_hash(doc),
+        env=env_that_matters(full_env), end_time=doc.get("end_time"))
+
+
+def _document(data: bytes, path: str) -> tuple[JsonObject, bool]:
+    """The -J document (a cut-off one repaired) and whether it was cut off; refused where the
+    bytes are not JSON or the JSON is not nccl-tests -J output."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -129,28 +151,40 @@ def _parse(data: bytes, path: str) -> ImportedRun:
         fixed, truncated = repair_json(text)
         doc = json.loads(fixed)
     except ValueError as e:
-        raise NotImportableError(f"cannot import {name}: not valid JSON ({e})") from None
+        raise NotImportableError(f"cannot import {path}: not valid JSON ({e})") from None
     if not isinstance(doc, dict) or not ({"results", "config"} & doc.keys()) \
             or not ({"version", "args", "nccl_version"} & doc.keys()):
-        raise NotImportableError(f"cannot import {name}: JSON, but not nccl-tests -J output "
-                           "(no 'version'/'config'/'results' keys)")
+        raise NotImportableError(f"cannot import {path}: JSON, but not nccl-tests -J output "
+                                 "(no 'version'/'config'/'results' keys)")
+    return doc, truncated
+
+
+def _results(doc: JsonObject, path: str) -> tuple[list[Any], list[ResultRow]]:
+    """The document's 'results' list and its complete rows (a row cut off mid-way is left out);
+    refused without a single complete row."""
     results = doc.get("results", [])
     if not isinstance(results, list):
-        raise NotImportableError(f"cannot import {name}: 'results' is not a list")
+        raise NotImportableError(f"cannot import {path}: 'results' is not a list")
     rows = [r for r in (_row(x) for x in results) if r is not None]
     if not rows:
-        raise NotImportableError(f"cannot import {name}: nccl-tests JSON without a single complete "
-                           "result row")
-    cfg: JsonObject = doc["config"] if isinstance(doc.get("config"), dict) else {}
-    args = [str(a) for a in doc.get("args", [])] if isinstance(doc.get("args"), list) else []
-    program = os.path.basename(args[0]) if args else "unknown_perf"
-    collective = collective_of(program)
+        raise NotImportableError(f"cannot import {path}: nccl-tests JSON without a single complete "
+                                 "result row")
+    return results, rows
+
+
+def _environment(doc: JsonObject) -> dict[str, str]:
+    """The 'env' list's NAME=value items as a mapping (other items left out)."""
+    env = doc.get("env", [])
     full_env = {}
-    for item in doc.get("env", []) if isinstance(doc.get("env"), list) else []:
+    for item in env if isinstance(env, list) else []:
         if isinstance(item, str) and "=" in item:
             k, v = item.split("=", 1)
             full_env[k] = v
+    return full_env
 
+
+def _devices(cfg: JsonObject) -> list[DeviceInfo]:
+    """The config's 'devices', one per rank (entries that are not objects left out)."""
     devices = []
     for p, d in enumerate(cfg.get("devices", []) if isinstance(cfg.get("devices"), list) else []):
         if not isinstance(d, dict):
@@ -160,18 +194,21 @@ def _parse(data: bytes, path: str) -> ImportedRun:
             hostname=str(d.get("hostname", "")), device=int(d.get("device", -1)),
             device_hex=str(d.get("device_hex", "")), device_info=str(d.get("device_info", "")),
             process=p))
-    T, G = int(cfg.get("nthreads", 1)), int(cfg.get("ngpus", 1))
-    first_group = devices[0].group if devices else 0
-    procs_in_group = sum(1 for d in devices if d.group == first_group) or 1
+    return devices
 
+
+def _options(cfg: JsonObject, results: list[Any], program: str, collective: str, args: list[str],
+             nthreads: int, ngpus: int, path: str) -> BenchOptions:
+    """The options the run was started with, as the config records them (ncclbench's defaults
+    for those it does not; -d / -o / -r are read from the rows afterwards)."""
     defaults = BenchOptions()
     step_factor, step_bytes = defaults.step_factor, defaults.step_bytes
     if "step_factor" in cfg:
         step_factor = int(cfg["step_factor"])
     elif "step_bytes" in cfg:
         step_factor, step_bytes = 1, int(cfg["step_bytes"])
-    o = BenchOptions(
-        collective=collective, program=program, argv=tuple(args), nthreads=T, ngpus=G,
+    return BenchOptions(
+        collective=collective, program=program, argv=tuple(args), nthreads=nthreads, ngpus=ngpus,
         min_bytes=int(cfg.get("minimum_bytes", defaults.min_bytes)),
         max_bytes=int(cfg.get("maximum_bytes", defaults.max_bytes)), step_factor=step_factor, step_bytes=step_bytes,
         warmup_iters=int(cfg.get("warmup_iters", defaults.warmup_iters)),
@@ -186,34 +223,36 @@ def _parse(data: bytes, path: str) -> ImportedRun:
         report_cputime=any(isinstance(r, dict) and isinstance(r.get("out_of_place"), dict)
                            and "cpu_time" in r["out_of_place"] for r in results),
         output_file=path)
-    o = options_from_rows(o, rows, collective)
 
+
+def _run_info(doc: JsonObject, data: bytes, path: str, program: str, args: list[str], devices: list[DeviceInfo],
+              ranks_per_process: int, truncated: bool) -> RunInfo:
+    """Who ran where: library, devices, ranks (threads x GPUs of each process of the first group),
+    and where the record came from."""
+    first_group = devices[0].group if devices else 0
+    procs_in_group = sum(1 for d in devices if d.group == first_group) or 1
     code = doc.get("nccl_version") if isinstance(doc.get("nccl_version"), int) else None
     lib = nccl_version_string(code)
-    info = RunInfo(
+    return RunInfo(
         program=program, argv=args, backend=_backend_of(doc), version="", nccl_version_code=code,
         nccl_headers_code=None, library=f"NCCL {lib}" if lib else "", devices=devices,
-        world_size=len(devices) or 1, nranks=T * G * procs_in_group,
+        world_size=len(devices) or 1, nranks=ranks_per_process * procs_in_group,
         ngroups=len({d.group for d in devices}) or 1, start_time=str(doc.get("start_time", "")),
         hosts=list(dict.fromkeys(d.hostname for d in devices)),
         extra={"imported_from": path, "format": "json", "json_version": doc.get("version"),
                "truncated": truncated, FILE_SHA256: hashlib.sha256(data).hexdigest()})
 
-    summary = None
-    complete = not truncated and "average_bus_bandwidth" in doc
-    if complete:
-        avg = doc.get("average_bus_bandwidth") or {}
-        oob = doc.get("out_of_bounds") or {}
-        okay = str(avg.get("okay", "unchecked"))
-        gate = full_env.get("NCCL_TESTS_MIN_BW")
-        errors = doc.get("errors", [""])
-        summary = RunSummary(
-            out_of_bounds=int(oob.get("count", 0)), avg_busbw=_f(avg.get("bandwidth")),
-            min_bw_gate=_f(gate) if gate else None,
-            gate_ok=None if okay == "unchecked" else okay == "true",
-            errors=[str(e) for e in errors] if isinstance(errors, list) else [str(errors)])
-    return ImportedRun(
-        info=info, options=o, rows=rows, summary=summary,
-        status="complete" if complete else "interrupted", source="import:json", source_path=path,
-        index=0, ntests=1, content_hash=content_hash(doc),
-        env=env_that_matters(full_env), end_time=doc.get("end_time"))
+
+def _summary(doc: JsonObject, full_env: dict[str, str]) -> RunSummary:
+    """The footer of a complete run: average busbw, out-of-bounds count, the NCCL_TESTS_MIN_BW
+    gate and its verdict, the errors."""
+    avg = doc.get("average_bus_bandwidth") or {}
+    oob = doc.get("out_of_bounds") or {}
+    okay = str(avg.get("okay", "unchecked"))
+    gate = full_env.get("NCCL_TESTS_MIN_BW")
+    errors = doc.get("errors", [""])
+    return RunSummary(
+        out_of_bounds=int(oob.get("count", 0)), avg_busbw=_f(avg.get("bandwidth")),
+        min_bw_gate=_f(gate) if gate else None,
+        gate_ok=None if okay == "unchecked" else okay == "true",
+        errors=[str(e) for e in errors] if isinstance(errors, list) else [str(errors)])

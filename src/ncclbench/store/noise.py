@@ -369,6 +369,10 @@ class Noise:
     whole_run_known: bool
     dof: float | None = None  # degrees of freedom of the estimate (sets the multiple a change must exceed)
     assumed: bool = False  # a declared prior (PRIORS), not measured on the reference
+    # The reference's own whole-run shift per run (log units) and its dof, before `posterior`
+    # pooled it with the prior; None where it measured none.  A projection to more runs pools
+    # this with the prior (baseline_advice.py): `sigma` has the prior in it already.
+    measured: tuple[float, float] | None = None
 
     @property
     def multiple(self) -> float:

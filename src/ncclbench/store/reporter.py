@@ -84,7 +84,7 @@ class StoreReporter:
                   file=self._warn or sys.stderr)
 
     @classmethod
-    def open(cls, path: str | os.PathLike | None = None, *,
+    def open(cls, path: str | os.PathLike[str] | None = None, *,
              warn: TextIO | None = None, env: dict[str, str] | None = None) -> StoreReporter:
         """A reporter on the store at `path` (default: NCCLBENCH_DB / XDG location).
 

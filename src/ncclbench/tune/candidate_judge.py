@@ -82,7 +82,7 @@ def sign_test_p(wins: int, rounds: int) -> float:
 
     if rounds <= 0:
         return 1.0
-    return sum(comb(rounds, k) for k in range(wins, rounds + 1)) / 2 ** rounds
+    return sum(comb(rounds, k) for k in range(wins, rounds + 1)) / (1 << rounds)
 
 
 @dataclass(frozen=True)

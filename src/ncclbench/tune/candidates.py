@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..core.errors import ArgumentError, UnsupportedError
+from ..nccl.version_text import version_text
 from . import nccl_rules
 from .mpich import algorithm_cvar
 
@@ -47,12 +49,12 @@ class Candidate:
         then override every communicator's config: src/init.cc envConfigOverride)."""
         return self.env + tuple((CONFIG_ENV[k], str(v)) for k, v in self.config if k in CONFIG_ENV)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"label": self.label, "env": dict(self.env), "config": dict(self.config),
                 "algo": self.algo, "proto": self.proto, "ctas": self.ctas}
 
     @classmethod
-    def from_json(cls, d: dict) -> Candidate:
+    def from_json(cls, d: dict[str, Any]) -> Candidate:
         return cls(d["label"], tuple(d.get("env", {}).items()), tuple(d.get("config", {}).items()),
                    d.get("algo"), d.get("proto"), d.get("ctas"))
 
@@ -116,7 +118,7 @@ def _nccl_names(names: list[str] | None, canon: Callable[[str], str | None], kno
         c = canon(n)
         if c is None:
             raise ArgumentError(f"unknown NCCL {what} '{n}' for '{option}'; NCCL "
-                                f"{nccl_rules.version_text(version_code)} knows: {', '.join(known)} (or {AUTO})")
+                                f"{version_text(version_code)} knows: {', '.join(known)} (or {AUTO})")
         if c not in out:
             out.append(c)
     return out
@@ -143,7 +145,7 @@ def nccl_candidates(collective: str, version_code: int, algos: list[str] | None 
     if ctas and version_code < nccl_rules.CTA_FIELDS_SINCE:
         out.skipped.append(Skipped(f"ctas={','.join(map(str, ctas))}",
                                    f"ncclConfig_t.minCTAs/maxCTAs need NCCL >= 2.17 "
-                                   f"(library is {nccl_rules.version_text(version_code)})"))
+                                   f"(library is {version_text(version_code)})"))
         cta_list = [None]
     for algo in algo_list:
         for proto in proto_list:

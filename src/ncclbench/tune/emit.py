@@ -20,6 +20,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..core.config import Backend
 from ..output.numfmt import human_size
 from . import nccl_rules
@@ -42,7 +44,7 @@ def env_lines_for(result: TuneResult, label: str) -> list[str]:
     return [f"{k}={v}" for k, v in result.candidate(label).process_env()]
 
 
-def band_settings(result: TuneResult) -> list[dict]:
+def band_settings(result: TuneResult) -> list[dict[str, Any]]:
     """One entry per band: range, winner, env lines, gains."""
     out = []
     blist = result.bands()
@@ -54,7 +56,7 @@ def band_settings(result: TuneResult) -> list[dict]:
     return out
 
 
-def won_bands(result: TuneResult) -> list[dict]:
+def won_bands(result: TuneResult) -> list[dict[str, Any]]:
     """The band settings a candidate won: the ones that get env lines, a tuner-config line and
     a --verify (the default keeps the others)."""
     return [s for s in band_settings(result) if s["winner"] != DEFAULT.label]
@@ -79,12 +81,12 @@ def env_file(result: TuneResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def band_range(band: dict) -> str:
+def band_range(band: dict[str, Any]) -> str:
     """A band's message sizes as printed: '512 B .. 2 KiB'."""
     return f"{human_size(band['lo'])} .. {human_size(band['hi'])}"
 
 
-def bands_disagree(bands: list[dict]) -> bool:
+def bands_disagree(bands: list[dict[str, Any]]) -> bool:
     """Whether two bands set one environment variable to different values: an environment variable
     holds for every size, so such lines cannot all be used at once."""
     seen: dict[str, str] = {}
@@ -171,7 +173,7 @@ def report_lines(result: TuneResult) -> list[str]:
     return out
 
 
-def result_json(result: TuneResult) -> dict:
+def result_json(result: TuneResult) -> dict[str, Any]:
     """The result with its judgement, for the -J-like JSON file."""
     doc = result.to_json()
     doc["verdicts"] = [vars(v) | {"winner": v.winner, "reason": v.reason} for v in result.verdicts()]

@@ -16,6 +16,7 @@ import os
 import sqlite3
 import sys
 from pathlib import Path
+from typing import Any
 
 from .. import __version__
 from ..core.atomic_file import check_output_path
@@ -167,7 +168,7 @@ def write_outputs(result: TuneResult, topts: TuneOptions, opts: BenchOptions) ->
     return written
 
 
-def print_env_lines(wins: list[dict]) -> None:
+def print_env_lines(wins: list[dict[str, Any]]) -> None:
     """The environment lines on stdout: bare where they agree (one setting for every size), else
     one per size band with its range, since an environment variable holds for every size."""
     if not wins:

@@ -8,6 +8,7 @@ emitted and verified again later (`TuneResult.from_json`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .candidate_judge import Band, Series, Verdict, bands, judge_size
 from .candidates import Candidate, Skipped
@@ -51,7 +52,7 @@ class TuneResult:
     notes: list[str] = field(default_factory=list)
     root: int = -1  # rooted collectives: the root measured
     reduced_max_bytes: int | None = None  # -e lowered by nccl-tests' memory clamp (the plan's), else None
-    verify: dict | None = None  # filled by --verify (see verify.py)
+    verify: dict[str, Any] | None = None  # filled by --verify (see verify.py)
 
     # -- derived -------------------------------------------------------------------------
     @property
@@ -87,7 +88,7 @@ class TuneResult:
         return self.algbw_bytes.get(size, size) / 1e3 / time_us * self.bus_factor
 
     # -- JSON ----------------------------------------------------------------------------
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "format": FORMAT, "collective": self.collective, "backend": self.backend,
             "library": self.library, "version_code": self.version_code, "nranks": self.nranks,
@@ -105,7 +106,7 @@ class TuneResult:
         }
 
     @classmethod
-    def from_json(cls, d: dict) -> TuneResult:
+    def from_json(cls, d: dict[str, Any]) -> TuneResult:
         if d.get("format") != FORMAT:
             raise ValueError(f"not an ncclbench tune result (format {d.get('format')!r})")
         return cls(

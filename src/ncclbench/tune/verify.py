@@ -23,6 +23,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..core.config import Backend
 from ..core.errors import BenchError, ExitCode
@@ -51,10 +52,10 @@ def band_args(bench_args: Sequence[str], lo: int, hi: int) -> list[str]:
     return [*strip_nprocs(list(bench_args)), "-b", str(lo), "-e", str(hi)]
 
 
-def judge_band(default: dict[int, list[float]], setting: dict[int, list[float]]) -> dict:
+def judge_band(default: dict[int, list[float]], setting: dict[int, list[float]]) -> dict[str, Any]:
     """Per-size and overall gain of `setting` over `default`.  Times are in us,
     one per run, in pair order (the i-th default and setting runs were a pair)."""
-    per_size: dict[str, dict] = {}
+    per_size: dict[str, dict[str, Any]] = {}
     gains: list[float] = []
     noises: list[float] = []
     wins = comparisons = 0
@@ -102,7 +103,7 @@ def subprocess_runner(program: str, backend: Backend, nprocs: int | None, log: C
 
 
 def verify(result: TuneResult, bench_args: Sequence[str], rounds: int, run: RunFn,
-           say: Callable[[str], None] = print) -> dict:
+           say: Callable[[str], None] = print) -> dict[str, Any]:
     """Check every band won by a setting; returns the `verify` section of the result."""
     bands_out = []
     for band in won_bands(result):
