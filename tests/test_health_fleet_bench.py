@@ -86,3 +86,38 @@ def test_the_dry_run_makes_and_shapes_each_fleet_and_records_what_the_budget_lef
 def test_odd_fleets_share_one_gpu_so_every_round_runs_as_many_ranks_on_it():
     assert [hf.gpus_for(n, 2) for n in (3, 4, 5, 8)] == [1, 2, 1, 2]
     assert hf.gpus_for(5, None) is None  # the CPU dry run: no GPUs to share
+
+
+def _scan(pairs):
+    """A scan's measurements: one round of 2-host groups, (hosts, busbw GB/s) each."""
+    return {"measurements": [{"round": "pairs r1", "groups": [{"hosts": list(h), "busbw": b} for h, b in pairs]}]}
+
+
+def test_an_injection_lands_only_where_its_rate_is_under_what_the_other_pairs_reach():
+    """8 contexts time-sliced on one GPU (2026-11-28, 1x H200): pairs at 0.24-0.30 GB/s = 1.9-2.4 Gbit/s on
+    the wire, under a 75 % NIC's 3 Gbit/s: not landed; on 2 GPUs the pairs are faster and it lands."""
+    nic75 = hf.Case(8, "nic", 75)
+    capped = _scan([(("node0", "node7"), 0.25), (("node1", "node6"), 0.26), (("node2", "node5"), 0.24),
+                    (("node3", "node4"), 0.28)])
+    landed, why = hf.injection_landed(nic75, capped, 4000)
+    assert landed == "did not land" and "shaped 3.00 Gbit/s" in why and "2.08 Gbit/s" in why  # node2's pair out
+    fast = _scan([(("node0", "node7"), 0.48), (("node1", "node6"), 0.47), (("node2", "node5"), 0.30),
+                  (("node3", "node4"), 0.49)])
+    assert hf.injection_landed(nic75, fast, 4000)[0] == "landed"
+    link = hf.Case(8, "link", 50)  # node1-node3 at 2 Gbit/s: the pair itself is left out, its hosts' other pairs not
+    near = _scan([(("node1", "node3"), 0.18), (("node1", "node6"), 0.26), (("node3", "node4"), 0.27),
+                  (("node0", "node7"), 0.26)])
+    assert hf.injection_landed(link, near, 4000)[0] == "at the cap"  # 2.0 within 10 % of 2.08
+    assert hf.injection_landed(hf.Case(4, "healthy"), near, 4000) == (None, "no injection")
+
+
+def test_a_case_that_did_not_land_is_counted_apart():
+    res = {"8h-nic75-1": {"status": "ok", "as expected": False, "landed": "did not land", "landed why": "w",
+                          "exit": 0, "confirmed": []},
+           "8h-link50-1": {"status": "ok", "as expected": False, "landed": "at the cap", "landed why": "c",
+                           "exit": 0, "confirmed": []},
+           "8h-nic50-1": {"status": "ok", "as expected": True, "landed": "landed", "exit": 8, "confirmed": ["x"]}}
+    t = hf.tally(res)
+    assert t["faults named as expected"] == "1 of 2 run"
+    assert t["faults whose injection did not land (not counted above)"] == ["8h-nic75-1: w"]
+    assert t["faults at the cap the other pairs met (counted above)"] == ["8h-link50-1: c"]
