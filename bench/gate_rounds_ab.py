@@ -39,6 +39,9 @@ MODES: dict[str, tuple[dict[str, str], list[str]]] = {
     "unbound": ({"NCCLBENCH_GATE_ROUND_JOBS": "0"}, ["--cpu-bind", "none"]),
     "bind numa": ({"NCCLBENCH_GATE_ROUND_JOBS": "0"}, ["--cpu-bind", "numa"]),
     "bind core": ({"NCCLBENCH_GATE_ROUND_JOBS": "0"}, ["--cpu-bind", "core"]),
+    # the timed loop's calls from C (ncclbench.nccl._timedloop, where built) or through nccl4py
+    "c loop": ({"NCCLBENCH_GATE_ROUND_JOBS": "0"}, []),
+    "nccl4py": ({"NCCLBENCH_GATE_ROUND_JOBS": "0", "NCCLBENCH_NATIVE": "0"}, []),
 }
 
 
@@ -97,7 +100,8 @@ def main() -> int:
                 continue
             g = json.loads(j.read_text())["ncclbench"]["gate_latency"]
             rounds = g["series"][0]["out_of_place"]
-            bound = [ln.strip("# ") for ln in p.stdout.splitlines() if "bound" in ln or "--cpu-bind" in ln][:2]
+            bound = [ln.strip("# ") for ln in p.stdout.splitlines()
+                     if "bound" in ln or "--cpu-bind" in ln or "timed loop:" in ln][:3]
             got[mode].append({"wall_s": round(wall, 2), "rounds": rounds, "fresh": g["fresh"], "binding": bound})
             print(f"{mode} run {i}: {wall:.1f} s, median {figure(rounds, statistics.median):.2f} us, "
                   f"min {figure(rounds, min):.2f} us", flush=True)
