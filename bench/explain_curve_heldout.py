@@ -182,12 +182,15 @@ def render(doc: dict[str, Any]) -> str:
         for cut in CUTS:
             c = Counter(r["verdict"] for r in h if r["machine"] == mach and r["cut"] == cut)
             if c:
-                lines.append(f"| {mach} | {cut} | {c.get('as expected', 0)} | {c.get('below expected', 0)} | {c.get('unknown', 0)} |")
+                lines.append(f"| {mach} | {cut} | {c.get('as expected', 0)} | {c.get('below expected', 0)} "
+                             f"| {c.get('unknown', 0)} |")
     below = [(r["machine"], r["collective"], r["cut"]) for r in h if r["verdict"] == "below expected"]
-    lines += ["", f"Total ({len(h)} healthy judgements): {tot.get('as expected', 0)} as expected, {tot.get('below expected', 0)} below "
-              f"expected, {tot.get('unknown', 0)} not judged; healthy below expected: {below or 'none'}.", "",
+    lines += ["", f"Total ({len(h)} healthy judgements): {tot.get('as expected', 0)} as expected, "
+              f"{tot.get('below expected', 0)} below expected, {tot.get('unknown', 0)} not judged; "
+              f"healthy below expected: {below or 'none'}.", "",
               f"The same evaluation with the machine count off (RAMP_MIN_MACHINES = 1, the rule before): "
-              f"{off.get('as expected', 0)} as expected, {off.get('below expected', 0)} below expected, {off.get('unknown', 0)} not judged; "
+              f"{off.get('as expected', 0)} as expected, {off.get('below expected', 0)} below expected, "
+              f"{off.get('unknown', 0)} not judged; "
               f"below: {doc['rule_off_below'] or 'none'}. (The file before this one, explain-curve-heldout-2026-11-28.md "
               "at 95be1df, read 638 / 4 / 90: its held-out 2x H200 2026-11-21 host was judged with its own curves, "
               "and the 2026-11-28 machine with the 2x H100 ones, because both 2x H200 machines were taken for the "
