@@ -67,6 +67,11 @@ MORE_MACHINES = {
                            "2x NVIDIA H200 (NV18), driver 580.159, NCCL 2.28.9, 2026-11-28, main ad544b9; "
                            "bench/explain_curve_gpu.py: 11 collectives -b 1M -e 8G -f 2 and -e 32M/128M/1G "
                            "(bench/results/explain-curve-gpu-2026-11-28-2xH200/README.md)"),
+    "2x H200 2026-11-28 1eb0992": (("H200", 2), "2026-11-28-2xH200-explain-curve-1eb0992.tar.xz", "./explain/ec/runs/",
+                                   "2x NVIDIA H200 (NV18; GPU-76851eeb, GPU-ce76c6c4: not the GPUs of the ad544b9 "
+                                   "visit), driver 580.159, NCCL 2.28.9, 2026-11-28, main 1eb0992; "
+                                   "bench/explain_curve_gpu.py --steps healthy_full,nccl_tests: 11 collectives "
+                                   "-b 1M -e 8G -f 2 (bench/results/explain-curve-gpu-2026-11-28-2xH200-1eb0992/)"),
 }
 BAND_FROM = 32 * 2**20  # CURVE_MIN_PLATEAU_BYTES: the sizes a curve verdict reads
 CEILING = 370.8  # NCCL's model for an H100/H200 NVSwitch GPU: 18 x 20.6 GB/s (explain/ceiling.py)
