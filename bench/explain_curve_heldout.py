@@ -166,15 +166,16 @@ def render(doc: dict[str, Any]) -> str:
     h, m = doc["healthy"], doc["meta"]
     tot = Counter(r["verdict"] for r in h)
     off = doc["rule_off"]
-    lines = [f"# Explain's expected curve, leave-one-machine-out, three machines per ramp size ({m['date']}, "
+    lines = [f"# Explain's expected curve, leave-one-machine-out ({m['date']}, "
              f"commit {m['commit']})", "",
              f"`{m['command']}` on {m['machine']} (no GPU: recorded runs re-judged). Each machine's healthy runs are "
              "judged with curves and per-size bands built without that machine (a twin class's curve stands in "
              "where its own class had only it), cut at -e 32M/128M/1G/8G. On the ramp (below where the curve has "
              f"flattened) a size has a band only where at least {m['ramp_min_machines']} machines of the GPU count "
-             "recorded a healthy run there (`expected_curve.RAMP_MIN_MACHINES`); held out, the 2-GPU class keeps two "
-             "machines and the 4-GPU class one, so no ramp size has a band and only the flat part is judged against "
-             "the curve. Where no plateau size has a band, the verdict is the ceiling's where that says as expected, "
+             "recorded a healthy run there (`expected_curve.RAMP_MIN_MACHINES`) and from 64 MiB "
+             "(`RAMP_JUDGED_FROM_BYTES`); held out, the 2-GPU class keeps three machines (four recorded) and the "
+             "4-GPU class one, so 2-GPU ramp sizes from 64 MiB have bands and the 4-GPU ramp none. Where no "
+             "plateau size has a band, the verdict is the ceiling's where that says as expected, "
              "below expected under the lowest healthy share of the ceiling any recorded system reaches at the size "
              "(less the ceiling's 10 %), else not judged with the curve's reason (`run_explain._no_band`).", "",
              "| held-out machine | cut | as expected | below expected | not judged |", "|---|---|---|---|---|"]

@@ -69,8 +69,8 @@ JUDGED_BAND_MIN = 0.80
 # is below, while the injected causes stay below against the lowest healthy share of the ceiling
 # (run_explain._no_band; bench/results/explain-curve-heldout-2026-11-28-three-machines.md).  Where the curve has
 # flattened, machines agree (lowest 0.94-1.00 of the curve) and one machine's record will do, as before.  A
-# machine counts at the sizes its sweeps measured: the -f 4 host (8 B x 4^k) at 32, 128, 512 MiB, ..., so with the
-# five machines recorded the 2-GPU ramp has a band at those sizes only, and the 4-GPU ramp (two machines) at none.
+# machine counts at the sizes its sweeps measured (the -f 4 host at 32, 128, 512 MiB, ...).  With a fourth 2-GPU
+# machine recorded (2026-11-28, 1eb0992) every 2-GPU size has three or four; the 4-GPU class has two at most.
 RAMP_MIN_MACHINES = 3
 # Below 64 MiB, on the ramp, no band at all, however many machines agree: with four 2-GPU machines recorded, three
 # agreed at 32 MiB (0.93-0.98 of the curve) and the fourth (2026-11-28 2x H200, ad544b9) reached 0.61-0.89 on six
