@@ -209,9 +209,13 @@ def _timed_and_checked(worker: Worker, placement: Placement, opts: BenchOptions,
     return _checked(worker, placement, opts, verify, *timed)
 
 
-def _timed(worker: Worker, opts: BenchOptions,  # noqa: C901 - complexity 20 when the limit came; split it (issue 33)
+def _timed(worker: Worker, opts: BenchOptions,  # noqa: C901 - one window, see the docstring
            ops: list[Callable[[], None]]) -> tuple[float, float, list[float] | None]:
-    """The timed loop through prepared callables: (enqueue s per op, time us per op, -I samples)."""
+    """The timed loop through prepared callables: (enqueue s per op, time us per op, -I samples).
+
+    Complex on purpose: every -z/-a/-I/-G branch sits inside the one timed window, as in nccl-tests'
+    timeTest loop; a helper function per branch would add a Python call to every timed iteration
+    (~50-100 ns each, against the 0.2-0.6 us a call these loops time: bench/loop_anatomy.py)."""
     iters, agg, z = opts.iters, max(1, opts.agg_iters), opts.blocking
     graph_launches = opts.cudagraph
     nops = iters * agg  # 0 with -n 0: times come out as C's x/0, as nccl-tests prints them
