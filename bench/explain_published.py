@@ -133,7 +133,7 @@ SYSTEMS: list[Published] = [
               MLENG + " (NVLS ramp table)", None, {}, algo="NVLS",
               note="NCCL's speed steps plan 7 channels at 40 GB/s (50 x 8 would need 400 of 370.8): 408, which "
                    "picks NVLS over Ring; the ceiling takes each channel at the link's share, 370.8 / 8 = 46.35: "
-                   "472.8 (`ceiling.nvls_baseboard`)"),
+                   "472.8 (`nccl_bandwidth.nvls_baseboard`)"),
     Published("6 of 8 H200", lambda h: h200(h, **NO_NIC), 1, 6, "all_reduce", 435.6,
               MLENG + " (NVLS ramp table)", None, {}, algo="NVLS"),
     Published("5 of 8 H200", lambda h: h200(h, **NO_NIC), 1, 5, "all_reduce", 414.2,
@@ -236,7 +236,7 @@ SYSTEMS: list[Published] = [
                    "min(NVLS 80 x 0.74 x 7/8 x 2 = 103.6, the heads' NICs 48 x 2, NCCL's 2-node cap 96) x 8 = 768). "
                    "NCCL's own plan caps the multi-node NVLS speed at the GPU-NIC path (48 GB/s): 497, which this "
                    "figure passes by 39 %, so the ceiling sizes the NVLS part as on one node "
-                   "(`ceiling.nvls_net_graph`). 690.1 is 90 % of 768 and 86 % of twice the NICs' 400 GB/s line rate"),
+                   "(`nccl_bandwidth.nvls_net_graph`). 690.1 is 90 % of 768 and 86 % of twice the NICs' 400 GB/s line rate"),
     Published("2 nodes x 8 H100, 8x IB (CoreWeave)", lambda h: h100(h), 2, 8, "all_reduce", 440.58, COREWEAVE_2NODE,
               "2.28.3", {}, note="NIC speed not stated: 400G NDR assumed; algorithm not stated (predicted NVLSTree)"),
     Published("4 nodes x 8 B200 (p6-b200), EFA", lambda h: b200(h, nic_kind="efa", nic_gbps=400), 4, 8,

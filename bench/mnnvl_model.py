@@ -27,14 +27,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from provenance import commit  # noqa: E402  (bench/: the one answer to 'which commit is this tree')
 
-from ncclbench.explain.ceiling import (  # noqa: E402
-    NVLS_EFFICIENCY,
-    Ceiling,
-    expected_ceiling,
-    fmt_gbps,
-    nvls_model,
-)
+from ncclbench.explain.ceiling import Ceiling, expected_ceiling  # noqa: E402
 from ncclbench.explain.gather_topology import gather_host_topology  # noqa: E402
+from ncclbench.explain.nccl_bandwidth import NVLS_EFFICIENCY, fmt_gbps, nvls_model  # noqa: E402
 from ncclbench.explain.nccl_log import parse_nccl_log  # noqa: E402
 from ncclbench.explain.plateau_verdict import judge, plateau_busbw  # noqa: E402
 from ncclbench.explain.topology import HostTopology  # noqa: E402
@@ -202,7 +197,7 @@ def render(results: list[dict], bounded: list[dict]) -> str:
         out.append(f"   - domain: {c.nvlink_domain or '(one host)'}")
         out.append(f"   - {'why: ' + c.reasoning if c.ceiling is not None else 'not judged: ' + c.unknown}")
     out += ["", "## The NVLS model is bounded in the GPU count", "",
-            "`ceiling.nvls_model`: nCh = min(32, GPUs) channels (NCCL_MAX_NVLS_ARITY), the channel speed the "
+            "`nccl_bandwidth.nvls_model`: nCh = min(32, GPUs) channels (NCCL_MAX_NVLS_ARITY), the channel speed the "
             "largest of NCCL's intra speeds with (nCh+1) x speed within the GPU's switch link and nCh x speed "
             "within n/(n-1) of it, busbw = nCh x speed x efficiency x (nCh-1)/nCh x 2. The old sizer's "
             "continuous form is shown beside it.", "",
@@ -215,7 +210,7 @@ def render(results: list[dict], bounded: list[dict]) -> str:
                    f"{fmt_gbps(b['old_continuous'])} | {fmt_gbps(b['limit'])} |")
     out += ["", "## What is not modelled, and why", "",
             "- Several NVLink domains joined by a network (2+ racks, or NVL partitions) are modelled as NCCL models "
-            "them (each domain one node of all its GPUs; NVLSTree: `ceiling.nvls_tree_model`, 32 NVLS channels "
+            "them (each domain one node of all its GPUs; NVLSTree: `nccl_bandwidth.nvls_tree_model`, 32 NVLS channels "
             "each headed by a GPU with its own NIC, per channel min(NVLink part, the heads' NICs x 2 on 2 nodes, "
             "NCCL's cap); Ring: min(the GPU's NVLink, the domain's NICs)). NCCL's model has no term for the fabric "
             "that joins the domains (switch tiers, oversubscription), nor do the facts ncclbench reads, and no "

@@ -6,16 +6,8 @@ import dataclasses
 import pytest
 from explain_helpers import A100, B200, H100, H200, facts, log
 
-from ncclbench.explain.ceiling import (
-    Ceiling,
-    expected_ceiling,
-    nccl_algorithm,
-    nccl_nic_channel_bw,
-    nccl_nvlink_bw,
-    nccl_pcie_bw,
-    nccl_table_ceiling,
-    nvls_channel_bw,
-)
+from ncclbench.explain.ceiling import Ceiling, expected_ceiling, nccl_algorithm, nccl_table_ceiling
+from ncclbench.explain.nccl_bandwidth import nccl_nic_channel_bw, nccl_nvlink_bw, nccl_pcie_bw, nvls_channel_bw
 from ncclbench.explain.nccl_env import allowed_algorithms, nccl_list_match, p2p_level
 from ncclbench.simulation import hosts as S
 

@@ -8,8 +8,9 @@ import dataclasses
 import pytest
 from explain_helpers import H100, facts
 
-from ncclbench.explain.ceiling import Ceiling, expected_ceiling, nvls_model, nvls_net_graph, nvls_tree_model
+from ncclbench.explain.ceiling import Ceiling, expected_ceiling
 from ncclbench.explain.mnnvl import find_domain
+from ncclbench.explain.nccl_bandwidth import nvls_model, nvls_net_graph, nvls_tree_model
 from ncclbench.explain.nccl_log import merge_facts, parse_nccl_log
 from ncclbench.explain.plateau_verdict import Plateau, judge
 from ncclbench.explain.topology import HostTopology, format_topology_lines, format_topology_report

@@ -4,7 +4,7 @@ Why a curve and not only the ceiling: busbw ramps up to its plateau over three d
 (launch and per-step latency first, then the protocol and chunk sizes NCCL picks per size), and a
 healthy sweep that stops at 128 MiB sits well under the ceiling although nothing is wrong: on
 2x H100, all_gather reaches 62 % of the 370.8 GB/s NVLink model at 128 MiB and 80 % at 8 GiB,
-all_reduce 77 % and 93 %.  The ceiling (`ceiling.py`, NCCL's own constants) says what the links
+all_reduce 77 % and 93 %.  The ceiling (`ceiling.py` over `nccl_bandwidth.py`, NCCL's own constants) says what the links
 allow; this module says how close to it a healthy system gets at each size.
 
 The ramp is calibrated, not derived: NCCL's own latency + bandwidth model (tuning.cc: time = lat +
@@ -42,8 +42,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .ceiling import Ceiling, fmt_gbps
+from .ceiling import Ceiling
 from .curve_data import CEILING_AT_CALIBRATION, CURVES, HEALTHY_LOWEST, SOURCES
+from .nccl_bandwidth import fmt_gbps
 
 # The band per size: the lowest ratio to the curve any recorded healthy run reached at that size
 # (HEALTHY_LOWEST: every healthy run of every recorded machine, either twin class), less BAND_MARGIN,

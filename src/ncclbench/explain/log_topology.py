@@ -386,7 +386,7 @@ def _links_from_nccl(log: NcclLogFacts | None, b: Board) -> tuple[int | None, fl
     log has it: a fact, which then stands in for the board's figure.  NVLinks = NVL bw / NCCL's per-link bw."""
     if log is None or not log.topo_gpus:
         return None, None
-    from .ceiling import nccl_nvlink_bw
+    from .nccl_bandwidth import nccl_nvlink_bw
 
     cc = tuple(int(x) for x in b.cc.split("."))
     per_link = nccl_nvlink_bw((cc[0], cc[1]), log.version)

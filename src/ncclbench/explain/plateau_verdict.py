@@ -32,8 +32,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .ceiling import Ceiling, fmt_gbps
+from .ceiling import Ceiling
 from .expected_curve import PLATEAU_REACHED, Expectation
+from .nccl_bandwidth import fmt_gbps
 
 AS_EXPECTED_FRACTION = 0.90
 ABOVE_MODEL_TOLERANCE = 0.05

@@ -30,10 +30,11 @@ from typing import Any
 
 from ..core.datatypes import DATATYPE_BY_NAME
 from ..core.results import ONE_RANK_LINE, ResultRow
-from .ceiling import Ceiling, expected_ceiling, fmt_gbps, network_in_use
+from .ceiling import Ceiling, expected_ceiling, network_in_use
 from .expected_curve import SHAPE_ALGOS, Expectation, expected_per_size, find_expectation, healthy_floor
 from .failures import failure_traps
 from .log_topology import LogTopology, assumed_hosts, is_datacenter
+from .nccl_bandwidth import fmt_gbps
 from .nccl_env import NCCL_FUNC
 from .nccl_log import CallChoice, NcclLogFacts, format_bytes
 from .plateau_verdict import (
