@@ -348,8 +348,9 @@ def figure_change(store, run_id: int, base_ids: list[int], figure: str) -> float
     if figure == "latency":
         gated = [stats.gate_round_values(r.summary) for r in (*stored, me)]
         if all(gated):
-            runs = [{k: stats.round_profile(v) for k, v in g.items()} for g in gated[:-1]]
-            mine = {k: stats.round_profile(v) for k, v in gated[-1].items()}
+            fig = noise.round_figure(stored[0].info.backend)
+            runs = [{k: stats.round_profile(v, fig) for k, v in g.items()} for g in gated[:-1]]
+            mine = {k: stats.round_profile(v, fig) for k, v in gated[-1].items()}
     key = next(iter(mine), None)
     if key is None:
         return None
@@ -650,9 +651,9 @@ def latency_noise(out: Path, runs: dict) -> dict:
     """Where the latency figure's noise sits, over the good runs (first series, 1 sd per run, leave one
     out as `noise.shift_sigma`): the table's figure (one draw per process), a round against the other
     rounds of its run (fresh communicators in one process: `noise.cycle_spread`, pooled), the gated
-    figure (per size the fastest of R rounds), what the gated figure would move by if every round renewed
-    the whole per-process draw (a round's spread x sqrt(variance of the least of R)), and the part the rounds
-    do not renew (the rest of the gated figure's variance)."""
+    figure (per size one value of R rounds, by the backend: noise.round_figure), what the gated figure would
+    move by if every round renewed the whole per-process draw (a round's spread x sqrt(variance of the median,
+    or of the least, of R)), and the part the rounds do not renew (the rest of the gated figure's variance)."""
     from ncclbench.store import ResultStore, noise
     from ncclbench.store import summary_stats as stats
 
@@ -670,12 +671,14 @@ def latency_noise(out: Path, runs: dict) -> dict:
     gated = [next(iter(stats.gate_round_values(r.summary).values()), []) for r in stored]
     if all(len(x) >= 3 for x in gated):
         nr = statistics.median(len(x) for x in gated)
-        profiles = [stats.round_profile(x) for x in gated]
+        fig = noise.round_figure(stored[0].info.backend)
+        profiles = [stats.round_profile(x, fig) for x in gated]
         g = noise.shift_sigma(profiles, sizes)
         within = noise.pooled([noise.cycle_spread(x, sizes) for x in gated])
         if g is not None and within is not None:
-            renewed = within.sigma * math.sqrt(noise.min_variance(int(nr)))
-            found.update(rounds=nr, gated_pct=round(100 * g, 2), round_pct=round(100 * within.sigma, 2),
+            var = noise.median_variance(int(nr)) if fig is noise.RoundFigure.MEDIAN else noise.min_variance(int(nr))
+            renewed = within.sigma * math.sqrt(var)
+            found.update(rounds=nr, figure=fig.value, gated_pct=round(100 * g, 2), round_pct=round(100 * within.sigma, 2),
                          round_dof=within.dof, renewed_pct=round(100 * renewed, 2),
                          not_renewed_pct=round(100 * math.sqrt(max(0.0, g * g - renewed * renewed)), 2))
     return found
@@ -687,10 +690,13 @@ def latency_noise_text(x: dict) -> str:
     text = (f"Latency noise over the {x['runs']} good runs (1 sd per run, leave one out): the table's figure "
             f"{x.get('table_pct', '-')} % (one draw per process)")
     if "gated_pct" in x:
+        med = x.get("figure", "fastest") == "median"
         text += (f"; a round against the other rounds of its run {x['round_pct']} % on {x['round_dof']} dof (fresh "
-                 f"communicators in one process); the gated figure, the fastest of {x['rounds']:g} rounds, "
+                 f"communicators in one process); the gated figure, {'the median' if med else 'the fastest'} of "
+                 f"{x['rounds']:g} rounds, "
                  f"{x['gated_pct']} % -- {x['renewed_pct']} % if every round renewed the whole per-process draw "
-                 f"(a round's spread x the spread of the least of {x['rounds']:g} normal values), so the part the "
+                 f"(a round's spread x the spread of the {'median' if med else 'least'} of {x['rounds']:g} normal "
+                 f"values), so the part the "
                  f"rounds do not renew is "
                  f"{x['not_renewed_pct']} % per run")
     return text + "."

@@ -1,6 +1,7 @@
 """Issue 31 item 3, latency you can gate: runs measured for the gate (`--gate`, implied by
 `--baseline`) carry the small sizes again in rounds on fresh communicators; the gate's latency
-figure is then their median and its noise the baseline runs' own shifts (the per-process prior
+figure is then per size one value of the rounds (GPU: their median; the CPU backend: the fastest)
+and its noise the baseline runs' own shifts (the per-process prior
 only bounds it); each baseline says the smallest rise it can see (`check`'s line, `baseline set`),
 from the same noise model as the limit; and the limit's multiple is one rule: Student's t on the
 dof of the estimate, every estimate updating the prior by its dof (a roughness once stood in with
@@ -15,6 +16,7 @@ import os
 import random
 import re
 import sqlite3
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -42,12 +44,15 @@ KiB = 1 << 10
 
 
 def gated_run(rng: random.Random, rounds: int = GATE_ROUNDS, process: float = 0.0, per_round: float = 0.0,
-              level: float = 1.0, table_shift: float | None = None, label: str = "x"):
+              level: float = 1.0, table_shift: float | None = None, label: str = "x", backend: str | None = None):
     """A copy of the H200 fixture as one process of a gated run would record it: the table's small
     sizes moved by this process's draw (N(0.127), the per-process prior: what the table shows), and
     gate rounds whose small-size times carry a draw per process (`process`) and one per round
-    (`per_round`, what a fresh communicator renews), all `level` times the fixture's."""
+    (`per_round`, what a fresh communicator renews), all `level` times the fixture's.  `backend`: the
+    run's backend where not the fixture's (an imported nccl-tests log: GPU)."""
     run = copy.deepcopy(TEMPLATE)
+    if backend is not None:
+        run.info.backend = backend
     shift = rng.gauss(0, 0.127) if table_shift is None else table_shift
     small = [r for r in run.rows if 0 < r.size <= 64 * KiB]
     for r in small:
@@ -74,9 +79,9 @@ def latency(g):
 
 
 def test_gate_rounds_see_a_rise_the_table_times_of_the_same_runs_cannot():
-    """Five gated baseline runs whose rounds agree: the latency figure is per size the fastest round,
-    its noise the runs' own shifts pooled with the gated figure's recorded prior (11.7 % per run on 20
-    dof: GPU whole-run shifts of that figure as measured on 1x and 2x H200), narrower than the table
+    """Five gated baseline runs (GPU) whose rounds agree: the latency figure is per size the median of
+    its rounds, its noise the runs' own shifts pooled with the gated figure's recorded prior (4.5 % per
+    run on 20 dof: GPU whole-run shifts of that figure as measured on 2x H200), narrower than the table
     times' (12.7 % per process, and no rounds to floor it): an identical run is ok, a +60 % rise a
     regression, which the table's figure of the same runs cannot confirm against --max-rise 45."""
     rng = random.Random(3)
@@ -85,7 +90,10 @@ def test_gate_rounds_see_a_rise_the_table_times_of_the_same_runs_cannot():
     slow = gated_run(rng, per_round=0.05, level=1.6, label="slow")
     j = latency(gate(same, base[-1], history=base[:-1]))
     assert j.verdict == "ok" and j.how.startswith("gate rounds: 10 rounds, each in a fresh NCCL communicator")
+    assert j.how.endswith("; per size the median of its rounds")
     assert "pooled with the prior" in j.noise.source and j.noise.dof == 4 + noise.PRIOR_MAX_DOF
+    assert noise.prior_for("nccl-tests", noise.GATED_LATENCY).sigma == pytest.approx(0.045)
+    assert "4.5 % (1 sd)" in j.noise.source and "per size the median of its rounds" in j.noise.source
     assert j.detectable_pct < 45
     g = gate(slow, base[-1], max_rise_pct=45, history=base[:-1])
     assert g.exit_code == 7 and [f.figure for f in g.failures] == [LATENCY]
@@ -108,21 +116,27 @@ def test_rounds_that_renew_nothing_leave_the_figure_as_wide_as_the_table():
     assert j.detectable_pct > 30 and j.verdict == "CANNOT CONFIRM"
 
 
-def test_runs_that_agree_closer_than_their_rounds_allow_get_their_rounds_spread_as_the_floor():
-    """A run's figure is made of its rounds (per size the fastest): it moves at least by their spread.  Five runs whose medians
-    agree by chance closer than that are judged on the rounds' spread (said), never on less."""
+@pytest.mark.parametrize("backend,figure,what,per_round_var", [
+    (None, noise.RoundFigure.MEDIAN, "rounds' spread around their median", noise.median_variance(GATE_ROUNDS)),
+    ("mpi", noise.RoundFigure.FASTEST, "rounds' spread at the floor", noise.min_variance(GATE_ROUNDS))])
+def test_runs_that_agree_closer_than_their_rounds_allow_get_their_rounds_spread_as_the_floor(
+        backend, figure, what, per_round_var):
+    """A run's figure is made of its rounds (GPU: per size their median; CPU backend: the fastest): it
+    moves at least by their spread.  Five runs whose figures agree by chance closer than that are judged
+    on the rounds' spread of their backend's figure (said), never on less, and not far above it."""
     rng = random.Random(5)
-    base = [gated_run(rng, per_round=0.30, label=f"b{i}") for i in range(5)]
-    med = [stats.round_profile(stats.gate_round_values(r.summary)[("float", "sum", -1)]) for r in base]
-    for r, m in zip(base, med):  # pull each run's rounds so their medians agree exactly
+    base = [gated_run(rng, per_round=0.30, label=f"b{i}", backend=backend) for i in range(5)]
+    med = [stats.round_profile(stats.gate_round_values(r.summary)[("float", "sum", -1)], figure) for r in base]
+    for r, m in zip(base, med):  # pull each run's rounds so their figures agree exactly
         s = r.summary.gate_latency["series"][0]
         for rnd in s["out_of_place"]:
             for i, size in enumerate(s["sizes"]):
                 rnd[i] *= med[0][size] / m[size]
-    j = latency(gate(gated_run(rng, per_round=0.30, label="c"), base[-1], history=base[:-1]))
-    assert "rounds' spread at the floor within runs, more than the runs moved" in j.noise.source
-    per_run = 0.30 * math.sqrt(noise.min_variance(GATE_ROUNDS))
-    assert j.noise.sigma > 0.5 * per_run
+    j = latency(gate(gated_run(rng, per_round=0.30, label="c", backend=backend), base[-1], history=base[:-1]))
+    assert f"{what} within runs, more than the runs moved" in j.noise.source, j.noise.source
+    per_run = 0.30 * math.sqrt(per_round_var)
+    measured = j.noise.measured
+    assert measured is not None and 0.5 * per_run < measured[0] < 2 * per_run
 
 
 def _as_process_rounds(run):
@@ -132,16 +146,16 @@ def _as_process_rounds(run):
 
 def test_rounds_in_fresh_processes_are_the_runs_noise_and_a_3_run_baseline_sees_80pct():
     """Rounds that are each a process of their own are independent draws of what moves between runs:
-    their spread at the floor (the two fastest rounds' gap, about one dof per run) enters as a measure of
-    the whole-run noise, pooled with the runs' shifts on both their dof -- a 3-run baseline is judged on
-    2 + 3 dof, not Student's t on 2 -- and a +80 % rise is caught while an identical run is ok."""
+    their spread (GPU: around each run's median, MAD-based, on 0.37 (R - 1) dof a run) enters as a measure
+    of the whole-run noise, pooled with the runs' shifts on both their dof -- a 3-run baseline is judged
+    on 2 + 3 x 3 dof, not Student's t on 2 -- and a +80 % rise is caught while an identical run is ok."""
     rng = random.Random(21)
     base = [_as_process_rounds(gated_run(rng, per_round=0.05, label=f"b{i}")) for i in range(3)]
     same = _as_process_rounds(gated_run(rng, per_round=0.05, label="same"))
     slow = _as_process_rounds(gated_run(rng, per_round=0.05, level=1.8, label="slow"))
     j = latency(gate(same, base[-1], history=base[:-1]))
     assert j.verdict == "ok" and "each a fresh process" in j.noise.source
-    assert j.noise.dof == 2 + 3 + noise.PRIOR_MAX_DOF
+    assert j.noise.dof == 2 + 3 * round(noise.MAD_EFFICIENCY * (GATE_ROUNDS - 1)) + noise.PRIOR_MAX_DOF
     g = gate(slow, base[-1], history=base[:-1])
     assert g.exit_code == 7 and [f.figure for f in g.failures] == [LATENCY]
     # the same numbers read as rounds of one process (a fresh communicator): only a floor, 2 dof
@@ -152,14 +166,16 @@ def test_rounds_in_fresh_processes_are_the_runs_noise_and_a_3_run_baseline_sees_
 
 
 def test_a_one_run_baseline_of_process_rounds_cannot_bound_a_rise():
-    """One gated run whose rounds were processes of their own: its rounds at the floor on one dof, pooled
-    with the recorded prior: a 15 % rise cannot be confirmed either way; a doubling is never ok."""
+    """One gated run whose rounds were processes of their own: its rounds' spread around their median on
+    0.37 (R - 1) dof, pooled with the recorded prior (4.5 % per run on 20 dof): it sees no rise under
+    15 %, so a 10 % rise cannot be confirmed either way; a doubling is never ok."""
     rng = random.Random(8)
     base = _as_process_rounds(gated_run(rng, per_round=0.08, label="b"))
     same = _as_process_rounds(gated_run(rng, per_round=0.08, label="same"))
-    j = latency(gate(same, base, max_rise_pct=15))
-    assert j.noise.dof == 1 + noise.PRIOR_MAX_DOF and "each a fresh process" in j.noise.source
-    assert j.verdict == "CANNOT CONFIRM"
+    j = latency(gate(same, base, max_rise_pct=10))
+    assert j.noise.dof == round(noise.MAD_EFFICIENCY * (GATE_ROUNDS - 1)) + noise.PRIOR_MAX_DOF
+    assert "each a fresh process" in j.noise.source
+    assert j.verdict == "CANNOT CONFIRM" and j.detectable_pct > 15
     double = _as_process_rounds(gated_run(rng, per_round=0.08, level=2.0, label="x2"))
     assert gate(double, base, max_rise_pct=15).exit_code in (7, 9)
 
@@ -260,6 +276,7 @@ def test_a_gated_cpu_run_records_its_rounds_and_leaves_the_table_alone(tmp_path)
     assert "# gate latency" not in plain.stdout
     line = next(ln for ln in gated.stdout.splitlines() if ln.startswith("# gate latency (float sum)"))
     assert "3 rounds, each in a fresh process (the job started again), of 7 sizes 8 B..32 KiB" in line
+    assert "the median over sizes of each size's fastest round" in line  # the CPU backend's figure
     c = sqlite3.connect(tmp_path / "r.sqlite")
     sums = [json.loads(x[0]) for x in c.execute("SELECT summary FROM runs ORDER BY id")]
     assert len(sums) == 2  # the round jobs are not stored as runs
@@ -344,13 +361,86 @@ def test_nccl_rounds_run_on_fresh_communicators_and_give_the_runs_back():
     assert len(lib.made) == 2
 
 
-def test_the_gated_figure_is_each_sizes_fastest_round_so_a_lifted_round_does_not_move_it():
-    """Rounds are at the machine's floor or lifted whole by something beside them (1x H200, 2026-11-28):
-    a run whose rounds 2 and 3 of 3 were lifted 40 % keeps its figure at the floor, so it equals an
-    unlifted run's; a real rise of every round's cost moves it by that rise."""
+def test_the_gated_figure_per_size_is_the_median_of_rounds_on_gpus_and_the_fastest_on_the_cpu_backend():
+    """One declared choice per backend (noise.ROUND_FIGURE): GPU (NCCL runs, imported nccl-tests logs) the
+    median of a size's rounds -- on 2x H200 a round's level is drawn per fresh communicator and the fastest
+    of 10 flips between levels from run to run -- the CPU backend the fastest round, since its rounds are
+    at the floor or lifted whole.  Three rounds, two of them lifted 40 %: the median is the lifted level,
+    the fastest the floor; a real rise of every round's cost moves either by that rise."""
+    assert [noise.round_figure(b) for b in ("nccl", "nccl-tests", "mpi")] == [
+        noise.RoundFigure.MEDIAN, noise.RoundFigure.MEDIAN, noise.RoundFigure.FASTEST]
     floor = {8: 5.0, 64: 5.2, 512: 5.5}
-    lifted = [floor, {s: t * 1.4 for s, t in floor.items()}, {s: t * 1.4 for s, t in floor.items()}]
-    assert stats.round_profile(lifted) == floor
+    lifted = [floor, {s: t * 1.4 for s, t in floor.items()}, {s: t * 1.3 for s, t in floor.items()}]
+    assert stats.round_profile(lifted, noise.RoundFigure.FASTEST) == floor
+    assert stats.round_profile(lifted, noise.RoundFigure.MEDIAN) == pytest.approx({s: t * 1.3 for s, t in floor.items()})
     risen = [{s: t * 1.3 for s, t in r.items()} for r in lifted]
-    assert stats.round_profile(risen) == {s: t * 1.3 for s, t in floor.items()}
+    assert stats.round_profile(risen, noise.RoundFigure.FASTEST) == pytest.approx({s: t * 1.3 for s, t in floor.items()})
+    assert stats.round_profile(risen, noise.RoundFigure.MEDIAN) == pytest.approx(
+        {s: t * 1.3 * 1.3 for s, t in floor.items()})
     assert noise.min_variance(3) == pytest.approx(0.5595) and noise.min_variance(20) == pytest.approx(0.2745, rel=0.01)
+
+
+@pytest.mark.parametrize("backend,figure,text", [
+    (None, noise.RoundFigure.MEDIAN, "per size the median of its rounds"),
+    ("mpi", noise.RoundFigure.FASTEST, "per size the fastest round")])
+def test_the_gate_reads_a_gpu_runs_median_of_rounds_and_a_cpu_runs_fastest_round(backend, figure, text):
+    """Through the gate: a run's latency figure is, per size, the median of its rounds for a GPU run and
+    the fastest round for a CPU-backend run, then the median over sizes; the verdict says which, and the
+    prior is that figure's."""
+    rng = random.Random(13)
+    base = [gated_run(rng, per_round=0.2, label=f"b{i}", backend=backend) for i in range(3)]
+    run = gated_run(rng, per_round=0.2, label="c", backend=backend)
+    j = latency(gate(run, base[-1], history=base[:-1]))
+    assert j.how.endswith(f"; {text}") and j.gated
+
+    def figure_of(r, pick):
+        rounds = stats.gate_round_values(r.summary)[("float", "sum", -1)]
+        per_size = [pick([x[s] for x in rounds]) for s in sorted(rounds[0]) if s in j.sizes]
+        return statistics.median(per_size)
+
+    pick = statistics.median if figure is noise.RoundFigure.MEDIAN else min
+    other = min if figure is noise.RoundFigure.MEDIAN else statistics.median
+    assert j.value == pytest.approx(figure_of(run, pick)) and j.value != pytest.approx(figure_of(run, other))
+    ref = noise.reference_profile([stats.round_profile(stats.gate_round_values(r.summary)[("float", "sum", -1)],
+                                                       figure) for r in base])
+    assert j.baseline == pytest.approx(statistics.median(ref[s] for s in j.sizes))
+    assert text in noise.prior_for(base[0].info.backend, noise.GATED_LATENCY).evidence
+
+
+def test_the_median_figures_rounds_spread_is_their_mad_around_the_median_times_sqrt_pi_over_2r():
+    """noise.median_round_spread against a hand computation.  Run 1, five rounds each lifted whole by
+    exp(d), d = 0, 0.10, -0.05, 0.20, 0.02: the per-size median of its rounds is exp(0.02) x the floor, so
+    the rounds' shifts are -0.02, 0.08, -0.07, 0.18, 0.00, their median 0, the absolute deviations'
+    median 0.07: sigma 1.4826 x 0.07, times sqrt(pi/2 / 5); dof round(0.37 x 4) = 1.  Run 2, three rounds,
+    d = 0, 0.1, 0.3: shifts -0.1, 0, 0.2, MAD 0.1, times sqrt(pi/2 / 3), 1 dof.  Pooled on their dof."""
+    floor = {8: 5.0, 64: 5.2, 512: 5.5, 4096: 6.1}
+
+    def run(ds):
+        return [{s: t * math.exp(d) for s, t in floor.items()} for d in ds]
+
+    one = noise.median_round_spread([run([0, 0.10, -0.05, 0.20, 0.02])], sorted(floor))
+    a = 1.4826 * 0.07 * math.sqrt(math.pi / 2 / 5)
+    # (MEDIAN_EFFICIENCY is sqrt(pi/2) to 5 digits: 1e-4)
+    assert one is not None and one.sigma == pytest.approx(a, rel=1e-4) and one.dof == 1
+    b = 1.4826 * 0.10 * math.sqrt(math.pi / 2 / 3)
+    both = noise.median_round_spread([run([0, 0.10, -0.05, 0.20, 0.02]), run([0, 0.1, 0.3])], sorted(floor))
+    assert both is not None and both.sigma == pytest.approx(math.sqrt((a * a + b * b) / 2), rel=1e-4)
+    assert both.dof == 2 and both.what == "rounds' spread around their median"
+    # one round lifted far (x 3) does not set it: the MAD of 0, 0, 0, 0, ln 3 around 0 is 0
+    calm = noise.median_round_spread([run([0, 0, 0, 0, math.log(3)])], sorted(floor))
+    assert calm is not None and calm.sigma == pytest.approx(0.0, abs=1e-12)
+    assert noise.median_round_spread([run([0])], sorted(floor)) is None
+
+
+def test_the_runs_gate_line_states_its_backends_figure():
+    """The line after the table gives the figure the gate will read: per size the median of the rounds
+    (GPU) or the fastest round (CPU backend), then the median over sizes."""
+    from ncclbench.run.gate_rounds import gate_lines
+
+    record = {"rounds": 3, "fresh": "in a fresh NCCL communicator", "loop_us": 2000.0, "seconds": 1.0,
+              "iterations": [170], "series": [{"type": "float", "redop": "sum", "root": -1, "sizes": [8, 64, 512],
+                                               "out_of_place": [[7.0, 7.2, 7.4], [10.0, 10.4, 10.6], [10.2, 10.5, 10.8]],
+                                               "in_place": [[7.0, 7.2, 7.4]] * 3}]}
+    med, fast = gate_lines(record, True)[0], gate_lines(record, False)[0]
+    assert ": 10.40 us out of place, the median over sizes of each size's median of its rounds" in med
+    assert ": 7.20 us out of place, the median over sizes of each size's fastest round" in fast

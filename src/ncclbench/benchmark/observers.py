@@ -222,6 +222,7 @@ class GateRounds(NullObserver):
     def measured(self, job: RankJob, summary: RunSummary | None) -> None:
         from ..run import gate_processes as gp
         from ..run.gate_rounds import gate_lines, run_gate_rounds
+        from ..store.noise import RoundFigure, round_figure
 
         if gp.is_round_job():
             mine = run_gate_rounds(job.plan, job.workers, fresh=False)
@@ -238,7 +239,7 @@ class GateRounds(NullObserver):
                 rounds["fresh"] = f"{rounds['fresh']} ({before['failed']}: measured in this run instead)"
         if summary is not None and rounds is not None:
             summary.gate_latency = rounds
-            summary.gate_lines = gate_lines(rounds)
+            summary.gate_lines = gate_lines(rounds, round_figure(job.plan.backend.value) is RoundFigure.MEDIAN)
 
 
 def run_observers(opts: BenchOptions, backend: Backend, launch: LaunchInfo) -> RunObservers:

@@ -34,10 +34,12 @@ BACKEND_CHOICES = ("auto", *(b.value for b in Backend))
 
 
 # The gate's latency rounds (`--gate`, run/gate_rounds.py): how many a gated run makes unless
-# --gate-rounds says.  The figure is per size the fastest round: a round is at the machine's floor or
-# lifted whole (1x H200, 2026-11-28: lifted rounds 30-50 % above), and with 10 rounds the fastest is
-# at the floor unless 10 of 10 are lifted; on fresh communicators a round costs about 0.5 s there
-# (14 runs of 5 rounds: 4.4 s a gated run, bench/results/gate-rounds-1xH200-2026-11-28/).
+# --gate-rounds says.  The figure is per size the median of its rounds on GPUs, the fastest round on
+# the CPU backend (store/noise.ROUND_FIGURE says why): on 2x H200 a round's level is drawn per fresh
+# communicator, and 10 rounds kept the median of rounds at 2.1-4.2 % per run (bench/results/
+# gate-latency-2026-11-28-pm/); on fresh communicators a round costs about 0.5 s on 1x H200
+# (14 runs of 5 rounds: 4.4 s a gated run, bench/results/gate-rounds-1xH200-2026-11-28/); a gated run
+# of 10 rounds took 9.2-10.3 s on 2x H200.
 GATE_ROUNDS = 10
 GATE_ROUNDS_MAX = 100
 

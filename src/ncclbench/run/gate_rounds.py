@@ -21,9 +21,10 @@ gate weighs the rounds' spread by it.
 
 Per round, every small size is timed out of place and in place like a table row, with enough
 iterations that one timed loop lasts about GATE_LOOP_US (more samples where they cost
-microseconds; never fewer than -n), no checking.  The gate takes per size the fastest round, then
-the median over sizes (store/summary_stats.round_profile, store/gate.py).  One line after the table
-says what was done; the rows of the table are untouched.
+microseconds; never fewer than -n), no checking.  The gate takes per size one value of the rounds
+-- the median of its rounds on GPUs, the fastest round on the CPU backend (store/noise.ROUND_FIGURE says
+why) -- then the median over sizes (store/summary_stats.round_profile, store/gate.py).  One line after
+the table says what was done; the rows of the table are untouched.
 """
 
 from __future__ import annotations
@@ -128,8 +129,9 @@ def _iterations(w: Worker, place: Placement, timing: Any) -> int:
     return int(min(GATE_MAX_ITERS, max(n0, want)))
 
 
-def gate_lines(record: dict[str, Any] | None) -> list[str]:
-    """What the rounds did and found, as `#` lines after the table (one per series)."""
+def gate_lines(record: dict[str, Any] | None, median: bool) -> list[str]:
+    """What the rounds did and found, as `#` lines after the table (one per series); the figure as
+    the gate reads it: per size the median of its rounds (`median`) or the fastest round."""
     if not record:
         return []
     out = []
@@ -141,17 +143,17 @@ def gate_lines(record: dict[str, Any] | None) -> list[str]:
         label = " ".join(x for x in (s["type"], s["redop"] if s["redop"] not in ("", "none") else "",
                                      f"root {s['root']}" if int(s["root"]) >= 0 else "") if x)
         figs = [statistics.median(r) for r in s.get("out_of_place", []) if r]
-        med = statistics.median(_per_size_fastest(s.get("out_of_place", [])))
+        med = statistics.median(_per_size(s.get("out_of_place", []), median))
         spread = f"; rounds {min(figs):.2f}..{max(figs):.2f} us" if len(figs) > 1 else ""
         n = f"{its[0]}" if len(its) == 1 else f"{its[0]}-{its[-1]}"
         out.append(f"# gate latency ({label}): {record['rounds']} rounds, each {record['fresh']}, of {len(sizes)} "
                    f"sizes {human_size(sizes[0])}..{human_size(sizes[-1])} x {n} iterations (about "
                    f"{record['loop_us'] / 1000:g} ms a loop) in {record['seconds']:.1f} s: {med:.2f} us out of place, "
-                   f"the median over sizes of each size's fastest round{spread}; the table above is the "
-                   "run's own")
+                   f"the median over sizes of each size's {'median of its rounds' if median else 'fastest round'}"
+                   f"{spread}; the table above is the run's own")
     return out
 
 
-def _per_size_fastest(rounds: list[list[float]]) -> list[float]:
+def _per_size(rounds: list[list[float]], median: bool) -> list[float]:
     cols = list(zip(*rounds)) if rounds else []
-    return [min(c) for c in cols] or [math.nan]
+    return [statistics.median(c) if median else min(c) for c in cols] or [math.nan]

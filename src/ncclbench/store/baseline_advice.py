@@ -89,5 +89,6 @@ def _more_runs_line(j: Judgement, n: int, asked: float, backend: str, system: st
                 "is one run, and its own noise sets that floor")
     if j.metric is Metric.TIME and not j.gated:
         line += ("; small-message time moves between processes far more than within one, so measure the runs "
-                 "with --gate (the small sizes again in rounds on fresh communicators, the fastest of them)")
+                 "with --gate (the small sizes again in rounds on fresh communicators, "
+                 f"{noise.round_figure(backend).text})")
     return line

@@ -55,8 +55,9 @@ GATE_DEFINITION = (
     "roughness where that is larger (on the roughness's effective dof), printed as \"assumed\".  Runs "
     "measured with --gate (implied by --baseline) carry the sizes <= 64 KiB again in rounds on fresh "
     "communicators: where the checked run and every run of the baseline carry them, the latency floor is "
-    "per size the fastest round, and its noise the baseline's runs' own shifts (at least their rounds' spread; "
-    "the per-process prior only bounds it, for a baseline of one run).  OK means the figure was measured precisely enough to see "
+    "per size the median of its rounds (GPU; the CPU backend: per size the fastest round), and its noise "
+    "the baseline's runs' own shifts (at least their rounds' spread; the per-process prior only bounds it, "
+    "for a baseline of one run).  OK means the figure was measured precisely enough to see "
     "the change asked for and there is none: a figure worse than asked but within its noise, or whose "
     "limit is more than 1.5x what was asked, is \"cannot confirm\": not judged, exit 9.  "
     'A checked run far noisier than the baseline (its -N cycles, or its '
@@ -227,28 +228,32 @@ def _latency_source(table: _Source, ka: SeriesKey, kb: SeriesKey, reads: _Reads)
         return replace(table, how=f"table times: {missing} measured without --gate, so the gate rounds of the "
                        "others are not used (measure every run of the baseline and the checked run with --gate)")
     rounds = [r[ka] for r in reads.ref_rounds]
-    per_run = [stats.round_profile(x) for x in rounds]
+    figure = noise.round_figure(reads.backend)
+    per_run = [stats.round_profile(x, figure) for x in rounds]
     ref = noise.reference_profile(per_run) if len(per_run) > 1 else per_run[0]
     renew = {stats.gate_rounds_renew(r.summary) for r in (*reads.refs, reads.run)}
     processes = renew == {"process"}  # every round a process of its own: the spread is the runs' noise
-    floor = _rounds_spread(rounds, sorted(set(ref)))
+    floor = _rounds_spread(rounds, sorted(set(ref)), figure)
     n = sorted({len(x) for x in rounds} | {len(reads.run_rounds[kb])})
     what = stats.gate_rounds_text(reads.refs[0].summary) or "rounds"
-    how = (f"gate rounds: {what}" if len(n) == 1 else f"gate rounds: {n[0]}-{n[-1]} per run") + \
-        "; per size the fastest round"
+    how = (f"gate rounds: {what}" if len(n) == 1 else f"gate rounds: {n[0]}-{n[-1]} per run") + f"; {figure.text}"
     spread = None if floor is None else noise.Spread(floor.sigma, floor.dof, floor.what)
-    return _Source(per_run, ref, stats.round_profile(reads.run_rounds[kb]), [], [], noise.GATED_LATENCY,
+    return _Source(per_run, ref, stats.round_profile(reads.run_rounds[kb], figure), [], [], noise.GATED_LATENCY,
                    None if processes else spread, how, rounds[0], reads.run_rounds[kb], gated=True,
                    estimate=spread if processes else None)
 
 
-def _rounds_spread(rounds: list[list[dict[int, float]]], sizes: list[int]) -> noise.Spread | None:
-    """How far a run's gated figure (per size the fastest of its n rounds) moves by its rounds alone:
-    the spread of a round at the machine's floor (the two fastest rounds' gap, noise.floor_spread:
-    lifted rounds say nothing of it) x sqrt(min_variance(n)).  Rounds on fresh communicators share
-    what the machine does over minutes, so for them this is only a floor; rounds that were each a
-    process of their own are independent draws, and it is an estimate `reference_noise` pools with
-    the runs' shifts (about one dof per run)."""
+def _rounds_spread(rounds: list[list[dict[int, float]]], sizes: list[int],
+                   figure: noise.RoundFigure) -> noise.Spread | None:
+    """How far a run's gated figure moves by its rounds alone.  Per size the median of its rounds
+    (GPU): the rounds' spread around their run's median (MAD-based) x sqrt(pi/2 / n)
+    (noise.median_round_spread).  Per size the fastest of n rounds (CPU backend): the spread of a
+    round at the machine's floor (the two fastest rounds' gap, noise.floor_spread: lifted rounds say
+    nothing of it) x sqrt(min_variance(n)).  Rounds on fresh communicators share what the machine
+    does over minutes, so for them this is only a floor; rounds that were each a process of their
+    own are independent draws, and it is an estimate `reference_noise` pools with the runs' shifts."""
+    if figure is noise.RoundFigure.MEDIAN:
+        return noise.median_round_spread(rounds, sizes)
     n = int(statistics.median(len(x) for x in rounds))
     sp = noise.floor_spread(rounds, sizes)
     return None if sp is None else noise.Spread(sp.sigma * math.sqrt(noise.min_variance(n)), sp.dof,

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from ..core.results import PLATEAU_DEFINITION as PLATEAU_DEFINITION
 from ..core.results import HalfResult, ResultRow, RunSummary
 from ..core.results import plateau_sizes as _plateau_sizes
+from .noise import RoundFigure
 
 MiB, KiB = 1 << 20, 1 << 10
 LATENCY_MAX_SIZE = 64 * KiB
@@ -256,15 +257,16 @@ def gate_round_values(summary: RunSummary | None, placement: str = "out_of_place
     return out
 
 
-def round_profile(rounds: list[dict[int, float]]) -> dict[int, float]:
-    """A run's gated small-message times: per size, its fastest round.  Why the fastest, not the
-    median: a round is either at the machine's floor or lifted whole by something beside it (on
-    1x H200, 2026-11-28: rounds of one run within 3 % of each other, or 30-50 % above in a share of
-    rounds that grew over minutes); the fastest round moved 10-12 % between runs where the median of
-    rounds moved 18-38 % (bench/results/gate-rounds-1xH200-2026-11-28/).  A real rise in what an op
-    costs lifts the floor too."""
+def round_profile(rounds: list[dict[int, float]], figure: RoundFigure) -> dict[int, float]:
+    """A run's gated small-message times: per size one value of its rounds, `figure` says which
+    (noise.round_figure: by the backend, and why).  MEDIAN: the median of the size's rounds (on 2
+    GPUs a round's level is drawn per fresh communicator and the fastest of 10 flips between two
+    levels from run to run, where the median stays on the common one).  FASTEST: its fastest round
+    (the CPU backend, where a round is at the floor or lifted whole by the shared cores).  A real
+    rise in what an op costs lifts every round."""
     sizes = sorted({s for r in rounds for s in r})
-    return {s: _fastest([r[s] for r in rounds if s in r]) for s in sizes}
+    pick = _median if figure is RoundFigure.MEDIAN else _fastest
+    return {s: pick([r[s] for r in rounds if s in r]) for s in sizes}
 
 
 def _fastest(xs: list[float]) -> float:
