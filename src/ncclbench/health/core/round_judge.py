@@ -432,7 +432,7 @@ def symptoms(text: str) -> set[str]:
     return set(text.split("+")) if text else {"?"}
 
 
-def score(result: RoundResult, refs: References, limit_z: float, gross_fraction: float = 0.0,  # noqa: C901 - complexity 16 when the limit came; split it (issue 33)
+def score(result: RoundResult, refs: References, limit_z: float, gross_fraction: float = 0.0,
           physics: PhysicsRef | None = None, gross_max_groups: int = 1 << 30) -> Score:
     """Each group against the references: slow when busbw z < -limit, or busbw below
     gross_fraction x the reference median, or latency z > +limit; and against physics
@@ -444,47 +444,27 @@ def score(result: RoundResult, refs: References, limit_z: float, gross_fraction:
     lat = np.asarray(result.lat_us, dtype=float)
     z_bw = refs.busbw.z(bw) if refs.busbw else np.full(n, np.nan)
     z_lat = refs.lat_us.z(lat) if refs.lat_us else np.full(n, np.nan)
-    no_answer = ~np.isfinite(bw)
-    if result.errors:
-        no_answer[list(result.errors)] = True
-    wrong = ~no_answer & (np.asarray(result.wrong) > 0)
-    unstable = np.zeros(n, dtype=bool)
-    if result.unstable:
-        unstable[list(result.unstable)] = True
-    unstable &= ~no_answer & ~wrong
+    no_answer, wrong, unstable = _unmeasured(result, bw)
+    m = _slow_masks(result, refs, bw, z_bw, z_lat, limit_z, gross_fraction, physics, gross_max_groups)
     has_ref = refs.busbw is not None
-    threshold = physics.threshold if physics is not None else None
-    with np.errstate(invalid="ignore"):
-        slow_bw = z_bw < -limit_z
-        gross = (bw < gross_fraction * refs.busbw.center) if refs.busbw and refs.busbw.n <= gross_max_groups \
-            else np.zeros(n, dtype=bool)
-        slow_bw |= gross
-        slow_lat = np.isfinite(z_lat) & (z_lat > limit_z)
-        if result.unsteady_lat:
-            slow_lat[list(result.unsteady_lat)] = False
-        slow_phys = (bw < threshold) if threshold is not None else np.zeros(n, dtype=bool)
-        above = (bw > physics.above) if physics is not None else np.zeros(n, dtype=bool)
-    if not has_ref:
-        slow_bw[:] = False
-        slow_lat[:] = False
-    judged = np.full(n, has_ref) | ((threshold is not None) & ~above)
-    slow = ~no_answer & ~wrong & ~unstable & judged & (slow_bw | slow_lat | slow_phys)
+    judged = np.full(n, has_ref) | ((m.threshold is not None) & ~m.above)
+    slow = ~no_answer & ~wrong & ~unstable & judged & (m.slow_bw | m.slow_lat | m.slow_phys)
     status = np.full(n, OK, dtype=object)
     status[~judged] = UNJUDGED
     status[unstable] = UNJUDGED
     status[slow] = SLOW
     status[wrong] = WRONG
     status[no_answer] = NO_ANSWER
-    why = [""] * n
-    symptom = [""] * n
-    phys = [_physics_line(physics, float(bw[i]), bool(slow_phys[i]), bool(above[i])) if np.isfinite(bw[i]) else ""
+    phys = [_physics_line(physics, float(bw[i]), bool(m.slow_phys[i]), bool(m.above[i])) if np.isfinite(bw[i]) else ""
             for i in range(n)]
+    symptom = [""] * n
     for i in np.flatnonzero(slow):
-        symptom[i] = "+".join(k for k, on in (("bw", slow_bw[i] or slow_phys[i]), ("lat", slow_lat[i])) if on)
+        symptom[i] = "+".join(k for k, on in (("bw", m.slow_bw[i] or m.slow_phys[i]), ("lat", m.slow_lat[i])) if on)
     for i in np.flatnonzero(wrong):
         symptom[i] = "wrong"
     for i in np.flatnonzero(no_answer):
         symptom[i] = "no answer"
+    why = [""] * n
     for i in np.flatnonzero(status != OK):
         if no_answer[i]:
             why[i] = result.errors.get(int(i), "no answer")
@@ -496,16 +476,70 @@ def score(result: RoundResult, refs: References, limit_z: float, gross_fraction:
             why[i] = "no reference: too few groups of this shape for fleet statistics and no baseline" + (
                 f"; against the ceiling: {phys[i]}" if phys[i] else "; no ceiling known for its shape")
         else:
-            parts = []
-            if slow_bw[i] and refs.busbw is not None:
-                share = f" ({100 * bw[i] / refs.busbw.center:.0f} % of it)" if gross[i] else ""
-                parts.append(f"busbw {bw[i]:.4g} GB/s, z {z_bw[i]:+.1f} vs {refs.busbw.describe('GB/s')}{share}")
-            if slow_lat[i] and refs.lat_us is not None:
-                parts.append(f"latency {lat[i]:.4g} us, z {z_lat[i]:+.1f} vs {refs.lat_us.describe('us')}")
-            if slow_phys[i]:
-                parts.append(phys[i])
-            why[i] = "; ".join(parts)
-    return Score(list(status), z_bw, z_lat, why, symptom, phys, [bool(x) for x in slow & slow_phys])
+            why[i] = _slow_why(int(i), refs, bw, lat, z_bw, z_lat, m, phys[i])
+    return Score(list(status), z_bw, z_lat, why, symptom, phys, [bool(x) for x in slow & m.slow_phys])
+
+
+def _unmeasured(result: RoundResult, bw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(no answer, wrong elements, unstable): the groups whose figure is no measurement to judge."""
+    n = len(bw)
+    no_answer = ~np.isfinite(bw)
+    if result.errors:
+        no_answer[list(result.errors)] = True
+    wrong = ~no_answer & (np.asarray(result.wrong) > 0)
+    unstable = np.zeros(n, dtype=bool)
+    if result.unstable:
+        unstable[list(result.unstable)] = True
+    unstable &= ~no_answer & ~wrong
+    return no_answer, wrong, unstable
+
+
+@dataclass(frozen=True)
+class _SlowMasks:
+    """Per group: slow by busbw z (or gross), by latency z, by physics; above the model."""
+
+    slow_bw: np.ndarray
+    gross: np.ndarray
+    slow_lat: np.ndarray
+    slow_phys: np.ndarray
+    above: np.ndarray
+    threshold: float | None
+
+
+def _slow_masks(result: RoundResult, refs: References, bw: np.ndarray, z_bw: np.ndarray, z_lat: np.ndarray,
+                limit_z: float, gross_fraction: float, physics: PhysicsRef | None,
+                gross_max_groups: int) -> _SlowMasks:
+    """Which references call each group slow; the fleet's ones only where a reference exists."""
+    n = len(bw)
+    threshold = physics.threshold if physics is not None else None
+    with np.errstate(invalid="ignore"):
+        slow_bw = z_bw < -limit_z
+        gross = (bw < gross_fraction * refs.busbw.center) if refs.busbw and refs.busbw.n <= gross_max_groups \
+            else np.zeros(n, dtype=bool)
+        slow_bw |= gross
+        slow_lat = np.isfinite(z_lat) & (z_lat > limit_z)
+        if result.unsteady_lat:
+            slow_lat[list(result.unsteady_lat)] = False
+        slow_phys = (bw < threshold) if threshold is not None else np.zeros(n, dtype=bool)
+        above = (bw > physics.above) if physics is not None else np.zeros(n, dtype=bool)
+    if refs.busbw is None:
+        slow_bw[:] = False
+        slow_lat[:] = False
+    return _SlowMasks(slow_bw, gross, slow_lat, slow_phys, above, threshold)
+
+
+def _slow_why(i: int, refs: References, bw: np.ndarray, lat: np.ndarray, z_bw: np.ndarray, z_lat: np.ndarray,
+              m: _SlowMasks, phys: str) -> str:
+    """Why group i is slow: each reference that says so, with its figure."""
+    parts = []
+    if m.slow_bw[i] and refs.busbw is not None:
+        share = f" ({100 * bw[i] / refs.busbw.center:.0f} % of it)" if m.gross[i] else ""
+        parts.append(f"busbw {bw[i]:.4g} GB/s, z {z_bw[i]:+.1f} vs {refs.busbw.describe('GB/s')}{share}")
+    if m.slow_lat[i] and refs.lat_us is not None:
+        parts.append(f"latency {lat[i]:.4g} us, z {z_lat[i]:+.1f} vs {refs.lat_us.describe('us')}")
+    if m.slow_phys[i]:
+        parts.append(phys)
+    return "; ".join(parts)
 
 
 def _physics_line(physics: PhysicsRef | None, value: float, slow: bool, above: bool) -> str:
