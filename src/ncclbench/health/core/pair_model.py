@@ -205,7 +205,7 @@ def _load_shifts(ms: Sequence[Measurement]) -> tuple[dict[int, float], list[str]
     return shift, notes
 
 
-def _noise(values: Sequence[float], floor: float) -> tuple[float, float]:
+def _noise(values: Sequence[float] | np.ndarray, floor: float) -> tuple[float, float]:
     """(spread used, raw MAD-sigma) of log values: one standard error up, floored."""
     v = np.asarray(values, dtype=float)
     raw = MAD_TO_SIGMA * float(np.median(np.abs(v - np.median(v)))) if v.size else 0.0
@@ -217,7 +217,7 @@ def _fmt_pairs(pairs: Sequence[tuple[int, int]], p: _Pairs, names: Sequence[str]
                      + (" (upper bound)" if (a, b) in p.censored else "") for a, b in pairs)
 
 
-def _reference(values: Sequence[float], floor: float) -> tuple[float, float] | None:
+def _reference(values: Sequence[float] | np.ndarray, floor: float) -> tuple[float, float] | None:
     """(median, noise) of reference pairs' log busbw; None where they scatter past
     SCATTER_LIMIT (no telling what is normal among them)."""
     s, raw = _noise(values, floor)
@@ -226,15 +226,44 @@ def _reference(values: Sequence[float], floor: float) -> tuple[float, float] | N
     return float(np.median(values)), s
 
 
-def _host_test(h: int, active: list[tuple[int, int]], p: _Pairs, floor: float, limit_z: float,
+@dataclass(frozen=True)
+class _Active:
+    """The active pairs as arrays, so that a reference of thousands of pairs is one numpy call per
+    host: each host's pairs (positions, in the order of `pairs`) and the usable (not censored) mask."""
+
+    pairs: list[tuple[int, int]]
+    of_host: dict[int, list[int]]
+    values: np.ndarray  # log busbw (the best round's) per pair
+    usable: np.ndarray  # not censored
+
+    @classmethod
+    def of(cls, active: Sequence[tuple[int, int]], p: _Pairs) -> _Active:
+        of_host: dict[int, list[int]] = defaultdict(list)
+        for i, q in enumerate(active):
+            for h in q:
+                of_host[h].append(i)
+        return cls(list(active), dict(of_host), np.array([p.value[q] for q in active], dtype=float),
+                   np.array([q not in p.censored for q in active], dtype=bool))
+
+    def own(self, h: int) -> list[tuple[int, int]]:
+        return [self.pairs[i] for i in self.of_host.get(h, ())]
+
+    def others(self, h: int) -> np.ndarray:
+        """The log values of the usable pairs without h."""
+        keep = self.usable.copy()
+        keep[self.of_host.get(h, [])] = False
+        return self.values[keep]
+
+
+def _host_test(h: int, active: _Active, p: _Pairs, floor: float, limit_z: float,
                rounds: dict[str, _Round], ntested: int, names: Sequence[str]) -> Conviction | None:
     """Host h against the pairs without it, convicted (None where not): its best pair over their
     median past limit_z (the z test), or its pairs consistently the slowest (`_rank_test`)."""
-    own = [q for q in active if h in q]
-    others = [q for q in active if h not in q and q not in p.censored]
-    if len(own) < 2 or not others:
+    own = active.own(h)
+    others = active.others(h)
+    if len(own) < 2 or not others.size:
         return None
-    reference = _reference([p.value[q] for q in others], floor)
+    reference = _reference(others, floor)
     if reference is None:
         return None
     ref, s = reference
@@ -273,6 +302,7 @@ class _Round:
     values: np.ndarray
     index: dict[tuple[int, int], int]
     loo: np.ndarray  # per pair, the median of the round's other pairs (nan where it is alone)
+    by_host: dict[int, list[int]] = field(default_factory=dict)  # host -> indices of its pairs, in order
 
 
 def _rounds(active: Sequence[tuple[int, int]], p: _Pairs) -> dict[str, _Round]:
@@ -284,7 +314,11 @@ def _rounds(active: Sequence[tuple[int, int]], p: _Pairs) -> dict[str, _Round]:
         if not pairs:
             continue
         values = np.array([by_pair[q] for q in pairs])
-        out[label] = _Round(pairs, values, {q: i for i, q in enumerate(pairs)}, _loo_medians(values))
+        by_host: dict[int, list[int]] = defaultdict(list)
+        for i, q in enumerate(pairs):
+            for h in q:
+                by_host[h].append(i)
+        out[label] = _Round(pairs, values, {q: i for i, q in enumerate(pairs)}, _loo_medians(values), dict(by_host))
     return out
 
 
@@ -329,8 +363,9 @@ def _rank_test(h: int, rounds: dict[str, _Round], gate: float) -> _Rank | None:
     pairs with a round reference, or its pairs are not `gate` (log) slower than their rounds."""
     own: dict[tuple[int, int], float] = {}
     for rnd in rounds.values():
-        for q, i in rnd.index.items():
-            if h in q and np.isfinite(rnd.loo[i]):
+        for i in rnd.by_host.get(h, ()):
+            if np.isfinite(rnd.loo[i]):
+                q = rnd.pairs[i]
                 own[q] = max(own.get(q, -np.inf), float(rnd.values[i] - rnd.loo[i]))  # its best round
     if len(own) < 2:
         return None
@@ -405,6 +440,29 @@ def _link_test(q: tuple[int, int], active: list[tuple[int, int]], p: _Pairs, flo
                       p.value[q], s)
 
 
+def _link_candidates(active: Sequence[tuple[int, int]], p: _Pairs, floor: float,
+                     limit_z: float) -> list[tuple[int, int]]:
+    """The active pairs `_link_test` could convict, in their order: it needs a pair below the median
+    of the others by limit_z standard errors, and its noise is the floor at least, so a pair not
+    that far below even with the floor as the noise is passed over (the same verdicts; a
+    thousand-host scan holds thousands of pairs, and each test takes the median of all the others)."""
+    usable = [q for q in active if q not in p.censored]
+    if len(usable) < 2:
+        return []
+    vals = np.array([p.value[q] for q in usable])
+    loo = dict(zip(usable, _loo_medians(vals)))
+    whole = float(np.median(vals))
+    out = []
+    for q in active:
+        m = len(usable) - (q in loo)
+        if m < 2:
+            continue
+        ref = loo.get(q, whole)
+        if p.value[q] - ref < -limit_z * floor * np.sqrt(1.0 / p.rounds[q] + 1.0 / m) + 1e-9:
+            out.append(q)
+    return out
+
+
 def judge_pairs(measurements: Iterable[Measurement], hosts: Sequence[int], names: Sequence[str],
                 floor: float, limit_z: float) -> ModelResult:
     """The slow hosts, then the slow links, of a pair phase (see the module docstring).
@@ -416,8 +474,9 @@ def judge_pairs(measurements: Iterable[Measurement], hosts: Sequence[int], names
     ntested = len(hosts)
     while True:
         rounds = _rounds(active, p)
+        arrays = _Active.of(active, p)
         tests = [c for h in hosts if h not in convicted
-                 if (c := _host_test(h, active, p, floor, limit_z, rounds, ntested, names)) is not None]
+                 if (c := _host_test(h, arrays, p, floor, limit_z, rounds, ntested, names)) is not None]
         if not tests:
             break
         # the slowest first: a z conviction by its z, then one on ranks alone by its chance
@@ -425,7 +484,7 @@ def judge_pairs(measurements: Iterable[Measurement], hosts: Sequence[int], names
         out.append(worst)
         convicted.add(worst.hosts[0])
         active = [q for q in active if worst.hosts[0] not in q]
-    for q in list(active):
+    for q in _link_candidates(active, p, floor, limit_z):
         c = _link_test(q, active, p, floor, limit_z, names)
         if c is not None:
             out.append(c)
