@@ -73,3 +73,20 @@ def test_a_round_slow_as_a_whole_convicts_no_path():
     slow = judge_pairs(measured(rounds, lambda q: 0.9 if leaves.path(*q) == path else 1.0, level={2: 0.95}),
                        range(32), names, FLOOR, Z, leaves)
     assert [(c.kind, c.path) for c in slow.convictions if c.confirmed] == [(PATH_KIND, path)], slow
+
+
+def test_the_simulated_path_fault_slows_exactly_the_pairs_crossing_it():
+    from ncclbench.health.core.fleet import Fleet
+    from ncclbench.health.core.scan_schedule import make_round, pair_groups
+    from ncclbench.simulation.fabric import FabricSpec, SimFabric, fault_scenario
+
+    fleet = Fleet.uniform(12, 2)
+    leaves = leaves_of([4, 4, 4])
+    faults, want = fault_scenario("leaf-path", fleet, np.random.default_rng(1), factor=0.5, leaves=leaves)
+    x, y = sorted(next(iter(faults.path)))
+    assert want == {"component": "path", "hosts": (), "detail": f"leaf{x}<->leaf{y}"}
+    fabric = SimFabric(fleet, faults, FabricSpec(sigma_run=0, sigma_block=0, dip_p=0), rng=np.random.default_rng(0))
+    pairs = [(0, 4), (1, 5), (2, 9), (3, 10), (6, 8), (7, 11)]  # every leaf pair, twice
+    res = fabric(make_round("pairs", 1, "fleet", pair_groups(fleet, pairs)))
+    want_bw = [48.0 * (0.5 if leaves.path(a, b) == (x, y) else 1.0) for a, b in pairs for _ in range(2)]  # 2 rails
+    assert np.allclose(res.busbw, want_bw), res.busbw
