@@ -3,11 +3,18 @@ HOST LEAF lines, a JSON object or Slurm's topology.conf, hostlists expanded by S
 input and a host the file does not place are one line and exit 255, never a traceback."""
 
 import json
+import subprocess
+import sys
+import threading
+import time
 
 import pytest
 
 from ncclbench.core.errors import ArgumentError, ExitCode
 from ncclbench.health.core.leaf_switches import Topology, check_hosts, expand_hostlist, load_topology, parse_topology
+from ncclbench.health.core.scan import ScanConfig
+from ncclbench.health.runtime import scan_service as service
+from ncclbench.health.runtime.group_measure import GroupSpec
 
 
 @pytest.mark.parametrize("expr, hosts", [
@@ -108,3 +115,55 @@ def test_a_host_of_the_scan_missing_from_the_file_is_one_line():
         check_hosts(topo, ["h0", "h1", "h2", "h3"])
     assert err.value.message == ("health: --topology t.txt (HOST LEAF lines): 2 host(s) of the scan are under no "
                                  "leaf in it (h2, h3); every host of the scan needs its leaf switch")
+
+
+def _cli(args, env):
+    return subprocess.run([sys.executable, "-m", "ncclbench", "health", *args], env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("node01\n", "line 1: expected 'HOST LEAF'"),
+    ("SwitchName=leaf1 Nodes=node[1-\n", "'[' without ']'"),
+])
+def test_the_command_says_a_bad_topology_in_one_line_exit_255(ncclbench_env, tmp_path, text, needle):
+    path = tmp_path / "topo.conf"
+    path.write_text(text)
+    res = _cli(["--backend", "mpi", "--nprocs", "2", "--no-store", "--topology", str(path)], ncclbench_env)
+    assert res.returncode == 255, res.stdout + res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"ncclbench: health: --topology {path}: ") and needle in lines[0]
+    assert "Traceback" not in res.stderr
+
+
+def _measure(job, deadline, stage, inbox):
+    """A healthy group's figures, as a rank sends them (no MPI or GPU needed)."""
+    return {"nranks": len(job.members), "bw_us": 100.0, "lat_us": 20.0, "wrong": 0, "bw_bytes": 1 << 20,
+            "bw_cycles_us": [100.0] * 3, "lat_cycles_us": [20.0] * 3}
+
+
+def test_a_scan_whose_host_is_under_no_leaf_ends_every_rank_255_with_one_line(monkeypatch, capfd):
+    """The ranks' host names are known only once they join: the coordinator checks them against the
+    file before anything runs, and every rank leaves with the usage code."""
+    monkeypatch.setenv("NCCLBENCH_HEALTH_HOST_MAP", "h0,h1,h2,h3")
+    monkeypatch.setenv("NCCLBENCH_HEALTH_ADDR", "127.0.0.1")
+    monkeypatch.delenv("NCCLBENCH_HEALTH_PROGRESS", raising=False)
+    cfg = ScanConfig(phases=("pairs",), topology=Topology({"h0": "l1", "h1": "l1", "h2": "l2"}, "t.txt (x)"))
+    opts = service.ServiceOptions(round_timeout_s=30.0, join_timeout_s=10.0, store=False)
+    coordinating = service._coordinator_thread(4, opts, cfg, GroupSpec(bw_bytes=1 << 20), "test")
+    ended: dict[int, tuple[int, str]] = {}
+
+    def rank(r: int) -> None:
+        join = coordinating if r == 0 else service.JoinPoint(coordinating.where, coordinating.token, r)
+        ended[r] = service._join_and_measure(join, opts, _measure, None)
+
+    threads = [threading.Thread(target=rank, args=(r,), daemon=True) for r in range(4)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=max(0.0, t0 + 15 - time.monotonic()))
+    assert {code for code, _ in ended.values()} == {int(ExitCode.ARGUMENT)} and len(ended) == 4, ended
+    err = [x for x in capfd.readouterr().err.splitlines() if x.strip()]
+    assert err == ["ncclbench: health: --topology t.txt (x): 1 host(s) of the scan are under no leaf in it (h3); "
+                   "every host of the scan needs its leaf switch"], err

@@ -23,7 +23,9 @@ suspect links re-run in rounds of disjoint pairs (`PairScan._confirm_pairs`: usu
 one round, more where suspects share a host; at most as many as the tournament had).
 Above it the disjoint pairs and re-pairing (2-4 rounds) stay the default and the report
 says how many host pairs were measured; `--all-pairs` / `--no-all-pairs` choose either
-at any size.
+at any size.  At that scale no cable joins two hosts: a pair crosses its leaf switches and,
+between two leaves, the path through the spine; told each host's leaf (`--topology`), the
+pairs phase crosses every leaf pair instead (`leaf_rounds`: 1 + ceil((L - 1) / chunks) rounds).
 """
 
 from __future__ import annotations
