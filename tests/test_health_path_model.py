@@ -196,3 +196,16 @@ def test_the_simulated_path_fault_slows_exactly_the_pairs_crossing_it():
     res = fabric(make_round("pairs", 1, "fleet", pair_groups(fleet, pairs)))
     want_bw = [48.0 * (0.5 if leaves.path(a, b) == (x, y) else 1.0) for a, b in pairs for _ in range(2)]  # 2 rails
     assert np.allclose(res.busbw, want_bw), res.busbw
+
+
+def test_a_host_convicted_in_the_leaf_rounds_sits_out_the_rest():
+    """A NIC at a tenth slows every round it is in to its pace: once convicted (bad with two partners)
+    it is left out of the later leaf rounds, and still named alone."""
+    fleet = Fleet.uniform(256, 8)
+    topo = uniform_topology(fleet, 32)
+    fabric = SimFabric(fleet, Faults(nic={(37, None): 0.1}), rng=np.random.default_rng(6))
+    rep = scan(fleet, fabric, topo)
+    assert [(f.component, f.hosts) for f in rep.confirmed] == [(NODE_NIC, ("node037",))], rep.findings
+    holding = [r.name for r in fabric.rounds if any(37 in g.hosts for g in r.groups)]
+    assert holding == ["pairs r1", "pairs r2"], holding  # 3 leaf rounds in all
+    assert len([r for r in fabric.rounds if r.purpose == "fleet"]) == 3
