@@ -209,3 +209,16 @@ def test_a_host_convicted_in_the_leaf_rounds_sits_out_the_rest():
     holding = [r.name for r in fabric.rounds if any(37 in g.hosts for g in r.groups)]
     assert holding == ["pairs r1", "pairs r2"], holding  # 3 leaf rounds in all
     assert len([r for r in fabric.rounds if r.purpose == "fleet"]) == 3
+
+
+def test_a_host_alone_under_its_leaf_is_named_with_its_leaf_s_paths_beside_it():
+    """Three hosts, leaves {node0, node1} and {node2}: a slow path between them is crossed only by
+    node2's pairs, the same measurements as node2's NIC: named as that NIC, with the path said."""
+    fleet = Fleet.uniform(3, 2)
+    topo = Topology({"node0": "leafA", "node1": "leafA", "node2": "leafB"}, "t")
+    faults = Faults(path={frozenset((0, 1)): 0.5}, leaf_of=topo.leaves_for(fleet.hosts).of)
+    rep = scan(fleet, SimFabric(fleet, faults, rng=np.random.default_rng(1)), topo)
+    [f] = rep.confirmed
+    assert (f.component, f.hosts) == (NODE_NIC, ("node2",)), rep.findings
+    assert "node2 is the only host under leafB: every pair of it crosses leafB's uplinks, so its NIC cannot be " \
+           "told from the paths between leafB and the other leaves" in f.evidence

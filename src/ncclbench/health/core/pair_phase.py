@@ -299,8 +299,23 @@ class PairScan(PhaseScan):
             out.append(self._finding(LINK, (fleet.hosts[a], fleet.hosts[b]), SUSPECT_V, "", obs,
                                      extra=self._reruns_not_bad((a, b)) +
                                      [f"slow once; both hosts fine with other partners; {why}"]))
-        out = self._with_model(out)
+        out = self._alone_under_a_leaf(self._with_model(out))
         return out + self._fleet_notes() + self._unjudged_note(st.unjudged)
+
+    def _alone_under_a_leaf(self, out: list[Finding]) -> list[Finding]:
+        """A host convicted (or suspected) that is the only host of its leaf: every pair of it crosses
+        its leaf's uplinks, so its NIC and those paths are the same measurements - said, not guessed."""
+        if self.leaves is None:
+            return out
+        members = self.leaves.members(self.hosts)
+        index = {name: h for h, name in enumerate(self.fleet.hosts)}
+        for f in out:
+            if f.component == NODE_NIC and f.hosts and len(members.get(self.leaves.of[index[f.hosts[0]]], ())) == 1:
+                leaf = self.leaves.names[self.leaves.of[index[f.hosts[0]]]]
+                f.evidence.append(f"{f.hosts[0]} is the only host under {leaf}: every pair of it crosses {leaf}'s "
+                                  f"uplinks, so its NIC cannot be told from the paths between {leaf} and the other "
+                                  "leaves")
+        return out
 
     # -- the whole-phase model ------------------------------------------------------------
     def measurements(self) -> list[Measurement]:
