@@ -22,11 +22,13 @@ N under leaf1, ...) and adds the fault kind "path": the path between two random 
 (every host pair crossing between them, every rail); found means the scan names that path
 (component "path", detail "leafX<->leafY").  `--leaf-crossings M` sets the host pairs crossing each
 leaf pair (`ScanConfig.leaf_crossings`; the leaf size: one leaf matching a round, L - 1 rounds).
-`--trials-at SIZE=N` sets a size's trials (else `trials_for`).
+`--trials-at SIZE=N` sets a size's trials (else `trials_for`).  `--scan-without-topology` keeps the
+leaves of the fabric (and the path kind) but scans without them: what the scan says of a slow path
+when it is not told the leaves.
 
 Usage: python bench/health_sim_model.py OUT_DIR [--budget-s 600] [--src DIR]
        [--sizes 3 4 8 16 64 256 1024] [--trials 20] [--label after] [--sigma-run 0.02]
-       [--hosts-per-leaf 32] [--leaf-crossings 8] [--trials-at 1024=10]
+       [--hosts-per-leaf 32] [--leaf-crossings 8] [--trials-at 1024=10] [--scan-without-topology]
 """
 
 from __future__ import annotations
@@ -69,8 +71,9 @@ def topology_config(fleet, per_leaf: int | None, crossings: int | None) -> tuple
 
 
 def cell(nhosts: int, kind: str, slowdown: float, trials: int, seed: int, sigma_run: float | None = None,
-         per_leaf: int | None = None, crossings: int | None = None) -> dict:
-    """One (size, kind, slowdown) cell: found, false alarms, median scan time."""
+         per_leaf: int | None = None, crossings: int | None = None, blind: bool = False) -> dict:
+    """One (size, kind, slowdown) cell: found, false alarms, median scan time.  `blind`: the fabric
+    has its leaves (`per_leaf`), the scan is not told them."""
     from ncclbench.health.core.fleet import Fleet
     from ncclbench.health.core.scan import ScanConfig, run_scan
     from ncclbench.simulation.fabric import FabricSpec, SimFabric, fault_scenario
@@ -79,6 +82,8 @@ def cell(nhosts: int, kind: str, slowdown: float, trials: int, seed: int, sigma_
 
     fleet = Fleet.uniform(nhosts, 8)
     config, leaves = topology_config(fleet, per_leaf, crossings)
+    if blind:
+        config = {}
     found = false_alarms = 0
     times = []
     alarms: dict[str, int] = {}  # false alarms by component
@@ -104,7 +109,7 @@ def cell(nhosts: int, kind: str, slowdown: float, trials: int, seed: int, sigma_
             "found_pct": None if kind == "healthy" else 100.0 * found / trials,
             "false_alarms": false_alarms, "false_alarms_by_component": alarms,
             "scan_s_median": float(np.median(times)), **({"hosts_per_leaf": per_leaf} if per_leaf else {}),
-            **({"leaf_crossings": crossings} if crossings else {})}
+            **({"leaf_crossings": crossings} if crossings else {}), **({"scan_without_topology": True} if blind else {})}
 
 
 def markdown(rows: list[dict], meta: dict) -> str:
@@ -150,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--leaf-crossings", type=int, default=None,
                     help="host pairs crossing each leaf pair (ScanConfig.leaf_crossings; default the scan's)")
     ap.add_argument("--trials-at", nargs="*", default=[], metavar="SIZE=N", help="trials at one size")
+    ap.add_argument("--scan-without-topology", action="store_true",
+                    help="with --hosts-per-leaf: the fabric has leaves (and the path kind), the scan is not told them")
     ap.add_argument("--label", default="after")
     ap.add_argument("--sigma-run", type=float, default=None,
                     help="run-to-run noise of a group (FabricSpec.sigma_run; default the measured 1.2 %%): "
@@ -173,14 +180,14 @@ def main(argv: list[str] | None = None) -> int:
                     one_leaf.append(f"{kind} {slow:.0%} at {n}")
                     continue
                 rows.append(cell(n, kind, slow, at.get(n, trials_for(n, args.trials)), args.seed, args.sigma_run,
-                                 args.hosts_per_leaf, args.leaf_crossings))
+                                 args.hosts_per_leaf, args.leaf_crossings, args.scan_without_topology))
                 print(json.dumps(rows[-1]), flush=True)
     meta = {"label": args.label, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": f"{platform.node()} ({os.cpu_count()} CPUs)", "gpus": 0, "nccl": None,
             "commit": commit(), "src": args.src, "command": " ".join(["python", *sys.argv]),
             "sizes": args.sizes, "budget_s": args.budget_s, "not_run": not_run, "sigma_run": args.sigma_run,
             "hosts_per_leaf": args.hosts_per_leaf, "leaf_crossings": args.leaf_crossings, "seed": args.seed,
-            "one_leaf": one_leaf}
+            "one_leaf": one_leaf, "scan_without_topology": args.scan_without_topology}
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"health-sim-model-{args.label}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

@@ -61,3 +61,12 @@ def test_a_topology_adds_the_path_kind_and_names_the_path(tmp_path):
     assert rows[(8, "healthy", 0.0)]["false_alarms"] == 0 and (4, "path", 0.5) not in rows
     assert doc["meta"]["hosts_per_leaf"] == 4 and "path 50% at 4" in doc["meta"]["one_leaf"]
     assert "No path between leaves (one leaf): path 10% at 4" in (tmp_path / "health-sim-model-topo.md").read_text()
+
+
+def test_a_path_scanned_without_its_topology_is_not_named(tmp_path):
+    """--scan-without-topology: the same slow path, the scan not told the leaves: no path named."""
+    mod = _load()
+    assert mod.main([str(tmp_path), "--sizes", "8", "--trials", "2", "--kinds", "path", "--hosts-per-leaf", "4",
+                     "--scan-without-topology", "--label", "blind"]) == 0
+    doc = json.loads((tmp_path / "health-sim-model-blind.json").read_text())
+    assert {r["found_pct"] for r in doc["rows"]} == {0.0} and doc["meta"]["scan_without_topology"]
