@@ -17,8 +17,18 @@ was not run is listed in the output.
 `--sigma-run` sets the run-to-run noise of a group (default the measured 1.2 %), for
 how the verdicts hold on a fleet noisier than the recorded floor.
 
+`--hosts-per-leaf N` gives the scan a topology (`--topology`: hosts 0..N-1 under leaf0, the next
+N under leaf1, ...) and adds the fault kind "path": the path between two random leaves slowed
+(every host pair crossing between them, every rail); found means the scan names that path
+(component "path", detail "leafX<->leafY").  `--leaf-crossings M` sets the host pairs crossing each
+leaf pair (`ScanConfig.leaf_crossings`; the leaf size: one leaf matching a round, L - 1 rounds).
+`--trials-at SIZE=N` sets a size's trials (else `trials_for`).  `--scan-without-topology` keeps the
+leaves of the fabric (and the path kind) but scans without them: what the scan says of a slow path
+when it is not told the leaves.
+
 Usage: python bench/health_sim_model.py OUT_DIR [--budget-s 600] [--src DIR]
        [--sizes 3 4 8 16 64 256 1024] [--trials 20] [--label after] [--sigma-run 0.02]
+       [--hosts-per-leaf 32] [--leaf-crossings 8] [--trials-at 1024=10] [--scan-without-topology]
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 SLOWDOWNS = (0.10, 0.25, 0.50, 0.90)
 KINDS = {"gpu": "gpu", "nic": "nic-node", "link": "link-random", "nvlink": "intra"}
+PATH_KIND = {"path": "leaf-path"}  # with --hosts-per-leaf only (a topology to name the leaves)
 
 
 def trials_for(nhosts: int, trials: int) -> int:
@@ -48,8 +59,21 @@ def trials_for(nhosts: int, trials: int) -> int:
     return trials
 
 
-def cell(nhosts: int, kind: str, slowdown: float, trials: int, seed: int, sigma_run: float | None = None) -> dict:
-    """One (size, kind, slowdown) cell: found, false alarms, median scan time."""
+def topology_config(fleet, per_leaf: int | None, crossings: int | None) -> tuple[dict, object]:
+    """ScanConfig keywords and the Leaves for a topology of `per_leaf` hosts a leaf (none: {}, None)."""
+    if not per_leaf:
+        return {}, None
+    from ncclbench.health.core.leaf_switches import Topology
+
+    topo = Topology({h: f"leaf{i // per_leaf}" for i, h in enumerate(fleet.hosts)}, f"{per_leaf} hosts a leaf")
+    kw = {"topology": topo} | ({"leaf_crossings": crossings} if crossings else {})
+    return kw, topo.leaves_for(fleet.hosts)
+
+
+def cell(nhosts: int, kind: str, slowdown: float, trials: int, seed: int, sigma_run: float | None = None,
+         per_leaf: int | None = None, crossings: int | None = None, blind: bool = False) -> dict:
+    """One (size, kind, slowdown) cell: found, false alarms, median scan time.  `blind`: the fabric
+    has its leaves (`per_leaf`), the scan is not told them."""
     from ncclbench.health.core.fleet import Fleet
     from ncclbench.health.core.scan import ScanConfig, run_scan
     from ncclbench.simulation.fabric import FabricSpec, SimFabric, fault_scenario
@@ -57,16 +81,24 @@ def cell(nhosts: int, kind: str, slowdown: float, trials: int, seed: int, sigma_
     spec = FabricSpec() if sigma_run is None else FabricSpec(sigma_run=sigma_run)
 
     fleet = Fleet.uniform(nhosts, 8)
+    config, leaves = topology_config(fleet, per_leaf, crossings)
+    if blind:
+        config = {}
     found = false_alarms = 0
     times = []
     alarms: dict[str, int] = {}  # false alarms by component
     for t in range(trials):
-        rng = np.random.default_rng([seed, nhosts, list(KINDS).index(kind) if kind in KINDS else 9, t])
-        faults, want = fault_scenario(KINDS.get(kind, "healthy"), fleet, rng, factor=1.0 - slowdown)
+        rng = np.random.default_rng([seed, nhosts, list(KINDS).index(kind) if kind in KINDS else
+                                     (8 if kind in PATH_KIND else 9), t])
+        if kind in PATH_KIND:
+            faults, want = fault_scenario(PATH_KIND[kind], fleet, rng, factor=1.0 - slowdown, leaves=leaves)
+        else:
+            faults, want = fault_scenario(KINDS.get(kind, "healthy"), fleet, rng, factor=1.0 - slowdown)
         fabric = SimFabric(fleet, faults, spec, rng=rng)
-        rep = run_scan(fleet, ScanConfig(), fabric)
+        rep = run_scan(fleet, ScanConfig(**config), fabric)
         names = {fleet.hosts[h] for h in want.get("hosts", ())}
-        hit = [f for f in rep.confirmed if want and f.component == want["component"] and set(f.hosts) == names]
+        hit = [f for f in rep.confirmed if want and f.component == want["component"] and set(f.hosts) == names
+               and (f.component != "path" or f.detail == want["detail"])]
         found += bool(hit)
         for f in rep.confirmed:
             if f not in hit:
@@ -76,7 +108,8 @@ def cell(nhosts: int, kind: str, slowdown: float, trials: int, seed: int, sigma_
     return {"nhosts": nhosts, "kind": kind, "slowdown": slowdown, "trials": trials,
             "found_pct": None if kind == "healthy" else 100.0 * found / trials,
             "false_alarms": false_alarms, "false_alarms_by_component": alarms,
-            "scan_s_median": float(np.median(times))}
+            "scan_s_median": float(np.median(times)), **({"hosts_per_leaf": per_leaf} if per_leaf else {}),
+            **({"leaf_crossings": crossings} if crossings else {}), **({"scan_without_topology": True} if blind else {})}
 
 
 def markdown(rows: list[dict], meta: dict) -> str:
@@ -102,6 +135,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
         lines.append(f"| {kind} | {'-' if kind == 'healthy' else f'{slow:.0%}'} | " + " | ".join(cells) + " |")
     if meta["not_run"]:
         lines += ["", f"Not run (budget {meta['budget_s']} s spent): {', '.join(meta['not_run'])}"]
+    if meta.get("one_leaf"):
+        lines += ["", f"No path between leaves (one leaf): {', '.join(meta['one_leaf'])}"]
     return "\n".join(lines) + "\n"
 
 
@@ -113,7 +148,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", type=int, nargs="+", default=[3, 4, 8, 16, 64, 256, 1024])
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--kinds", nargs="+", default=["healthy", *KINDS])
+    ap.add_argument("--kinds", nargs="+", default=None,
+                    help=f"of healthy, {', '.join([*KINDS, *PATH_KIND])} (default: all; path with --hosts-per-leaf)")
+    ap.add_argument("--hosts-per-leaf", type=int, default=None,
+                    help="give the scan a topology of this many hosts a leaf (--topology), and the path kind")
+    ap.add_argument("--leaf-crossings", type=int, default=None,
+                    help="host pairs crossing each leaf pair (ScanConfig.leaf_crossings; default the scan's)")
+    ap.add_argument("--trials-at", nargs="*", default=[], metavar="SIZE=N", help="trials at one size")
+    ap.add_argument("--scan-without-topology", action="store_true",
+                    help="with --hosts-per-leaf: the fabric has leaves (and the path kind), the scan is not told them")
     ap.add_argument("--label", default="after")
     ap.add_argument("--sigma-run", type=float, default=None,
                     help="run-to-run noise of a group (FabricSpec.sigma_run; default the measured 1.2 %%): "
@@ -123,20 +166,28 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, args.src)
     from provenance import commit
 
+    kinds = args.kinds or ["healthy", *KINDS, *(PATH_KIND if args.hosts_per_leaf else ())]
+    at = {int(k): int(v) for k, v in (x.split("=", 1) for x in args.trials_at)}
     start = time.monotonic()
-    rows, not_run = [], []
+    rows, not_run, one_leaf = [], [], []
     for n in args.sizes:
-        for kind in args.kinds:
+        for kind in kinds:
             for slow in ((0.0,) if kind == "healthy" else SLOWDOWNS):
                 if time.monotonic() - start > args.budget_s:
                     not_run.append(f"{kind} {slow:.0%} at {n}")
                     continue
-                rows.append(cell(n, kind, slow, trials_for(n, args.trials), args.seed, args.sigma_run))
+                if kind in PATH_KIND and (not args.hosts_per_leaf or n <= args.hosts_per_leaf):
+                    one_leaf.append(f"{kind} {slow:.0%} at {n}")
+                    continue
+                rows.append(cell(n, kind, slow, at.get(n, trials_for(n, args.trials)), args.seed, args.sigma_run,
+                                 args.hosts_per_leaf, args.leaf_crossings, args.scan_without_topology))
                 print(json.dumps(rows[-1]), flush=True)
     meta = {"label": args.label, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": f"{platform.node()} ({os.cpu_count()} CPUs)", "gpus": 0, "nccl": None,
             "commit": commit(), "src": args.src, "command": " ".join(["python", *sys.argv]),
-            "sizes": args.sizes, "budget_s": args.budget_s, "not_run": not_run, "sigma_run": args.sigma_run}
+            "sizes": args.sizes, "budget_s": args.budget_s, "not_run": not_run, "sigma_run": args.sigma_run,
+            "hosts_per_leaf": args.hosts_per_leaf, "leaf_crossings": args.leaf_crossings, "seed": args.seed,
+            "one_leaf": one_leaf, "scan_without_topology": args.scan_without_topology}
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"health-sim-model-{args.label}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

@@ -50,6 +50,11 @@ def add_arguments(parser: CommandParser) -> None:
                         help="every host pair (a round-robin tournament, n-1 rounds, so a slow link between any "
                              f"two hosts is found; the default up to {ALL_PAIRS_MAX_HOSTS} hosts), or with "
                              "--no-all-pairs disjoint pairs + re-pairing (2-4 rounds; the default above)")
+    parser.add_argument("--topology", default=None, metavar="FILE",
+                        help="each host's leaf switch: 'HOST LEAF' lines, a JSON object {\"HOST\": \"LEAF\"}, or "
+                             "Slurm's topology.conf (SwitchName=leaf1 Nodes=node[01-32]); HOST may be a Slurm hostlist. "
+                             f"Above {ALL_PAIRS_MAX_HOSTS} hosts the pairs phase then crosses every pair of leaves "
+                             "and judges the path between them (docs/health.md)")
     parser.add_argument("--bw-size", default=None,
                         help=f"bandwidth size of each group's all_reduce (default {BW_SIZE[Backend.NCCL]} on GPUs, "
                              f"{BW_SIZE[Backend.MPI]} on the CPU backend)")
@@ -151,6 +156,7 @@ def _default_cpu_ranks(opts: ServiceOptions, note: str) -> ServiceOptions:
 def _config(args: argparse.Namespace, gpus: bool = False) -> tuple[ScanConfig, GroupSpec]:
     """The scan's configuration and each group's spec; `gpus` (the NCCL backend) gives
     --bw-size's default."""
+    from ..health.core.leaf_switches import load_topology
     from ..health.core.round_judge import thresholds_for
     from ..health.core.scan import ScanConfig
     from ..health.outputs.baseline_file import load_baseline
@@ -172,9 +178,10 @@ def _config(args: argparse.Namespace, gpus: bool = False) -> tuple[ScanConfig, G
     if args.save_baseline and not args.json_path:
         raise ArgumentError("health: --save-baseline needs --json FILE (the references are read from it)")
     baseline = load_baseline(args.baseline) if args.baseline else None
+    topology = load_topology(args.topology) if args.topology else None
     try:
         cfg = ScanConfig(phases=phases, pair_shape=args.pair_shape, all_pairs=args.all_pairs, baseline=baseline,
-                         thresholds=thresholds_for(gpus, judge_latency=args.judge == "both"))
+                         thresholds=thresholds_for(gpus, judge_latency=args.judge == "both"), topology=topology)
     except ValueError as exc:
         raise ArgumentError(f"health: {exc}") from None
     return cfg, spec

@@ -47,7 +47,7 @@ import numpy as np
 
 from ..health.core.fleet import Fleet
 from ..health.core.round_judge import RoundResult
-from ..health.core.scan_schedule import Round
+from ..health.core.scan_schedule import Leaves, Round
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,11 @@ class Faults:
 
     nic: dict[tuple[int, int | None], float] = field(default_factory=dict)  # (host, rail or None=all)
     link: dict[frozenset[int], float] = field(default_factory=dict)  # {a, b} -> factor, every rail
+    # {leaf x, leaf y} -> factor: the path between two leaf switches (an uplink, a spine port), which
+    # every host pair crossing between those leaves shares, on every rail; `leaf_of` says which
+    # leaf each host hangs off (host index -> leaf index)
+    path: dict[frozenset[int], float] = field(default_factory=dict)
+    leaf_of: tuple[int, ...] = ()
     gpu: dict[tuple[int, int], float] = field(default_factory=dict)  # (host, slot)
     intra: dict[int, float] = field(default_factory=dict)  # host -> NVLink/PCIe factor
     dead: set[int] = field(default_factory=set)  # hosts whose processes died
@@ -164,6 +169,10 @@ class SimFabric:
         for h, f in self.faults.intra.items():
             self.intra[h] *= f
         self.link = dict(self.faults.link)
+        self.path = dict(self.faults.path)
+        self.leaf = np.array(self.faults.leaf_of, dtype=np.int64)
+        if self.path and self.leaf.size != H:
+            raise ValueError("a path fault needs the leaf of every host (Faults.leaf_of)")
         self.silent = np.zeros(H, dtype=bool)
         self.silent[list(self.faults.dead | self.faults.hung)] = True
         self.clock_s = time_model.setup_s()
@@ -180,6 +189,11 @@ class SimFabric:
         for pair, f in self.link.items():
             x, y = tuple(pair)
             out[((a == x) & (b == y)) | ((a == y) & (b == x))] *= f
+        if self.path:
+            la, lb = self.leaf[a], self.leaf[b]
+            for pair, f in self.path.items():
+                x, y = tuple(pair)
+                out[((la == x) & (lb == y)) | ((la == y) & (lb == x))] *= f
         return out
 
     def _factors(self, rnd: Round) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -257,12 +271,20 @@ class SimFabric:
 
 
 def fault_scenario(kind: str, fleet: Fleet, rng: np.random.Generator, factor: float = 0.9,
-                   round1_pairs: Mapping[int, int] | None = None) -> tuple[Faults, dict[str, Any]]:
-    """One injected fault of `kind` on a random part, and what a correct scan names."""
+                   round1_pairs: Mapping[int, int] | None = None,
+                   leaves: Leaves | None = None) -> tuple[Faults, dict[str, Any]]:
+    """One injected fault of `kind` on a random part, and what a correct scan names.  "leaf-path":
+    the path between two random leaves of `leaves` (each host's leaf switch)."""
     H, G = fleet.nhosts, fleet.min_gpus
     x = int(rng.integers(H))
     if kind == "healthy":
         return Faults(), {}
+    if kind == "leaf-path":
+        if leaves is None or len(leaves.names) < 2:
+            raise ValueError("a leaf-path fault needs two leaves or more")
+        i, j = sorted(int(v) for v in rng.choice(len(leaves.names), 2, replace=False))
+        return (Faults(path={frozenset((i, j)): factor}, leaf_of=leaves.of),
+                {"component": "path", "hosts": (), "detail": leaves.path_name((i, j))})
     if kind == "nic-node":
         return Faults(nic={(x, None): factor}), {"component": "node nic", "hosts": (x,), "detail": "all rails"}
     if kind == "nic-rail":

@@ -16,9 +16,10 @@ from ...output.health_fields import GPU_COMPONENT, finding_slot, where_text
 
 __all__ = ["finding_slot", "where_text"]  # read by output/, defined there (a lower layer)
 
-# components
-GPU, NODE_INTRA, NODE_NIC, LINK, RAIL, NO_ANSWER_C, FLEET = (
-    GPU_COMPONENT, "node intra", "node nic", "link", "rail", "no answer", "fleet")
+# components; a path is the way between two leaf switches (its detail "leaf3<->leaf7", no host:
+# the fabric's, like a link, drained from no host)
+GPU, NODE_INTRA, NODE_NIC, LINK, PATH, RAIL, NO_ANSWER_C, FLEET = (
+    GPU_COMPONENT, "node intra", "node nic", "link", "path", "rail", "no answer", "fleet")
 NODE_COMPONENTS = (GPU, NODE_INTRA, NODE_NIC, NO_ANSWER_C)
 
 # verdicts
@@ -30,7 +31,7 @@ CONFIRMED = (SLOW_V, NO_ANSWER_V, WRONG_V)
 @dataclass
 class Finding:
     component: str
-    hosts: tuple[str, ...]  # one host; two for a link; none for a rail or the fleet
+    hosts: tuple[str, ...]  # one host; two for a link; none for a path, a rail or the fleet
     verdict: str
     detail: str = ""  # the label: "gpu 3" ("rank 3" on the CPU backend), "rail 5", "all rails", ...
     measured: float | None = None  # busbw GB/s (median of the measurements that convicted it)

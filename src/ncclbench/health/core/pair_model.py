@@ -19,6 +19,10 @@ one component at a time, the most certain first:
   of the host that disagree with each other over `round_judge.SCATTER_LIMIT` (a NIC
   limits all its pairs alike; a loaded CPU-backend host's pairs ranged
   0.06-1.2 GB/s in one scan, CI 2026-11-28);
+* where the hosts' leaf switches are known (`scan_schedule.Leaves`, `--topology`), then
+  the path between two leaves: slow when most pairs crossing it (two host-disjoint ones
+  at least) sit below the other pairs of their rounds while their hosts are fast
+  elsewhere (`_path_tests`); its pairs are then set aside too;
 * once the slow hosts' pairs are set aside, a pair is a slow link when it sits
   below the remaining pairs while both its hosts have a pair among them that
   is not slow (both hosts fast elsewhere).
@@ -85,13 +89,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from math import comb
+from math import comb, erfc
 
 import numpy as np
 
 from .round_judge import MAD_SE, MAD_TO_SIGMA, SCATTER_LIMIT
+from .scan_schedule import Leaves
 
-HOST, LINK = "host", "link"
+HOST, LINK, PATH = "host", "link", "path"
 
 
 @dataclass(frozen=True)
@@ -111,8 +116,8 @@ class Measurement:
 class Conviction:
     """A component the model convicts (confirmed) or suspects (one measurement only)."""
 
-    kind: str  # HOST or LINK
-    hosts: tuple[int, ...]
+    kind: str  # HOST, PATH or LINK
+    hosts: tuple[int, ...]  # () for a path
     factor: float  # its pairs' busbw over the reference pairs' (median)
     z: float  # log difference over its standard error
     confirmed: bool
@@ -122,6 +127,8 @@ class Conviction:
     best: float = float("nan")  # log busbw of its best measurement (a host: its best pair)
     noise: float = float("nan")  # the log spread it was judged with
     chance: float = float("nan")  # a host convicted on its ranks: the chance of ranks that low were it like the others
+    path: tuple[int, int] | None = None  # a path: its two leaves (`Leaves` indices)
+    pairs: tuple[tuple[int, int], ...] = ()  # a path: the host pairs crossing it
 
 
 @dataclass
@@ -205,7 +212,7 @@ def _load_shifts(ms: Sequence[Measurement]) -> tuple[dict[int, float], list[str]
     return shift, notes
 
 
-def _noise(values: Sequence[float], floor: float) -> tuple[float, float]:
+def _noise(values: Sequence[float] | np.ndarray, floor: float) -> tuple[float, float]:
     """(spread used, raw MAD-sigma) of log values: one standard error up, floored."""
     v = np.asarray(values, dtype=float)
     raw = MAD_TO_SIGMA * float(np.median(np.abs(v - np.median(v)))) if v.size else 0.0
@@ -217,7 +224,7 @@ def _fmt_pairs(pairs: Sequence[tuple[int, int]], p: _Pairs, names: Sequence[str]
                      + (" (upper bound)" if (a, b) in p.censored else "") for a, b in pairs)
 
 
-def _reference(values: Sequence[float], floor: float) -> tuple[float, float] | None:
+def _reference(values: Sequence[float] | np.ndarray, floor: float) -> tuple[float, float] | None:
     """(median, noise) of reference pairs' log busbw; None where they scatter past
     SCATTER_LIMIT (no telling what is normal among them)."""
     s, raw = _noise(values, floor)
@@ -226,15 +233,44 @@ def _reference(values: Sequence[float], floor: float) -> tuple[float, float] | N
     return float(np.median(values)), s
 
 
-def _host_test(h: int, active: list[tuple[int, int]], p: _Pairs, floor: float, limit_z: float,
+@dataclass(frozen=True)
+class _Active:
+    """The active pairs as arrays, so that a reference of thousands of pairs is one numpy call per
+    host: each host's pairs (positions, in the order of `pairs`) and the usable (not censored) mask."""
+
+    pairs: list[tuple[int, int]]
+    of_host: dict[int, list[int]]
+    values: np.ndarray  # log busbw (the best round's) per pair
+    usable: np.ndarray  # not censored
+
+    @classmethod
+    def of(cls, active: Sequence[tuple[int, int]], p: _Pairs) -> _Active:
+        of_host: dict[int, list[int]] = defaultdict(list)
+        for i, q in enumerate(active):
+            for h in q:
+                of_host[h].append(i)
+        return cls(list(active), dict(of_host), np.array([p.value[q] for q in active], dtype=float),
+                   np.array([q not in p.censored for q in active], dtype=bool))
+
+    def own(self, h: int) -> list[tuple[int, int]]:
+        return [self.pairs[i] for i in self.of_host.get(h, ())]
+
+    def others(self, h: int) -> np.ndarray:
+        """The log values of the usable pairs without h."""
+        keep = self.usable.copy()
+        keep[self.of_host.get(h, [])] = False
+        return self.values[keep]
+
+
+def _host_test(h: int, active: _Active, p: _Pairs, floor: float, limit_z: float,
                rounds: dict[str, _Round], ntested: int, names: Sequence[str]) -> Conviction | None:
     """Host h against the pairs without it, convicted (None where not): its best pair over their
     median past limit_z (the z test), or its pairs consistently the slowest (`_rank_test`)."""
-    own = [q for q in active if h in q]
-    others = [q for q in active if h not in q and q not in p.censored]
-    if len(own) < 2 or not others:
+    own = active.own(h)
+    others = active.others(h)
+    if len(own) < 2 or not others.size:
         return None
-    reference = _reference([p.value[q] for q in others], floor)
+    reference = _reference(others, floor)
     if reference is None:
         return None
     ref, s = reference
@@ -273,6 +309,7 @@ class _Round:
     values: np.ndarray
     index: dict[tuple[int, int], int]
     loo: np.ndarray  # per pair, the median of the round's other pairs (nan where it is alone)
+    by_host: dict[int, list[int]] = field(default_factory=dict)  # host -> indices of its pairs, in order
 
 
 def _rounds(active: Sequence[tuple[int, int]], p: _Pairs) -> dict[str, _Round]:
@@ -284,7 +321,11 @@ def _rounds(active: Sequence[tuple[int, int]], p: _Pairs) -> dict[str, _Round]:
         if not pairs:
             continue
         values = np.array([by_pair[q] for q in pairs])
-        out[label] = _Round(pairs, values, {q: i for i, q in enumerate(pairs)}, _loo_medians(values))
+        by_host: dict[int, list[int]] = defaultdict(list)
+        for i, q in enumerate(pairs):
+            for h in q:
+                by_host[h].append(i)
+        out[label] = _Round(pairs, values, {q: i for i, q in enumerate(pairs)}, _loo_medians(values), dict(by_host))
     return out
 
 
@@ -329,8 +370,9 @@ def _rank_test(h: int, rounds: dict[str, _Round], gate: float) -> _Rank | None:
     pairs with a round reference, or its pairs are not `gate` (log) slower than their rounds."""
     own: dict[tuple[int, int], float] = {}
     for rnd in rounds.values():
-        for q, i in rnd.index.items():
-            if h in q and np.isfinite(rnd.loo[i]):
+        for i in rnd.by_host.get(h, ()):
+            if np.isfinite(rnd.loo[i]):
+                q = rnd.pairs[i]
                 own[q] = max(own.get(q, -np.inf), float(rnd.values[i] - rnd.loo[i]))  # its best round
     if len(own) < 2:
         return None
@@ -405,10 +447,34 @@ def _link_test(q: tuple[int, int], active: list[tuple[int, int]], p: _Pairs, flo
                       p.value[q], s)
 
 
+def _link_candidates(active: Sequence[tuple[int, int]], p: _Pairs, floor: float,
+                     limit_z: float) -> list[tuple[int, int]]:
+    """The active pairs `_link_test` could convict, in their order: it needs a pair below the median
+    of the others by limit_z standard errors, and its noise is the floor at least, so a pair not
+    that far below even with the floor as the noise is passed over (the same verdicts; a
+    thousand-host scan holds thousands of pairs, and each test takes the median of all the others)."""
+    usable = [q for q in active if q not in p.censored]
+    if len(usable) < 2:
+        return []
+    vals = np.array([p.value[q] for q in usable])
+    loo = dict(zip(usable, _loo_medians(vals)))
+    whole = float(np.median(vals))
+    out = []
+    for q in active:
+        m = len(usable) - (q in loo)
+        if m < 2:
+            continue
+        ref = loo.get(q, whole)
+        if p.value[q] - ref < -limit_z * floor * np.sqrt(1.0 / p.rounds[q] + 1.0 / m) + 1e-9:
+            out.append(q)
+    return out
+
+
 def judge_pairs(measurements: Iterable[Measurement], hosts: Sequence[int], names: Sequence[str],
-                floor: float, limit_z: float) -> ModelResult:
-    """The slow hosts, then the slow links, of a pair phase (see the module docstring).
-    hosts: the hosts the phase measured; names: index -> host name."""
+                floor: float, limit_z: float, leaves: Leaves | None = None) -> ModelResult:
+    """The slow hosts, then the slow paths between leaves (where `leaves` are known), then the slow
+    links of a pair phase (see the module docstring).  hosts: the hosts the phase measured;
+    names: index -> host name."""
     p, notes = _collect(measurements)
     active = sorted(p.value)
     out: list[Conviction] = []
@@ -416,8 +482,9 @@ def judge_pairs(measurements: Iterable[Measurement], hosts: Sequence[int], names
     ntested = len(hosts)
     while True:
         rounds = _rounds(active, p)
+        arrays = _Active.of(active, p)
         tests = [c for h in hosts if h not in convicted
-                 if (c := _host_test(h, active, p, floor, limit_z, rounds, ntested, names)) is not None]
+                 if (c := _host_test(h, arrays, p, floor, limit_z, rounds, ntested, names)) is not None]
         if not tests:
             break
         # the slowest first: a z conviction by its z, then one on ranks alone by its chance
@@ -425,7 +492,12 @@ def judge_pairs(measurements: Iterable[Measurement], hosts: Sequence[int], names
         out.append(worst)
         convicted.add(worst.hosts[0])
         active = [q for q in active if worst.hosts[0] not in q]
-    for q in list(active):
+    if leaves is not None:
+        paths = _path_tests(active, p, leaves, floor, limit_z, names)
+        out.extend(paths)
+        crossed = {c.path for c in paths}
+        active = [q for q in active if leaves.path(*q) not in crossed]  # explained by their path
+    for q in _link_candidates(active, p, floor, limit_z):
         c = _link_test(q, active, p, floor, limit_z, names)
         if c is not None:
             out.append(c)
@@ -454,10 +526,160 @@ def _unexplained(out: Sequence[Conviction], active: Sequence[tuple[int, int]], p
         slow = np.log(c.reference) - limit_z * c.noise  # and slow in itself
         alike = sorted((q for q in free if q != c.hosts and p.value[q] <= min(level, slow)), key=lambda q: p.value[q])
         if alike:
-            who = names[c.hosts[0]] if c.kind == HOST else " <-> ".join(names[h] for h in c.hosts)
+            who = (names[c.hosts[0]] if c.kind == HOST else c.evidence[0].split(":", 1)[0] if c.kind == PATH
+                   else " <-> ".join(names[h] for h in c.hosts))
             worst = (f"pairs model not judged: {who} measured {np.exp(c.best):.3g} GB/s at best, but "
                      f"{len(alike)} pair(s) without a convicted host were as slow ({_fmt_pairs(alike[:3], p, names)} "
                      f"GB/s): the slow pairs do not follow one host or link (an unsteady machine, or more faults "
                      f"than the pairs tell apart); the round-by-round verdicts stand")
             break
     return worst
+
+
+# -- paths between leaves ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _PathContext:
+    """What every path of one scan is judged with (`_path_tests`): the usable pairs (active, not
+    censored) in one order, their best-round log busbw, and each round's pairs as positions in it."""
+
+    pairs: list[tuple[int, int]]
+    best: np.ndarray  # per pair: its best round's log busbw (`_Pairs.value`)
+    rounds: list[tuple[np.ndarray, np.ndarray]]  # per round: (positions of its usable pairs, their log busbw)
+    by_host: dict[int, list[int]]  # host -> positions of its pairs
+    floor: float
+    limit_z: float  # one pair's limit (fast elsewhere)
+    limit: float  # the z a path's median must pass
+    p: _Pairs
+    leaves: Leaves
+    names: Sequence[str]
+
+
+def _path_tests(active: Sequence[tuple[int, int]], p: _Pairs, leaves: Leaves, floor: float, limit_z: float,
+                names: Sequence[str]) -> list[Conviction]:
+    """The paths between leaves that their crossing pairs say are slow.
+
+    For each path, each usable pair (active, not censored) is set against its round: its log
+    busbw less the median of that round's usable pairs that do not cross the path, its best
+    round (a fault repeats).  A round's level moves for the whole machine, and one round holds a
+    path's crossing pairs together (`scan_schedule.leaf_rounds`), so pooled figures would take a
+    slow round for a slow path.  A round with fewer than MIN_CLASS_PAIRS such pairs (a small
+    fleet's round of every pair) is set against all of them, pooled (their best rounds' median).
+    The pairs not crossing the path are the reference: their spread (MAD-sigma one standard error
+    up, floored at the scan's floor) is the noise s of one pair; scattered past SCATTER_LIMIT,
+    the path is not judged.
+
+    A path limits every pair crossing it alike, so its figure is the median of its k crossing
+    pairs, whose standard error is s x sqrt(pi/2 x (1/k + 1/n)) against the n reference pairs (the
+    median's; pi/2 errs high for few pairs).  It is convicted when that median is below the
+    reference by more than the limit: limit_z, or more where many paths are tested, the Gaussian
+    tail that leaves RANK_ALPHA (the scan's false-alarm budget, 1e-3) over the number of paths (4.0
+    for the 28 paths of 8 leaves, 4.6 for the 496 of 32); when more than half of its crossing pairs
+    sit below half that median (the shortfall is shared, not one or two slow pairs pulling a mean);
+    and when at least two of those share no host and have both hosts fast elsewhere (a reference
+    pair not below limit_z x s x sqrt(1 + 1/n)): two independent measurements, as every verdict of
+    the scan needs, and not a host's fault (hosts convicted before are out of `active` already).
+    One slow pair among several crossing a path is no path: a link, judged after."""
+    pairs = [q for q in sorted(active) if q not in p.censored]
+    crossing: dict[tuple[int, int], list[int]] = defaultdict(list)
+    by_host: dict[int, list[int]] = defaultdict(list)
+    for i, q in enumerate(pairs):
+        path = leaves.path(*q)
+        if path is not None:
+            crossing[path].append(i)
+        for h in q:
+            by_host[h].append(i)
+    tested = {path: idx for path, idx in crossing.items() if len(idx) >= 2}
+    if not tested or len(pairs) < MIN_CLASS_PAIRS + 2:
+        return []
+    position = {q: i for i, q in enumerate(pairs)}
+    rounds = []
+    for by_pair in p.by_round.values():
+        idx = [position[q] for q in by_pair if q in position]
+        if idx:
+            rounds.append((np.array(idx), np.array([by_pair[pairs[i]] for i in idx])))
+    ctx = _PathContext(pairs, np.array([p.value[q] for q in pairs]), rounds, dict(by_host), floor, limit_z,
+                       max(limit_z, _tail_z(RANK_ALPHA / len(tested))), p, leaves, names)
+    return [c for path, idx in sorted(tested.items()) if (c := _path_test(path, np.array(idx), ctx)) is not None]
+
+
+def _tail_z(chance: float) -> float:
+    """z with Phi(-z) = chance (bisection on erfc)."""
+    lo, hi = 0.0, 40.0
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if 0.5 * erfc(mid / np.sqrt(2.0)) > chance else (lo, mid)
+    return hi
+
+
+def _relative(ctx: _PathContext, crossing: np.ndarray) -> np.ndarray:
+    """Per usable pair: its best log ratio to its round's pairs that are not `crossing` (positions);
+    to all those pairs pooled where the round holds fewer than MIN_CLASS_PAIRS of them."""
+    out_of = np.zeros(len(ctx.pairs), dtype=bool)
+    out_of[crossing] = True
+    pooled = float(np.median(ctx.best[~out_of]))
+    rel = np.full(len(ctx.pairs), -np.inf)
+    for idx, values in ctx.rounds:
+        keep = ~out_of[idx]
+        level = float(np.median(values[keep])) if keep.sum() >= MIN_CLASS_PAIRS else pooled
+        np.maximum.at(rel, idx, values - level)
+    return rel
+
+
+def _path_test(path: tuple[int, int], crossing: np.ndarray, ctx: _PathContext) -> Conviction | None:
+    """One path (`_path_tests`): its crossing pairs against their rounds' pairs not crossing it."""
+    rel = _relative(ctx, crossing)
+    others = np.ones(len(ctx.pairs), dtype=bool)
+    others[crossing] = False
+    reference = _reference(rel[others], ctx.floor)
+    if reference is None:
+        return None
+    center, s = reference
+    n, k = int(others.sum()), len(crossing)
+    mine = rel[crossing] - center
+    median = float(np.median(mine))
+    z = median / (s * np.sqrt(np.pi / 2 * (1.0 / k + 1.0 / n)))
+    low = [int(i) for i, v in zip(crossing, mine) if v < median / 2]
+    if z >= -ctx.limit or 2 * len(low) <= k:
+        return None
+    fine = others & (rel - center >= -ctx.limit_z * s * np.sqrt(1.0 + 1.0 / n))
+    fast = {h: [j for j in ctx.by_host.get(h, ()) if fine[j]] for i in low for h in ctx.pairs[i]}
+    independent: list[tuple[int, int]] = []
+    for i in low:  # host-disjoint low pairs whose hosts are both fast elsewhere
+        q = ctx.pairs[i]
+        if fast[q[0]] and fast[q[1]] and not any(set(q) & set(r) for r in independent):
+            independent.append(q)
+    if len(independent) < 2:
+        return None
+    return _path_conviction(path, crossing, ctx, (median, z, s, len(low)), independent, fast)
+
+
+def _path_conviction(path: tuple[int, int], crossing: np.ndarray, ctx: _PathContext,
+                     figures: tuple[float, float, float, int], independent: list[tuple[int, int]],
+                     fast: dict[int, list[int]]) -> Conviction:
+    """A convicted path, with its evidence: how many crossing pairs, how far below, the hosts fast
+    elsewhere, and every crossing pair's figure."""
+    median, z, s, nlow = figures
+    p, names, pairs = ctx.p, ctx.names, ctx.pairs
+    mine = [pairs[i] for i in crossing]
+    others = np.ones(len(pairs), dtype=bool)
+    others[crossing] = False
+    ref = float(np.median(ctx.best[others]))
+    name = ctx.leaves.path_name(path)
+
+    def partner(h: int, j: int) -> str:
+        a, b = pairs[j]
+        return names[b if a == h else a]
+
+    elsewhere = "; ".join(f"{names[a]}+{names[b]}: {names[a]} fine with {partner(a, fast[a][0])} and {names[b]} "
+                          f"with {partner(b, fast[b][0])}" for a, b in independent[:2])
+    lines = [f"path {name}: {nlow} of {len(mine)} pairs crossing it at {np.exp(median):.2f}x of their rounds' other "
+             f"pairs (median; z {z:+.1f} for the median of {len(mine)} at a noise of {s:.1%} a pair, limit "
+             f"{-ctx.limit:.1f}), {len(independent)} of them with no host in common and both hosts fast elsewhere "
+             f"({elsewhere}): the path, not the hosts",
+             f"pairs crossing {name}: {_fmt_pairs(sorted(mine, key=lambda q: p.value[q]), p, names)} GB/s "
+             f"(the other pairs: median {np.exp(ref):.3g} GB/s)"]
+    logs = [p.value[q] for q in mine]
+    return Conviction(PATH, (), float(np.exp(median)), float(z), True, float(np.exp(np.median(logs))),
+                      float(np.exp(ref)), lines, float(np.median(logs)), s, path=path, pairs=tuple(sorted(mine)))

@@ -13,7 +13,12 @@ re-pairing happened to measure.  With `all_pairs` (the default up to
 `scan_schedule.ALL_PAIRS_MAX_HOSTS` hosts), the rounds are a round-robin tournament
 (every pair once, n-1 rounds), so every link is measured, and then suspect links
 are re-run, each once, in rounds of disjoint pairs (two suspects of one host go in
-different rounds): at most as many rounds again as the tournament had.
+different rounds): at most as many rounds again as the tournament had.  Given each host's
+leaf switch (`--topology`) where every pair is not measured, the fleet rounds are the leaf
+rounds instead (`scan_schedule.leaf_rounds`: within the leaves, then every leaf pair crossed),
+followed the same way; the model judges the path between every two leaves (`pair_model`), and
+the pairs crossing a path it convicts are that path's evidence, not their hosts' or links'
+(`PairState.explain`).
 """
 
 from __future__ import annotations
@@ -24,14 +29,38 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .findings import FLEET, LINK, NO_ANSWER_C, NO_ANSWER_V, NODE_NIC, RAIL, SLOW_V, SUSPECT_V, UNJUDGED_V, Finding
+from .findings import (
+    FLEET,
+    LINK,
+    NO_ANSWER_C,
+    NO_ANSWER_V,
+    NODE_NIC,
+    PATH,
+    RAIL,
+    SLOW_V,
+    SUSPECT_V,
+    UNJUDGED_V,
+    Finding,
+)
 from .fleet import Fleet
 from .localize import BAD, CONTROLS_PER_SHAPE, DEFAULT_THRESHOLDS, VERDICT, PhaseScan, Recorded, is_fleet
-from .pair_model import CONTROLLED, HOST, Measurement, ModelResult, judge_pairs
+from .pair_model import CONTROLLED, HOST, Conviction, Measurement, ModelResult, judge_pairs
+from .pair_model import LINK as LINK_KIND
+from .pair_model import PATH as PATH_KIND
 from .pair_state import Obs, PairState, is_aggregate, pair_aggregate
 from .physics import PhysicsRef
 from .round_judge import MOVED_Z, OK, Baseline, References, RoundResult, Thresholds
-from .scan_schedule import Round, all_pairs_by_default, disjoint_pairs, make_round, pair_groups, round_robin
+from .scan_schedule import (
+    LEAF_CROSSINGS,
+    Leaves,
+    Round,
+    all_pairs_by_default,
+    disjoint_pairs,
+    leaf_rounds,
+    make_round,
+    pair_groups,
+    round_robin,
+)
 
 
 class PairScan(PhaseScan):
@@ -40,13 +69,22 @@ class PairScan(PhaseScan):
     def __init__(self, fleet: Fleet, thr: Thresholds = DEFAULT_THRESHOLDS, shape: str = "rails", max_rounds: int = 3,
                  all_pairs: bool | None = None, baseline: Baseline | None = None,
                  expected: Mapping[str, float] | None = None, hosts: Sequence[int] | None = None,
-                 physics: Mapping[str, PhysicsRef] | None = None):
+                 physics: Mapping[str, PhysicsRef] | None = None, leaves: Leaves | None = None,
+                 leaf_crossings: int = LEAF_CROSSINGS):
         super().__init__(fleet, "pairs", thr, baseline, expected, physics)
         self.shape, self.max_rounds = shape, max_rounds
         self.hosts = list(range(fleet.nhosts)) if hosts is None else list(hosts)
         # None: every pair where the fleet is small enough (a slow link found by default)
         self.all_pairs = all_pairs_by_default(len(self.hosts)) if all_pairs is None else all_pairs
-        self.tournament = round_robin(self.hosts) if self.all_pairs else None
+        self.leaves = leaves  # each host's leaf switch (--topology): the model judges the paths between leaves
+        # where every host pair is not measured, the fleet rounds cross every leaf pair instead (`leaf_rounds`)
+        self.leaf_schedule = (not self.all_pairs and leaves is not None
+                              and len(leaves.members(self.hosts)) >= 2)
+        if self.leaf_schedule:
+            assert leaves is not None
+            self.tournament: list[list[tuple[int, int]]] | None = leaf_rounds(self.hosts, leaves, leaf_crossings)
+        else:
+            self.tournament = round_robin(self.hosts) if self.all_pairs else None
 
     def _update_refs(self) -> None:
         """As for every phase, but a fleet statistic needs `min_groups` different
@@ -79,7 +117,8 @@ class PairScan(PhaseScan):
         k = len({id(r.round) for r in self.records if not is_aggregate(r.round)})
         if self.tournament is not None:
             if k < len(self.tournament):
-                pairs = [(a, b) for a, b in self.tournament[k] if a not in self.dead and b not in self.dead]
+                out = set(self.dead) | self._convicted_hosts()
+                pairs = [(a, b) for a, b in self.tournament[k] if a not in out and b not in out]
                 return self._round(k + 1, "fleet", pairs)
             if k >= 2 * len(self.tournament):  # the bound on confirmation rounds (`_confirm_pairs`)
                 return None
@@ -90,6 +129,17 @@ class PairScan(PhaseScan):
         if k >= self.max_rounds:
             return None
         return self._round(k + 1, "localize", self._plan())
+
+    def _convicted_hosts(self) -> set[int]:
+        """In the leaf rounds, hosts already convicted round by round (bad with two partners or more,
+        more often than fine): left out of the later leaf rounds, whose every round they would slow
+        to their own pace (a NIC at a tenth: 17 s a round in the simulated time model, the 9 leaf
+        rounds of 1024 hosts 199 s where the disjoint pairs took 75); their leaves' paths are crossed
+        by the other hosts.  Not in the round robin of every pair, which measures each pair once."""
+        if not self.leaf_schedule or not self.records:
+            return set()
+        st = self._state()
+        return {h for h in self.hosts if st.confirmed_units(h)}
 
     def _rounds_run(self) -> int:
         return len({id(r.round) for r in self.records if not is_aggregate(r.round)})
@@ -138,7 +188,7 @@ class PairScan(PhaseScan):
         st = self._state()
         out = set()
         for c in self.model().convictions:
-            if c.kind != HOST and not c.confirmed:
+            if c.kind == LINK_KIND and not c.confirmed:
                 a, b = c.hosts
                 if not any(st.suspect(h) or st.confirmed_units(h) for h in (a, b)):
                     out.add((a, b))  # a host the rounds already suspect is re-paired, not its link re-run
@@ -160,7 +210,9 @@ class PairScan(PhaseScan):
         order = {p: i for i, rnd in enumerate(self.tournament) for p in rnd}
         done = self._rerun()
         suspects = set(self._state().link_suspects) | self._model_link_suspects()
-        todo = sorted((p for p in suspects if p not in done and not set(p) & set(self.dead)),
+        paths = self._convicted_paths()  # a pair crossing a convicted path is explained by it: not re-run
+        todo = sorted((p for p in suspects if p not in done and not set(p) & set(self.dead)
+                       and (self.leaves is None or self.leaves.path(*p) not in paths)),
                       key=lambda p: (order.get(p, len(order)), p))
         busy: set[int] = set()
         pairs: list[tuple[int, int]] = []
@@ -193,9 +245,17 @@ class PairScan(PhaseScan):
 
     # -- state ----------------------------------------------------------------------------
     def _state(self) -> PairState:
+        """The round-by-round state (`PairState`); where the model convicts a path between leaves,
+        the pairs crossing it are explained by it (`PairState.explain`)."""
         key = (len(self.records), tuple(sorted(self.dead)))
         if getattr(self, "_cached", (None,))[0] != key:
-            self._cached = (key, PairState(self))
+            st = PairState(self)
+            paths = self._convicted_paths() if self.leaves is not None else set()
+            if paths:
+                assert self.leaves is not None
+                st.explain({(a, b) for a, ps in st.partners.items() for b in ps
+                            if a < b and self.leaves.path(a, b) in paths})
+            self._cached = (key, st)
         return self._cached[1]
 
     def findings(self) -> list[Finding]:
@@ -239,8 +299,23 @@ class PairScan(PhaseScan):
             out.append(self._finding(LINK, (fleet.hosts[a], fleet.hosts[b]), SUSPECT_V, "", obs,
                                      extra=self._reruns_not_bad((a, b)) +
                                      [f"slow once; both hosts fine with other partners; {why}"]))
-        out = self._with_model(out)
+        out = self._alone_under_a_leaf(self._with_model(out))
         return out + self._fleet_notes() + self._unjudged_note(st.unjudged)
+
+    def _alone_under_a_leaf(self, out: list[Finding]) -> list[Finding]:
+        """A host convicted (or suspected) that is the only host of its leaf: every pair of it crosses
+        its leaf's uplinks, so its NIC and those paths are the same measurements - said, not guessed."""
+        if self.leaves is None:
+            return out
+        members = self.leaves.members(self.hosts)
+        index = {name: h for h, name in enumerate(self.fleet.hosts)}
+        for f in out:
+            if f.component == NODE_NIC and f.hosts and len(members.get(self.leaves.of[index[f.hosts[0]]], ())) == 1:
+                leaf = self.leaves.names[self.leaves.of[index[f.hosts[0]]]]
+                f.evidence.append(f"{f.hosts[0]} is the only host under {leaf}: every pair of it crosses {leaf}'s "
+                                  f"uplinks, so its NIC cannot be told from the paths between {leaf} and the other "
+                                  "leaves")
+        return out
 
     # -- the whole-phase model ------------------------------------------------------------
     def measurements(self) -> list[Measurement]:
@@ -281,9 +356,20 @@ class PairScan(PhaseScan):
         return float(shift.bw) if moved else 1.0
 
     def model(self) -> ModelResult:
-        """The whole-phase model's verdicts over the live hosts (`pair_model.judge_pairs`)."""
-        live = [h for h in self.hosts if h not in self.dead]
-        return judge_pairs(self.measurements(), live, self.fleet.hosts, self.thr.bw_floor, self.thr.confirm_z)
+        """The whole-phase model's verdicts over the live hosts (`pair_model.judge_pairs`), with the
+        paths between leaves where they are known; kept until a round or a death changes them."""
+        key = (len(self.records), tuple(sorted(self.dead)))
+        cached = getattr(self, "_model_cache", None)
+        if cached is None or cached[0] != key:
+            live = [h for h in self.hosts if h not in self.dead]
+            cached = (key, judge_pairs(self.measurements(), live, self.fleet.hosts, self.thr.bw_floor,
+                                       self.thr.confirm_z, self.leaves))
+            self._model_cache = cached
+        return cached[1]
+
+    def _convicted_paths(self) -> set[tuple[int, int]]:
+        """The leaf pairs whose path the model convicts."""
+        return {c.path for c in self.model().convictions if c.kind == PATH_KIND and c.path is not None}
 
     def _with_model(self, out: list[Finding]) -> list[Finding]:
         """The round-by-round findings, completed by the model: a host or link it convicts that
@@ -294,6 +380,9 @@ class PairScan(PhaseScan):
         if any(rec.result.load for rec in self.records):
             out = self._shared_needs_model(out, model)
         for c in model.convictions:
+            if c.kind == PATH_KIND:
+                out = self._path_finding(out, c)
+                continue
             names = tuple(self.fleet.hosts[h] for h in c.hosts)
             comp = NODE_NIC if c.kind == HOST else LINK
             same = [f for f in out if f.hosts == names and f.component in (comp, NO_ANSWER_C)]
@@ -307,6 +396,22 @@ class PairScan(PhaseScan):
             out.append(Finding(comp, names, SLOW_V if c.confirmed else SUSPECT_V, detail, c.measured, c.reference,
                                c.z, evidence=evidence, pct_expected=self._pct(self._shape_of_pairs(), c.measured)))
         return out
+
+    def _path_finding(self, out: list[Finding], c: Conviction) -> list[Finding]:
+        """A path the model convicts, named by its leaves ("leaf3<->leaf7"); the round-by-round link
+        findings (suspect or confirmed) of pairs crossing it are its evidence, not faults of their own."""
+        assert self.leaves is not None and c.path is not None
+        detail = self.leaves.path_name(c.path)
+        crossing = [f for f in out if f.component == LINK and len(f.hosts) == 2
+                    and self.leaves.path(*(self.fleet.hosts.index(h) for h in f.hosts)) == c.path]
+        evidence = list(c.evidence)
+        if crossing:
+            shown = ", ".join(" <-> ".join(f.hosts) for f in crossing[:4]) + (", ..." if len(crossing) > 4 else "")
+            evidence.append(f"{len(crossing)} pair(s) crossing it slow round by round too, as links ({shown}): the "
+                            "path explains them")
+        kept = [f for f in out if f not in crossing]
+        return kept + [Finding(PATH, (), SLOW_V, detail, c.measured, c.reference, c.z, evidence=evidence,
+                               pct_expected=self._pct(self._shape_of_pairs(), c.measured))]
 
     def _shared_needs_model(self, out: list[Finding], model: ModelResult) -> list[Finding]:
         """Where ranks share devices (`sharing.py`), a round's fleet mixes pairs run at different
@@ -425,10 +530,44 @@ class PairScan(PhaseScan):
         done = {frozenset((h, p)) for h in live for p in partners.get(h, ()) if p not in self.dead}
         if len(live) == 2:
             return self.two_host_note()
+        leaves = self._leaf_note(live, done)
         if len(done) >= total:
-            return f"pairs: every host pair measured ({total}{', round-robin' if self.tournament else ''})"
-        return (f"pairs: {len(done)} of {total} host pairs measured: a slow link between two hosts never paired is "
-                f"not tested (--all-pairs measures every pair, {len(live) - 1 + len(live) % 2} rounds)")
+            robin = ", round-robin" if self.tournament and not self.leaf_schedule else ""
+            return f"pairs: every host pair measured ({total}{robin})" + (f"; {leaves}" if leaves else "")
+        rounds = self._rounds_run()
+        if self.leaf_schedule:
+            return (f"pairs: {leaves}; {len(done)} of {total} host pairs measured in {rounds} round(s): a slow link "
+                    "between two hosts under two leaves is tested as the path between them, one within a leaf as "
+                    "its hosts' NICs")
+        every = len(live) - 1 + len(live) % 2
+        share = len(done) / total
+        return (f"pairs: {len(done)} of {total} host pairs measured ({share:.{1 if share >= 0.01 else 2}%}, in "
+                f"{rounds} round(s); every pair takes {every} rounds): a slow link between two hosts never paired is "
+                "not tested; --topology FILE (each host's leaf switch) tests the path between every two leaves "
+                "instead, --all-pairs every host pair" + (f"; {leaves}" if leaves else ""))
+
+    def _leaf_note(self, live: Sequence[int], done: set[frozenset]) -> str:
+        """What the measured pairs say of the paths between leaves (--topology): how many leaf pairs
+        were crossed by two host pairs or more, the fewest a path is judged on; "" without leaves."""
+        if self.leaves is None:
+            return ""
+        members = self.leaves.members(live)
+        if len(members) < 2:
+            name = self.leaves.names[next(iter(members))] if members else "-"
+            return f"--topology: every host under one leaf ({name}): no path between leaves to test"
+        crossings: dict[tuple[int, int], int] = defaultdict(int)
+        for pair in done:
+            path = self.leaves.path(*sorted(pair))
+            if path is not None:
+                crossings[path] += 1
+        total = len(members) * (len(members) - 1) // 2
+        judged = [n for n in crossings.values() if n >= 2]
+        head = (f"every leaf pair crossed ({total} leaf pair(s) of {len(members)} leaves" if len(judged) == total else
+                f"{len(judged)} of {total} leaf pairs ({len(members)} leaves) crossed by 2 host pairs or more, the "
+                f"fewest a path is judged on (the others are not tested")
+        lo, hi = (min(judged), max(judged)) if judged else (0, 0)
+        spread = f", {lo}{'' if lo == hi else f'-{hi}'} host pairs each" if judged else ""
+        return f"{head}{spread}; --topology {self.leaves.source})"
 
 
     def two_host_note(self) -> str:

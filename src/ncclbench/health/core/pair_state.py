@@ -41,6 +41,9 @@ class PairState:
     Kept in numpy arrays (a thousand-host round has thousands of groups); only
     bad measurements become `Obs` objects, since only they are evidence."""
 
+    # host pairs whose measurements something else explains (`explain`): evidence of nothing here
+    explained: frozenset[tuple[int, int]] = frozenset()
+
     def __init__(self, scan: PhaseScan):
         self.scan = scan
         thr, H = scan.thr, scan.fleet.nhosts
@@ -123,6 +126,21 @@ class PairState:
         self._convicted: dict[int, set] | None = None
         self.link_suspects = self._link_suspects()
 
+    def explain(self, pairs: set[tuple[int, int]]) -> None:
+        """The measurements of these host pairs are explained by a component of the fabric (the path
+        between their leaves, which the whole-phase model convicts): a bad one is no evidence
+        against either host (not a bad partner, not counted toward a host's conviction) and no link
+        of its own.  Without this, a host whose pair crossed a slow path and dipped once elsewhere
+        was "bad with two partners" (simulated 256 hosts, a path 5 % slow: a host's rails 2 and 3)."""
+        if not pairs:
+            return
+        self.explained = frozenset(pairs)
+        for a, b in pairs:
+            self.bad_partners[a].discard(b)
+            self.bad_partners[b].discard(a)
+        self._convicted = None
+        self.link_suspects = [link for link in self._link_suspects() if link not in self.explained]
+
     # -- counts on demand (only hosts and links with bad measurements ask) ---------------------
     def _ok_counts(self, h: int) -> dict:
         if h not in self._ok_units:
@@ -171,7 +189,7 @@ class PairState:
         bad_partners: dict[tuple, set[int]] = defaultdict(set)  # (rail, symptom) -> partners
         bad: dict[tuple, int] = defaultdict(int)  # (rail, symptom) -> bad measurements
         for o in self.bad_by_node.get(h, []):
-            if o.partner in explained:
+            if o.partner in explained or (min(h, o.partner), max(h, o.partner)) in self.explained:
                 continue
             for part in symptoms(o.symptom):
                 bad_partners[(o.unit, part)].add(o.partner)
@@ -243,7 +261,7 @@ class PairState:
         out = {}
         for link in self.bad_by_link:
             a, b = link
-            if not (self.cleared(a) and self.cleared(b)):
+            if link in self.explained or not (self.cleared(a) and self.cleared(b)):
                 continue
             bad_rounds, ok = self._link_units(link)
             units = {u for (u, _), r in bad_rounds.items() if len(r) >= 2 and len(r) > ok.get(u, 0)}

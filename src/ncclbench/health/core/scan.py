@@ -19,11 +19,22 @@ import numpy as np
 from .causes import HostCauses, attach_causes
 from .findings import NO_ANSWER_C, NO_ANSWER_V, NODE_COMPONENTS, SUSPECT_V, Finding, drain_hosts, merge
 from .fleet import Fleet
+from .leaf_switches import Topology
 from .localize import PhaseScan, RepeatScan
 from .pair_phase import PairScan
 from .physics import PhysicsRef
 from .round_judge import Baseline, RoundResult, Thresholds
-from .scan_schedule import PAIR_SHAPES, PHASES, Group, Round, intra_groups, local_groups, make_round, rail_groups
+from .scan_schedule import (
+    LEAF_CROSSINGS,
+    PAIR_SHAPES,
+    PHASES,
+    Group,
+    Round,
+    intra_groups,
+    local_groups,
+    make_round,
+    rail_groups,
+)
 from .sharing import round_loads
 
 # what a host can come out as; all but healthy and faulty leave the scan unresolved (exit 9)
@@ -45,6 +56,10 @@ class ScanConfig:
     causes: Mapping[str, HostCauses] | None = None  # per host: explain's traps (named in the findings)
     notes: tuple[str, ...] = ()  # what the set-up found that the report must say (crowding.latency_note)
     devices: Mapping[int, str] = field(default_factory=dict)  # world rank -> device it shares (sharing.py)
+    # each host's leaf switch (--topology): the pairs phase crosses every leaf pair where it does not
+    # measure every host pair, and its model judges the paths between leaves (pair_phase, pair_model)
+    topology: Topology | None = None
+    leaf_crossings: int = LEAF_CROSSINGS  # host pairs crossing each leaf pair (scan_schedule.leaf_rounds)
 
     def __post_init__(self) -> None:
         bad = [p for p in self.phases if p not in PHASES]
@@ -282,8 +297,16 @@ def _phase_scans(fleet: Fleet, cfg: ScanConfig) -> tuple[list, list[str]]:
         elif phase == "rail" and fleet.nhosts >= 2:
             skipped.append("rail phase skipped: no GPU slot is present on two hosts")
         elif phase == "pairs" and fleet.nhosts >= 2:
+            leaves = None
+            if cfg.topology is not None:
+                missing = cfg.topology.missing(fleet.hosts)
+                if missing:
+                    skipped.append(f"--topology {cfg.topology.source}: {len(missing)} host(s) under no leaf in it "
+                                   f"({', '.join(missing[:6])}): the paths between leaves are not tested")
+                else:
+                    leaves = cfg.topology.leaves_for(fleet.hosts)
             scans.append(PairScan(fleet, thr, cfg.pair_shape, cfg.max_pair_rounds, cfg.all_pairs, base, exp,
-                                  physics=phys))
+                                  physics=phys, leaves=leaves, leaf_crossings=cfg.leaf_crossings))
     return scans, skipped
 
 

@@ -23,7 +23,9 @@ suspect links re-run in rounds of disjoint pairs (`PairScan._confirm_pairs`: usu
 one round, more where suspects share a host; at most as many as the tournament had).
 Above it the disjoint pairs and re-pairing (2-4 rounds) stay the default and the report
 says how many host pairs were measured; `--all-pairs` / `--no-all-pairs` choose either
-at any size.
+at any size.  At that scale no cable joins two hosts: a pair crosses its leaf switches and,
+between two leaves, the path through the spine; told each host's leaf (`--topology`), the
+pairs phase crosses every leaf pair instead (`leaf_rounds`: 1 + ceil((L - 1) / chunks) rounds).
 """
 
 from __future__ import annotations
@@ -47,7 +49,15 @@ ALL_PAIRS_MAX_HOSTS = 16
 def all_pairs_by_default(nhosts: int) -> bool:
     """Whether the pairs phase measures every host pair when not told (`ALL_PAIRS_MAX_HOSTS`)."""
     return nhosts <= ALL_PAIRS_MAX_HOSTS
+
+
 PAIR_SHAPES = ("rails", "full")
+# Host pairs crossing each leaf pair in the leaf rounds (`leaf_rounds`): a leaf's hosts go in chunks
+# of about this many, each chunk to another leaf in the same round, so the L - 1 leaf matchings run
+# in (L - 1) / chunks rounds; a path is convicted on two host-disjoint crossing pairs or more
+# (`pair_model`), and 8 leave it that many times over.  32 hosts a leaf: 4 chunks, so 1024 hosts
+# (32 leaves) take 1 + 8 rounds rather than 1 + 31, 256 hosts (8 leaves) 1 + 2.
+LEAF_CROSSINGS = 8
 
 
 @dataclass(frozen=True)
@@ -174,6 +184,109 @@ def round_robin(hosts: Sequence[int]) -> list[list[tuple[int, int]]]:
         rounds.append(pairs)
         items = [items[0], items[-1], *items[1:-1]]  # keep the first, rotate the rest
     return rounds
+
+
+@dataclass(frozen=True)
+class Leaves:
+    """The leaf switch of each host of a fleet (`leaf_switches.Topology.leaves_for`): host h hangs off
+    leaf `names[of[h]]`.  A host pair under two leaves crosses the path between them."""
+
+    names: tuple[str, ...]
+    of: tuple[int, ...]  # host index -> leaf index
+    source: str = ""  # the file it was read from, and its format (for the report)
+
+    def path(self, a: int, b: int) -> tuple[int, int] | None:
+        """The leaf pair (lower index first) a host pair crosses; None within one leaf."""
+        x, y = self.of[a], self.of[b]
+        return None if x == y else (min(x, y), max(x, y))
+
+    def path_name(self, path: tuple[int, int]) -> str:
+        return f"{self.names[path[0]]}<->{self.names[path[1]]}"
+
+    def members(self, hosts: Sequence[int]) -> dict[int, list[int]]:
+        """leaf index -> its hosts among `hosts`, in their order (leaves in order of their first host)."""
+        out: dict[int, list[int]] = {}
+        for h in hosts:
+            out.setdefault(self.of[h], []).append(h)
+        return out
+
+
+def leaf_rounds(hosts: Sequence[int], leaves: Leaves, crossings: int = LEAF_CROSSINGS) -> list[list[tuple[int, int]]]:
+    """The pairs phase's fleet rounds over leaves: every leaf pair crossed by host pairs.
+
+    Round 1 pairs each leaf's hosts with each other (the pairs that cross no path: every host
+    fast or slow apart from any path).  Then a round robin over the leaves (`round_robin`: every
+    leaf pair in one of L - 1 matchings, L for an odd count), `chunks` matchings a round: each
+    leaf's hosts split into `chunks` parts (sizes one apart), part j crossing to the leaf's
+    partner in the round's j-th matching, host i of one part with host i of the other; chunks =
+    smallest leaf // `crossings`, at least 1 (then the round is one matching: L - 1 rounds; with
+    two leaves at least 2, so that the round holds pairs within the leaves beside the crossing
+    ones).  Hosts a round leaves over (a part beyond the last matching, a leaf
+    without partner, the longer of two parts) pair within their leaf, a partner not met before
+    first, and those left after that with each other.  So every host is in one pair a round;
+    1 + ceil(M / chunks) rounds for M matchings."""
+    by_leaf = leaves.members(hosts)
+    ids = list(by_leaf)
+    if len(ids) < 2:
+        return [disjoint_pairs(list(hosts))[0]]
+    matchings = round_robin(ids)
+    # two leaves: half their hosts at least stay within their leaf, so the crossing pairs' round holds
+    # pairs crossing no path to be set against (with more leaves the other leaf pairs' pairs are there)
+    chunks = max(2 if len(ids) == 2 else 1, min(len(v) for v in by_leaf.values()) // max(1, crossings))
+    parts = {leaf: _split(members, chunks) for leaf, members in by_leaf.items()}
+    met: set[tuple[int, int]] = set()
+    rounds = [_fill([], [list(v) for v in by_leaf.values()], met)]
+    for start in range(0, len(matchings), chunks):
+        pairs: list[tuple[int, int]] = []
+        idle: dict[int, list[int]] = {leaf: [] for leaf in ids}
+        for j in range(chunks):
+            partner = {}
+            if start + j < len(matchings):
+                for x, y in matchings[start + j]:
+                    partner[x], partner[y] = y, x
+            for leaf in ids:
+                mine = parts[leaf][j]
+                other = partner.get(leaf)
+                if other is None:
+                    idle[leaf].extend(mine)
+                elif leaf < other:
+                    theirs = parts[other][j]
+                    k = min(len(mine), len(theirs))
+                    pairs.extend((min(a, b), max(a, b)) for a, b in zip(mine[:k], theirs[:k]))
+                    idle[leaf].extend(mine[k:])
+                    idle[other].extend(theirs[k:])
+        rounds.append(_fill(pairs, list(idle.values()), met))
+    return rounds
+
+
+def _split(members: Sequence[int], chunks: int) -> list[list[int]]:
+    """`members` in `chunks` consecutive parts whose sizes differ by one at most."""
+    q, r = divmod(len(members), chunks)
+    out, i = [], 0
+    for j in range(chunks):
+        size = q + (j < r)
+        out.append(list(members[i:i + size]))
+        i += size
+    return out
+
+
+def _fill(pairs: list[tuple[int, int]], idle: Sequence[Sequence[int]], met: set[tuple[int, int]]) -> list[tuple[int, int]]:
+    """`pairs` and the idle hosts paired within their leaf (each group of `idle` is one leaf's), a
+    partner not met before where one is free, then the hosts left over with each other, in order.
+    `met` (the pairs of the rounds so far) grows by the round's pairs."""
+    out = list(pairs)
+    rest: list[int] = []
+    for group in idle:
+        free = list(group)
+        while len(free) >= 2:
+            a = free.pop(0)
+            b = next((x for x in free if (min(a, x), max(a, x)) not in met), free[0])
+            free.remove(b)
+            out.append((min(a, b), max(a, b)))
+        rest.extend(free)
+    out.extend((min(a, b), max(a, b)) for a, b in zip(rest[0::2], rest[1::2]))
+    met.update(out)
+    return out
 
 
 def make_round(phase: str, index: int, purpose: str, groups: Sequence[Group],

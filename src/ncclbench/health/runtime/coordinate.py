@@ -23,6 +23,7 @@ from ...core.config import Backend
 from ...core.errors import BenchError, ExitCode
 from ..core.crowding import crowded_machines, latency_note
 from ..core.fleet import Fleet
+from ..core.leaf_switches import check_hosts
 from ..core.round_judge import RoundResult, thresholds_for
 from ..core.scan import HealthReport, ScanConfig, run_scan
 from ..core.scan_schedule import Round
@@ -98,6 +99,8 @@ def _scan(coord: Coordinator, fleet: Fleet, cfg: ScanConfig, spec: GroupSpec, ro
     if cfg.baseline is not None:
         check_baseline_hosts(cfg.baseline, fleet)
         check_baseline_version(cfg.baseline)
+    if cfg.topology is not None:
+        check_hosts(cfg.topology, fleet.hosts)
     answers = exchange_setup(coord, fleet, join_timeout_s)
     said = ranks_backend(answers)
     if said is not None and spec_for is not None:
