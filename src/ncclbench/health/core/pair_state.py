@@ -20,6 +20,10 @@ from .scan_schedule import Group, Round
 AGGREGATE = "median of rails"
 
 
+# A record with its groups' hosts a and b, unit, and status codes (health/core/localize.CODE).
+_RawRecord = tuple[Recorded, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
 @dataclass
 class Obs:
     rec: Recorded
@@ -53,19 +57,7 @@ class PairState:
         self.partners: dict[int, set[int]] = defaultdict(set)
         self.unjudged: list[str] = []  # why, for each group of a fleet round that was not judged
         nunits = scan.fleet.max_gpus + 1
-        tally = np.zeros((2, nunits * H), dtype=np.int64)  # fleet rounds: [bad, ok] per (unit, host)
-        raw = []
-        for rec in scan.records:
-            a, b, u = group_arrays(rec.round)
-            st = np.array([CODE[x] for x in rec.score.status], dtype=np.int8)
-            raw.append((rec, a, b, u, st))
-            if is_fleet(rec.round):
-                if not is_aggregate(rec.round):
-                    self.unjudged += [rec.score.why[i] for i in np.flatnonzero(st == CODE[UNJUDGED])]
-                for hosts in (a, b):
-                    key = (u + 1) * H + hosts
-                    tally[0] += np.bincount(key[st == CODE[SLOW]], minlength=nunits * H)
-                    tally[1] += np.bincount(key[st == CODE[OK]], minlength=nunits * H)
+        raw, tally = self._read_records(scan, H, nunits)
         # A rail slow for many hosts at once is the fabric's, not every node's: a host
         # counts when it was slow on that rail more often than fine, so one bad node
         # (slow with each of its partners once) makes no fabric fault, even in a tournament.
@@ -90,25 +82,7 @@ class PairState:
             self.rows.append((rec, a, b, u, sa, sb, st))
             pair_key, inv, counts = np.unique(a * H + b, return_inverse=True, return_counts=True)
             for view, me, other in ((sa, a, b), (sb, b, a)):
-                isbad = np.isin(view, BAD_CODES)
-                any_bad = np.bincount(inv, weights=isbad, minlength=len(pair_key)) > 0
-                n_ok = np.bincount(inv, weights=view == CODE[OK], minlength=len(pair_key))
-                n_unjudged = np.bincount(inv, weights=view == CODE[UNJUDGED], minlength=len(pair_key))
-                # ok: every group fine or not judged, at least one fine; not judged alone says nothing
-                all_ok = (n_ok + n_unjudged == counts) & (n_ok > 0)
-                neutral = n_unjudged == counts
-                first = np.zeros(len(pair_key), dtype=np.int64)
-                first[inv[::-1]] = np.arange(len(inv))[::-1]  # one group index per pair
-                for j, i in enumerate(first):
-                    h, p = int(me[i]), int(other[i])
-                    self.partners[h].add(p)
-                    key = (h, rec.round.index, p)  # one measurement: its rails and their median together
-                    bad0, ok0, seen_ok = verdicts.get(key, (False, True, False))
-                    verdicts[key] = (bad0 or bool(any_bad[j]), ok0 and bool(all_ok[j] or neutral[j]),
-                                     seen_ok or bool(all_ok[j]))
-                for i in np.flatnonzero(isbad):
-                    self.bad_by_node[int(me[i])].append(Obs(rec, int(i), int(other[i]), unit_of(u[i]),
-                                                             CODE_NAME[int(view[i])], _symptom(rec, int(i))))
+                self._take_view(rec, u, view, me, other, (pair_key, inv, counts), verdicts)
                 live = view != 5
                 measured.update(int(x) for x in np.unique(me[live]))
                 answered.update(int(x) for x in np.unique(me[live & (view != CODE[NO_ANSWER])]))
@@ -125,6 +99,50 @@ class PairState:
         self._ok_units: dict[int, dict] = {}
         self._convicted: dict[int, set] | None = None
         self.link_suspects = self._link_suspects()
+
+    def _read_records(self, scan: PhaseScan, H: int, nunits: int) -> tuple[list[_RawRecord], np.ndarray]:
+        """Each record's (rec, a, b, unit, status codes), and the fleet rounds' tally [bad, ok] per (unit,
+        host); the reasons of fleet-round groups not judged go to `unjudged`."""
+        tally = np.zeros((2, nunits * H), dtype=np.int64)
+        raw = []
+        for rec in scan.records:
+            a, b, u = group_arrays(rec.round)
+            st = np.array([CODE[x] for x in rec.score.status], dtype=np.int8)
+            raw.append((rec, a, b, u, st))
+            if is_fleet(rec.round):
+                if not is_aggregate(rec.round):
+                    self.unjudged += [rec.score.why[i] for i in np.flatnonzero(st == CODE[UNJUDGED])]
+                for hosts in (a, b):
+                    key = (u + 1) * H + hosts
+                    tally[0] += np.bincount(key[st == CODE[SLOW]], minlength=nunits * H)
+                    tally[1] += np.bincount(key[st == CODE[OK]], minlength=nunits * H)
+        return raw, tally
+
+    def _take_view(self, rec: Recorded, u: np.ndarray, view: np.ndarray, me: np.ndarray, other: np.ndarray,
+                   pairs: tuple[np.ndarray, np.ndarray, np.ndarray],
+                   verdicts: dict[tuple[int, int, int], tuple[bool, bool, bool]]) -> None:
+        """One side of a record's groups (`view`: the statuses as `me` sees them, partners `other`): each
+        (host, round, partner) measurement's flags into `verdicts`, partners, and the bad observations."""
+        pair_key, inv, counts = pairs
+        isbad = np.isin(view, BAD_CODES)
+        any_bad = np.bincount(inv, weights=isbad, minlength=len(pair_key)) > 0
+        n_ok = np.bincount(inv, weights=view == CODE[OK], minlength=len(pair_key))
+        n_unjudged = np.bincount(inv, weights=view == CODE[UNJUDGED], minlength=len(pair_key))
+        # ok: every group fine or not judged, at least one fine; not judged alone says nothing
+        all_ok = (n_ok + n_unjudged == counts) & (n_ok > 0)
+        neutral = n_unjudged == counts
+        first = np.zeros(len(pair_key), dtype=np.int64)
+        first[inv[::-1]] = np.arange(len(inv))[::-1]  # one group index per pair
+        for j, i in enumerate(first):
+            h, p = int(me[i]), int(other[i])
+            self.partners[h].add(p)
+            key = (h, rec.round.index, p)  # one measurement: its rails and their median together
+            bad0, ok0, seen_ok = verdicts.get(key, (False, True, False))
+            verdicts[key] = (bad0 or bool(any_bad[j]), ok0 and bool(all_ok[j] or neutral[j]),
+                             seen_ok or bool(all_ok[j]))
+        for i in np.flatnonzero(isbad):
+            self.bad_by_node[int(me[i])].append(Obs(rec, int(i), int(other[i]), unit_of(u[i]),
+                                                     CODE_NAME[int(view[i])], _symptom(rec, int(i))))
 
     def explain(self, pairs: set[tuple[int, int]]) -> None:
         """The measurements of these host pairs are explained by a component of the fabric (the path

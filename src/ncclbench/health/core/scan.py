@@ -175,7 +175,7 @@ class ScanEnded(Exception):
     scan stops, keeps every round recorded so far and says why in its notes."""
 
 
-def run_scan(fleet: Fleet, config: ScanConfig, run_round: RunRound,  # noqa: C901 - complexity 20 when the limit came; split it (issue 33)
+def run_scan(fleet: Fleet, config: ScanConfig, run_round: RunRound,
              dead_hosts: Callable[[], Mapping[int, str]] | None = None,
              expected_hosts: list[str] | None = None,
              lost_hosts: Callable[[], Mapping[int, str]] | None = None) -> HealthReport:
@@ -188,10 +188,39 @@ def run_scan(fleet: Fleet, config: ScanConfig, run_round: RunRound,  # noqa: C90
     notes.extend(skipped)
     logs: list[RoundLog] = []
     dead: dict[int, str] = {}
+    ended = _run_phases(scans, fleet, config, run_round, dead_hosts, lost_hosts, notes, logs, dead)
+    for h, why in (dead_hosts() if dead_hosts else {}).items():
+        dead.setdefault(h, why)
+    notes.extend(n for s in scans if isinstance(s, PairScan) and s.records for n in [s.coverage_note()] if n)
+    lost = {h: why for h, why in (lost_hosts() if lost_hosts else {}).items() if h not in dead}
+    findings, tested, unjudged = _scan_findings(fleet, config, scans, dead, lost)
+    status = _host_status(fleet, findings, tested, unjudged)
+    for h, why in lost.items():
+        status[fleet.hosts[h]] = "partly tested"
+        notes.append(why)
+    if ended:  # what was measured was fine, but the later phases never ran
+        for name, st in status.items():
+            if st == "healthy":
+                status[name] = "partly tested"
+    if expected_hosts:
+        for name in expected_hosts:
+            status.setdefault(name, "not tested")
+    refs = {shape: {"busbw": vars(r.busbw) if r.busbw else None, "lat_us": vars(r.lat_us) if r.lat_us else None}
+            for scan in scans for shape, r in scan.refs.items()}
+    not_judged = {fleet.hosts[h]: whys for h, whys in sorted(unjudged.items())
+                  if status.get(fleet.hosts[h]) == NOT_JUDGED_S}
+    return HealthReport(fleet, findings, notes, logs, status, refs, _measurements(fleet, scans), not_judged)
+
+
+def _run_phases(scans: list[RepeatScan | PairScan], fleet: Fleet, config: ScanConfig, run_round: RunRound,
+                dead_hosts: Callable[[], Mapping[int, str]] | None,
+                lost_hosts: Callable[[], Mapping[int, str]] | None,
+                notes: list[str], logs: list[RoundLog], dead: dict[int, str]) -> bool:
+    """Every phase's rounds in turn, each without the hosts that died or were lost by then; `logs`,
+    `dead` and `notes` filled as it goes.  True when the runtime ended the scan early."""
     silent: dict[int, list[str]] = {}
-    ended = False
     for scan in scans:
-        while not ended:
+        while True:
             for h, why in (dead_hosts() if dead_hosts else {}).items():
                 dead.setdefault(h, why)
             for h, why in dead.items():
@@ -209,19 +238,27 @@ def run_scan(fleet: Fleet, config: ScanConfig, run_round: RunRound,  # noqa: C90
                 result = run_round(rnd)
             except ScanEnded as stop:
                 notes.append(f"scan ended during {rnd.name}: {stop}; later rounds did not run")
-                ended = True
-                break
-            loads, time_sliced = round_loads(rnd, fleet, config.devices)
-            result.load.update(loads)
-            for i, why in time_sliced.items():
-                result.unsteady_lat.setdefault(i, why)
-            logs.append(RoundLog(rnd.name, rnd.purpose, len(rnd.groups),
-                                 int(np.isfinite(result.busbw).sum()), result.wall_s))
-            scan.record(rnd, result)
+                return True
+            _record_round(scan, rnd, result, fleet, config, logs)
             _note_silent(rnd, result, silent, dead)
-    for h, why in (dead_hosts() if dead_hosts else {}).items():
-        dead.setdefault(h, why)
-    notes.extend(n for s in scans if isinstance(s, PairScan) and s.records for n in [s.coverage_note()] if n)
+    return False
+
+
+def _record_round(scan: RepeatScan | PairScan, rnd: Round, result: RoundResult, fleet: Fleet, config: ScanConfig,
+                  logs: list[RoundLog]) -> None:
+    """A measured round into its phase, with what shared each GPU (time-sliced groups' latency unsteady)."""
+    loads, time_sliced = round_loads(rnd, fleet, config.devices)
+    result.load.update(loads)
+    for i, why in time_sliced.items():
+        result.unsteady_lat.setdefault(i, why)
+    logs.append(RoundLog(rnd.name, rnd.purpose, len(rnd.groups), int(np.isfinite(result.busbw).sum()), result.wall_s))
+    scan.record(rnd, result)
+
+
+def _scan_findings(fleet: Fleet, config: ScanConfig, scans: list[RepeatScan | PairScan], dead: Mapping[int, str],
+                   lost: Mapping[int, str]) -> tuple[list[Finding], set[int], dict[int, list[str]]]:
+    """(findings merged across phases with their causes, hosts tested, hosts not judged and why): a
+    host that stopped answering is a finding; one lost behind a stopped member is not."""
     raw: list[Finding] = []
     tested: set[int] = set()
     unjudged: dict[int, list[str]] = {}
@@ -231,28 +268,12 @@ def run_scan(fleet: Fleet, config: ScanConfig, run_round: RunRound,  # noqa: C90
         for h, whys in scan.unjudged_hosts().items():
             unjudged.setdefault(h, []).extend(whys)
     raw.extend(Finding(NO_ANSWER_C, (fleet.hosts[h],), NO_ANSWER_V, evidence=[why]) for h, why in dead.items())
-    lost = {h: why for h, why in (lost_hosts() if lost_hosts else {}).items() if h not in dead}
-    raw = [f for f in raw if not (f.component == NO_ANSWER_C and f.hosts
-                                  and f.hosts[0] in {fleet.hosts[h] for h in lost})]
+    lost_names = {fleet.hosts[h] for h in lost}
+    raw = [f for f in raw if not (f.component == NO_ANSWER_C and f.hosts and f.hosts[0] in lost_names)]
     findings = merge(raw)
     if config.causes:
         attach_causes(findings, config.causes)
-    status = _host_status(fleet, findings, tested, unjudged)
-    for h, why in lost.items():
-        status[fleet.hosts[h]] = "partly tested"
-        notes.append(why)
-    if ended:  # what was measured was fine, but the later phases never ran
-        for name, st in status.items():
-            if st == "healthy":
-                status[name] = "partly tested"
-    if expected_hosts:
-        for name in expected_hosts:
-            status.setdefault(name, "not tested")
-    refs = {shape: {"busbw": vars(r.busbw) if r.busbw else None, "lat_us": vars(r.lat_us) if r.lat_us else None}
-            for scan in scans for shape, r in scan.refs.items()}
-    not_judged = {fleet.hosts[h]: whys for h, whys in sorted(unjudged.items())
-                  if status.get(fleet.hosts[h]) == NOT_JUDGED_S}
-    return HealthReport(fleet, findings, notes, logs, status, refs, _measurements(fleet, scans), not_judged)
+    return findings, tested, unjudged
 
 
 def _measurements(fleet: Fleet, scans: list) -> list[dict]:
