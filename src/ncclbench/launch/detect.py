@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import overload
 
 from ..core.errors import BenchError, ExitCode
+from ..core.hostlist import expand_hostlist
 
 KINDS = ("ompi", "mpich-hydra", "slurm", "torchrun", "env", "ncclbench-spawn", "comm-id", "single")
 
@@ -111,71 +112,6 @@ def _int(env: Mapping[str, str], *names: str, default: int | None = None) -> int
 
 def _raw(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k in _RAW_NAMES or k.startswith(_RAW_PREFIXES)}
-
-
-# -- Slurm hostlists -------------------------------------------------------------------
-
-def _split_top(text: str) -> list[str]:
-    """Split on commas that are not inside brackets."""
-    parts: list[str] = []
-    cur: list[str] = []
-    depth = 0
-    for ch in text:
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-            if depth < 0:
-                raise ValueError(f"unbalanced ']' in hostlist {text!r}")
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    if depth:
-        raise ValueError(f"unbalanced '[' in hostlist {text!r}")
-    parts.append("".join(cur))
-    return [p.strip() for p in parts if p.strip()]
-
-
-def _expand_range(spec: str) -> list[str]:
-    out: list[str] = []
-    for item in spec.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        if "-" in item:
-            lo, hi = item.split("-", 1)
-            if not (lo.isdigit() and hi.isdigit()) or int(hi) < int(lo):
-                raise ValueError(f"bad range {item!r} in hostlist")
-            width = len(lo)  # zero padding follows the lower bound, as Slurm does
-            out.extend(str(i).zfill(width) for i in range(int(lo), int(hi) + 1))
-        else:
-            if not item.isdigit():
-                raise ValueError(f"bad range item {item!r} in hostlist")
-            out.append(item)
-    return out
-
-
-def _expand_one(name: str) -> list[str]:
-    m = re.search(r"\[([^\[\]]*)\]", name)
-    if not m:
-        return [name]
-    head, tail = name[: m.start()], name[m.end():]
-    return [head + mid + rest for mid in _expand_range(m.group(1)) for rest in _expand_one(tail)]
-
-
-def expand_hostlist(hostlist: str) -> list[str]:
-    """Slurm's compressed hostlist -> host names, in order.
-
-    `expand_hostlist("node[01-03,7],gpu5")` -> `['node01', 'node02', 'node03', 'node7', 'gpu5']`;
-    several bracket groups multiply (`r[1-2]n[1-2]` -> r1n1 r1n2 r2n1 r2n2).
-    Raises ValueError on malformed input.
-    """
-    hosts: list[str] = []
-    for part in _split_top(hostlist):
-        hosts.extend(_expand_one(part))
-    return hosts
 
 
 # -- ports and tokens ------------------------------------------------------------------
