@@ -152,14 +152,13 @@ def _reducing(s: _Signs) -> Inferred:
     if n is not None and n >= 2 and _close(ratio, 2 * (n - 1) / n) and not (n == 2):
         return s.one("all_reduce", f"busbw/algbw = 2(n-1)/n for n = {n}")
     if n in (None, 2) and _close(ratio, 1.0):
-        if s.in_place_unchecked:
-            return s.one("sendrecv", "busbw = algbw fits sendrecv and all_reduce on 2 ranks; the "
-                         "in-place #wrong is N/A where the out-of-place one is checked: sendrecv")
-        if s.in_place_checked:
-            return s.one("all_reduce", "busbw = algbw fits sendrecv and all_reduce on 2 ranks; the "
-                         "in-place result is checked: all_reduce")
-        return Inferred(None, ("all_reduce", "sendrecv"), f"the table: {how} (all_reduce's 2(n-1)/n is 1 on "
-                        "2 ranks, as sendrecv's, and no check to tell them apart)")
+        return _by_in_place_check(
+            s, ("sendrecv", "busbw = algbw fits sendrecv and all_reduce on 2 ranks; the in-place #wrong is N/A "
+                "where the out-of-place one is checked: sendrecv"),
+            ("all_reduce", "busbw = algbw fits sendrecv and all_reduce on 2 ranks; the in-place result is "
+             "checked: all_reduce"),
+            f"the table: {how} (all_reduce's 2(n-1)/n is 1 on 2 ranks, as sendrecv's, and no check to tell them "
+            "apart)")
     if _close(ratio, 1.0):
         return s.one("sendrecv", "an op, busbw = algbw")
     if ratio > 1.02:
@@ -169,14 +168,23 @@ def _reducing(s: _Signs) -> Inferred:
 
 def _gathering(s: _Signs) -> Inferred:
     """No op, no root: all_gather or alltoall, by whether the in-place result is checked."""
+    return _by_in_place_check(
+        s, ("alltoall", "no op, no root; the in-place #wrong is N/A where the out-of-place one is checked: "
+            "alltoall (all_gather checks both)"),
+        ("all_gather", "no op, no root; the in-place result is checked: all_gather (alltoall checks only out of "
+         "place)"),
+        f"the table: {s.how} (all_gather or alltoall: with checking off their tables are alike)")
+
+
+def _by_in_place_check(s: _Signs, unchecked: tuple[str, str], checked: tuple[str, str], undecided: str) -> Inferred:
+    """Two collectives whose tables are alike but for the in-place check: the one whose in-place #wrong is N/A
+    where the out-of-place one is checked (`unchecked`), the one that checks it (`checked`), each (name, why);
+    with checking off, both, said why (`undecided`)."""
     if s.in_place_unchecked:
-        return s.one("alltoall", "no op, no root; the in-place #wrong is N/A where the out-of-place one is "
-                     "checked: alltoall (all_gather checks both)")
+        return s.one(*unchecked)
     if s.in_place_checked:
-        return s.one("all_gather", "no op, no root; the in-place result is checked: all_gather (alltoall "
-                     "checks only out of place)")
-    return Inferred(None, ("all_gather", "alltoall"), f"the table: {s.how} (all_gather or alltoall: with "
-                    "checking off their tables are alike)")
+        return s.one(*checked)
+    return Inferred(None, (checked[0], unchecked[0]), undecided)
 
 
 def infer_collective(rows: Sequence[ResultRow], nranks: int | None = None) -> Inferred:
